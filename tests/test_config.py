@@ -1,0 +1,81 @@
+"""Config validation: unknown keys, types, cross-key rules, defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from descbench.config import combinations, validate_config
+from descbench.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def base() -> dict:
+    return yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+def test_shipped_config_is_valid_and_defaults_fill():
+    cfg = validate_config(base(), SCHEMA)
+    assert cfg["dataset"] == "demo"
+    assert cfg["keypoint_sets"]["sift"]["border_px"] == 40
+    assert combinations(cfg) == [("sift", "sift"), ("sift", "rootsift")]
+    minimal = validate_config({"keypoint_sets": {"k": {"detector": "sift"}}, "descriptors": {"d": {"family": "sift"}}}, SCHEMA)
+    assert minimal["scoring"] == {"tau_px": 3.0, "gt": "closest", "tie_policy": "expected", "chunk_mb": 64, "threads": 2}
+    assert minimal["keypoint_sets"]["k"]["params"]["sigma"] == 1.6
+
+
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda c: c.update(datset="demo"), "unknown config key 'datset' (did you mean 'dataset'?)"),
+        (lambda c: c["scoring"].update(tau=3), "unknown config key 'scoring.tau' (did you mean 'scoring.tau_px'?)"),
+        (lambda c: c["keypoint_sets"]["sift"].update(border=40), "unknown config key 'keypoint_sets.sift.border'"),
+        (lambda c: c["keypoint_sets"]["sift"]["params"].update(contrast=0.1), "keypoint_sets.sift.params.contrast"),
+        (lambda c: c["descriptors"]["sift"].update(params={"scale": 2}), "descriptors.sift.params.scale"),
+    ],
+)
+def test_unknown_keys_are_named_with_the_allowed_ones(mutate, needle):
+    cfg = base()
+    mutate(cfg)
+    with pytest.raises(ConfigError) as exc:
+        validate_config(cfg, SCHEMA)
+    assert needle in str(exc.value)
+    assert "allowed keys" in str(exc.value) or "takes:" in str(exc.value)
+
+
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda c: c.update(dataset="oxford"), "dataset"),
+        (lambda c: c["scoring"].update(tau_px=-1), "scoring.tau_px"),
+        (lambda c: c["scoring"].update(gt="all_within_tau", tie_policy="half"), "only for scoring.gt 'closest'"),
+        (lambda c: c["keypoint_sets"]["sift"]["params"].update(sigma="big"), "keypoint_sets.sift.params.sigma"),
+        (lambda c: c["descriptors"]["sift"].update(family="surf"), "descriptors.sift.family"),
+        (lambda c: c["descriptors"]["sift"].update(keypoint_sets=["nope"]), "unknown keypoint set 'nope'"),
+        (lambda c: c["descriptors"].update(mine={"family": "precomputed"}), "must list its keypoint set"),
+        (lambda c: c["descriptors"].update(mine={"family": "precomputed", "keypoint_sets": ["sift"]}), "detector: precomputed"),
+        (lambda c: c.update(dataset="folder"), "folder.path"),
+        (lambda c: c["keypoint_sets"].update({"bad name": {"detector": "sift"}}), "bad name"),
+    ],
+)
+def test_invalid_values_are_errors(mutate, needle):
+    cfg = base()
+    mutate(cfg)
+    with pytest.raises(ConfigError, match=None) as exc:
+        validate_config(cfg, SCHEMA)
+    assert needle in str(exc.value)
+
+
+def test_precomputed_keypoint_set_requires_method():
+    cfg = base()
+    cfg["keypoint_sets"]["net"] = {"detector": "precomputed", "params": {}}
+    with pytest.raises(ConfigError, match="method"):
+        validate_config(cfg, SCHEMA)
+    cfg["keypoint_sets"]["net"]["params"] = {"method": "d2-net"}
+    cfg["descriptors"]["net"] = {"family": "precomputed", "keypoint_sets": ["net"]}
+    out = validate_config(cfg, SCHEMA)
+    assert ("net", "net") in combinations(out) and ("net", "sift") in combinations(out)

@@ -1,0 +1,5 @@
+import sys
+
+from descbench.cli import main
+
+sys.exit(main())

@@ -1,0 +1,143 @@
+"""Configuration: validation against ``workflow/schemas/config.schema.yaml`` and defaults.
+
+Unknown keys are the most common configuration mistake (a typo silently ignored means a run
+with the wrong parameters), so they are reported first, with the key's full path, the allowed
+keys and the closest match, before the JSON-schema type checks run.
+"""
+
+from __future__ import annotations
+
+import copy
+import difflib
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+from descbench.errors import ConfigError
+
+# Per-detector parameter schemas live in the schema file's `definitions`.
+DETECTOR_PARAM_DEFS = {"sift": "sift_detector_params", "precomputed": "precomputed_params"}
+
+
+def load_schema(schema_path: Path | str) -> dict:
+    with open(schema_path) as fh:
+        return yaml.safe_load(fh)
+
+
+def _resolve(schema: dict, node: dict) -> dict:
+    ref = node.get("$ref")
+    if ref:
+        assert ref.startswith("#/definitions/"), ref
+        return schema["definitions"][ref.split("/")[-1]]
+    return node
+
+
+def _check_unknown_and_fill(schema: dict, node: dict, value: Any, path: str) -> Any:
+    """Walk ``value`` along ``node``: raise on unknown keys, fill ``default``s, return the result."""
+    node = _resolve(schema, node)
+    if not isinstance(value, dict) or "object" not in _types(node):
+        return value
+    props = node.get("properties", {})
+    extra = node.get("additionalProperties", True)
+    out = dict(value)
+    for key in value:
+        if key in props:
+            continue
+        if extra is False:
+            allowed = sorted(props)
+            hint = difflib.get_close_matches(str(key), allowed, n=1)
+            msg = f"unknown config key '{path}{key}'"
+            if hint:
+                msg += f" (did you mean '{path}{hint[0]}'?)"
+            raise ConfigError(f"{msg}; allowed keys under '{path.rstrip('.') or '<top level>'}': {', '.join(allowed)}")
+        if isinstance(extra, dict):
+            out[key] = _check_unknown_and_fill(schema, extra, value[key], f"{path}{key}.")
+    for key, sub in props.items():
+        sub = _resolve(schema, sub)
+        if key not in out and "default" in sub:
+            out[key] = copy.deepcopy(sub["default"])
+        if key in out:
+            out[key] = _check_unknown_and_fill(schema, sub, out[key], f"{path}{key}.")
+    return out
+
+
+def _types(node: dict) -> list[str]:
+    t = node.get("type", [])
+    return [t] if isinstance(t, str) else list(t)
+
+
+def validate_config(config: dict | None, schema_path: Path | str) -> dict:
+    """Return the validated config with defaults filled; raise :class:`ConfigError` otherwise.
+
+    Checks, in order: unknown keys (anywhere, including per-detector ``params``), JSON-schema
+    types and ranges, then cross-key consistency (see :func:`_check_consistency`).
+    """
+    schema = load_schema(schema_path)
+    cfg = _check_unknown_and_fill(schema, schema, dict(config or {}), "")
+    for name, spec in cfg.get("keypoint_sets", {}).items():
+        pdef = {"$ref": f"#/definitions/{DETECTOR_PARAM_DEFS[spec['detector']]}"} if spec.get("detector") in DETECTOR_PARAM_DEFS else {}
+        if pdef:
+            spec["params"] = _check_unknown_and_fill(schema, pdef, spec.get("params", {}), f"keypoint_sets.{name}.params.")
+    from descbench.descriptors import check_descriptor_params
+
+    for name, spec in cfg.get("descriptors", {}).items():
+        if "family" in spec:
+            spec["params"] = check_descriptor_params(spec["family"], spec.get("params", {}), f"descriptors.{name}.params")
+    validator = jsonschema.Draft202012Validator(schema)
+    errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
+    if errors:
+        e = errors[0]
+        where = ".".join(str(p) for p in e.absolute_path) or "<top level>"
+        raise ConfigError(f"invalid config value at '{where}': {e.message}")
+    for name, spec in cfg.get("keypoint_sets", {}).items():
+        pdef = schema["definitions"][DETECTOR_PARAM_DEFS[spec["detector"]]]
+        for e in jsonschema.Draft202012Validator(pdef).iter_errors(spec["params"]):
+            where = ".".join(str(p) for p in e.absolute_path)
+            raise ConfigError(f"invalid config value at 'keypoint_sets.{name}.params.{where}': {e.message}")
+    _check_consistency(cfg)
+    return cfg
+
+
+def _check_consistency(cfg: dict) -> None:
+    """Rules that span several keys."""
+    scoring = cfg["scoring"]
+    if scoring["tie_policy"] == "half" and scoring["gt"] != "closest":
+        raise ConfigError(
+            "scoring.tie_policy 'half' (the seed C++ workbench's rank L+1+ceil(t/2)) is defined only "
+            "for scoring.gt 'closest' (one relevant item); use expected, optimistic or pessimistic"
+        )
+    if cfg["dataset"] == "folder" and not cfg["folder"].get("path"):
+        raise ConfigError("dataset 'folder' needs folder.path: the directory holding your scene folders")
+    kpsets = cfg["keypoint_sets"]
+    for name, spec in cfg["descriptors"].items():
+        for ks in spec.get("keypoint_sets") or []:
+            if ks not in kpsets:
+                raise ConfigError(
+                    f"descriptors.{name}.keypoint_sets names unknown keypoint set '{ks}'; "
+                    f"defined keypoint sets: {', '.join(sorted(kpsets))}"
+                )
+        if spec["family"] == "precomputed":
+            used = spec.get("keypoint_sets")
+            if not used:
+                raise ConfigError(
+                    f"descriptors.{name} (family precomputed) must list its keypoint set in "
+                    "keypoint_sets: the precomputed descriptors are row-aligned with that set's keypoints"
+                )
+            for ks in used:
+                if kpsets[ks]["detector"] != "precomputed":
+                    raise ConfigError(
+                        f"descriptors.{name} (family precomputed) reads descriptors from the files of its "
+                        f"keypoint set, but keypoint set '{ks}' uses detector '{kpsets[ks]['detector']}'; "
+                        "list a keypoint set with detector: precomputed"
+                    )
+
+
+def combinations(cfg: dict) -> list[tuple[str, str]]:
+    """All (keypoint_set, descriptor) pairs the config evaluates, in config order."""
+    out = []
+    for desc, spec in cfg["descriptors"].items():
+        for ks in spec.get("keypoint_sets") or list(cfg["keypoint_sets"]):
+            out.append((ks, desc))
+    return out

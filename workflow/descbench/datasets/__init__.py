@@ -1,0 +1,79 @@
+"""Datasets: where a dataset's scenes live and which scenes it has.
+
+The scene list is known at DAG-build time without reading any image: the demo and HPatches lists
+are constants; a user folder is listed by directory names (plus a stat of the expected files).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import lru_cache
+from importlib import resources
+from pathlib import Path
+
+from descbench.errors import ConfigError
+
+HPATCHES_ROOT = "hpatches-sequences-release"
+
+
+@lru_cache(maxsize=1)
+def hpatches_names() -> dict:
+    return json.loads(resources.files("descbench").joinpath("data/hpatches_scenes.json").read_text())
+
+
+def hpatches_scenes(subset: str = "full") -> list[str]:
+    """The 116 HPatches sequences, or the 108 of the D2-Net convention (8 largest removed)."""
+    names = hpatches_names()
+    if subset == "full":
+        return list(names["full"])
+    if subset == "d2net108":
+        drop = set(names["d2net_excluded"])
+        return [s for s in names["full"] if s not in drop]
+    raise ConfigError(f"unknown hpatches.subset {subset!r}; use full or d2net108")
+
+
+def dataset_tag(cfg: dict) -> str:
+    """The results sub-folder of a dataset: ``demo``, ``hpatches`` or ``folder-<name>``."""
+    if cfg["dataset"] == "folder":
+        return "folder-" + (cfg["folder"].get("name") or Path(cfg["folder"]["path"]).resolve().name)
+    return cfg["dataset"]
+
+
+def scene_root(cfg: dict) -> Path:
+    """The directory holding the scene folders."""
+    if cfg["dataset"] == "demo":
+        return Path(cfg["data_dir"]) / "demo" / f"seed{cfg['demo']['seed']}"
+    if cfg["dataset"] == "hpatches":
+        return Path(cfg["data_dir"]) / "hpatches" / HPATCHES_ROOT
+    return Path(cfg["folder"]["path"])
+
+
+def available_scenes(cfg: dict) -> list[str]:
+    if cfg["dataset"] == "demo":
+        from descbench.datasets.demo import DEMO_SCENES
+
+        return list(DEMO_SCENES)
+    if cfg["dataset"] == "hpatches":
+        return hpatches_scenes(cfg["hpatches"]["subset"])
+    root = scene_root(cfg)
+    if not root.is_dir():
+        raise ConfigError(f"folder.path {root} is not a directory; point it at the folder that holds your scene folders")
+    names = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
+    if not names:
+        raise ConfigError(f"folder.path {root} holds no scene folder (expected sub-folders in HPatches layout)")
+    return names
+
+
+def list_scenes(cfg: dict) -> list[str]:
+    """The scenes to evaluate: the dataset's, restricted to ``scenes`` when given (order kept)."""
+    avail = available_scenes(cfg)
+    wanted = cfg.get("scenes")
+    if not wanted:
+        return avail
+    unknown = [s for s in wanted if s not in avail]
+    if unknown:
+        raise ConfigError(
+            f"scenes lists {', '.join(unknown)}, not in dataset '{cfg['dataset']}'; "
+            f"available: {', '.join(avail[:12])}{' ...' if len(avail) > 12 else ''}"
+        )
+    return list(wanted)

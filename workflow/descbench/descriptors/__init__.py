@@ -1,0 +1,78 @@
+"""Descriptor registry: one small module per family.
+
+A family is a :class:`DescriptorFamily`: its parameter names with defaults, whether its output
+is packed binary (compared with Hamming) or float (compared with L2), and a function
+``compute(image_path, keypoints, params, keypoint_set_spec) -> ndarray [N, D]`` that returns
+one row per input keypoint, in input order (it must never drop or add keypoints).
+"""
+
+from __future__ import annotations
+
+import difflib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from descbench.errors import ConfigError, DataError
+from descbench.keypoints import ImageKeypoints
+
+
+@dataclass(frozen=True)
+class DescriptorFamily:
+    name: str
+    compute: Callable[[Path, ImageKeypoints, dict, dict], np.ndarray]
+    defaults: dict = field(default_factory=dict)
+    binary: bool | None = False  # None: decided by the data (precomputed)
+
+
+def _registry() -> dict[str, DescriptorFamily]:
+    from descbench.descriptors import precomputed, rootsift, sift
+
+    return {f.name: f for f in (sift.FAMILY, rootsift.FAMILY, precomputed.FAMILY)}
+
+
+def get_family(name: str) -> DescriptorFamily:
+    reg = _registry()
+    if name not in reg:
+        raise ConfigError(f"unknown descriptor family '{name}'; known: {', '.join(sorted(reg))}")
+    return reg[name]
+
+
+def check_descriptor_params(family: str, params: dict | None, where: str) -> dict:
+    """Fill a family's parameter defaults; an unknown parameter is a :class:`ConfigError`."""
+    reg = _registry()
+    if family not in reg:
+        key = where.removesuffix(".params") + ".family"
+        raise ConfigError(f"invalid config value at '{key}': unknown descriptor family '{family}'; known: {', '.join(sorted(reg))}")
+    fam = reg[family]
+    params = dict(params or {})
+    for key in params:
+        if key not in fam.defaults:
+            hint = difflib.get_close_matches(key, list(fam.defaults), n=1)
+            allowed = ", ".join(sorted(fam.defaults)) or "none"
+            raise ConfigError(
+                f"unknown config key '{where}.{key}'" + (f" (did you mean '{hint[0]}'?)" if hint else "")
+                + f"; family '{family}' takes: {allowed}"
+            )
+    return {**fam.defaults, **params}
+
+
+def compute_descriptors(family: str, params: dict, image_path: Path, kps: ImageKeypoints, kpset: dict, where: str) -> np.ndarray:
+    """Run a family on one image and validate its output (row count, finiteness)."""
+    fam = get_family(family)
+    desc = fam.compute(Path(image_path), kps, params, kpset)
+    if desc.ndim != 2 or desc.shape[0] != len(kps):
+        raise DataError(
+            f"{where}: descriptor family '{family}' returned shape {desc.shape} for {len(kps)} keypoints "
+            f"of {image_path}; a family must return one row per keypoint"
+        )
+    if desc.dtype != np.uint8:
+        bad = ~np.all(np.isfinite(desc), axis=1)
+        if bad.any():
+            raise DataError(
+                f"{where}: descriptor '{family}' produced NaN/inf for {int(bad.sum())} keypoints of {image_path} "
+                f"(first at keypoint row {int(np.flatnonzero(bad)[0])}); fix the descriptor or its input"
+            )
+    return desc

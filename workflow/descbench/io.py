@@ -1,0 +1,165 @@
+"""Parquet schemas (all of them, in one place), provenance metadata and atomic writes.
+
+Every file carries, under the metadata key ``descbench``, a JSON object with the stage, the
+parameters that produced it and the versions of descbench, OpenCV, NumPy, numba and pyarrow.
+Nothing time- or host-dependent is written, so the same inputs give bit-identical files.
+Files are written to a temporary name and renamed, so an interrupted job never leaves a file
+under its final name.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from descbench.errors import DataError
+
+META_KEY = b"descbench"
+
+KEYPOINTS = pa.schema(
+    [
+        ("image", pa.int8()),
+        ("x", pa.float32()),
+        ("y", pa.float32()),
+        ("size", pa.float32()),
+        ("angle", pa.float32()),
+        ("response", pa.float32()),
+        ("octave", pa.int32()),
+        ("source_index", pa.int32()),
+    ]
+)
+
+# Per-query retrieval records (protocols section 4). Query = keypoint row of image 1.
+QUERIES = pa.schema(
+    [
+        ("scene", pa.string()),
+        ("pair", pa.int8()),  # target image k of pair (1, k)
+        ("query", pa.int32()),  # index among image 1's keypoints
+        ("inside", pa.bool_()),  # projection H q lies inside image k
+        ("n_relevant", pa.int32()),  # R
+        ("gt_index", pa.int32()),  # nearest image-k keypoint to H q (-1 if image k has none)
+        ("gt_px", pa.float64()),  # its pixel distance to H q (inf if none)
+        ("n_closer", pa.int64()),  # L: candidates strictly closer than the first relevant item
+        ("n_tied", pa.int64()),  # t: other candidates at exactly its distance
+        ("ap", pa.float64()),  # AP under the tie policy; NaN when R = 0
+    ]
+)
+
+# Per-pair sufficient statistics: sums and counts, so any aggregate is exact after merging.
+HIT_KS = (1, 2, 3, 4, 5, 10, 20, 50, 100, 1000)
+PAIRS = pa.schema(
+    [
+        ("scene", pa.string()),
+        ("pair", pa.int8()),
+        ("n_query_keypoints", pa.int64()),
+        ("n_target_keypoints", pa.int64()),
+        ("n_queries", pa.int64()),
+        ("n_outside", pa.int64()),
+        ("n_relevant_queries", pa.int64()),
+        ("n_relevant_items", pa.int64()),
+        ("sum_ap", pa.float64()),
+        *[(f"sum_hit_at_{k}", pa.float64()) for k in HIT_KS],
+        *[(f"sum_recall_at_{k}", pa.float64()) for k in (1, 5, 10)],
+    ]
+)
+
+
+def versions() -> dict[str, str]:
+    out = {"python": platform.python_version()}
+    for dist in ("descbench", "numpy", "numba", "pyarrow", "pandas"):
+        try:
+            out[dist] = metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            out[dist] = "not-installed"
+    import cv2
+
+    out["opencv"] = cv2.__version__
+    return out
+
+
+def provenance(stage: str, params: dict[str, Any], **extra: Any) -> dict[str, Any]:
+    return {"stage": stage, "params": params, "versions": versions(), **extra}
+
+
+def _atomic_target(path: Path) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+
+
+def write_table(table: pa.Table, path: Path | str, meta: dict[str, Any]) -> None:
+    """Write ``table`` with ``meta`` as JSON provenance, atomically and reproducibly."""
+    path = Path(path)
+    md = dict(table.schema.metadata or {})
+    md[META_KEY] = json.dumps(meta, sort_keys=True, default=_json_default).encode()
+    table = table.replace_schema_metadata(md)
+    tmp = _atomic_target(path)
+    try:
+        pq.write_table(table, tmp, compression="zstd", compression_level=3)
+        os.replace(tmp, path)
+    finally:
+        if tmp.exists():
+            tmp.unlink()
+
+
+def write_text(path: Path | str, text: str) -> None:
+    path = Path(path)
+    tmp = _atomic_target(path)
+    tmp.write_text(text)
+    os.replace(tmp, path)
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, (np.integer,)):
+        return int(o)
+    if isinstance(o, (np.floating,)):
+        return float(o)
+    if isinstance(o, Path):
+        return str(o)
+    raise TypeError(f"not JSON serialisable: {type(o)}")
+
+
+def read_table(path: Path | str, schema: pa.Schema | None = None) -> tuple[pa.Table, dict[str, Any]]:
+    """Read a descbench Parquet file and its provenance; check columns against ``schema``."""
+    path = Path(path)
+    try:
+        table = pq.read_table(path)
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise DataError(f"cannot read {path} ({exc}); delete it and rerun the workflow to rebuild it") from exc
+    md = table.schema.metadata or {}
+    if META_KEY not in md:
+        raise DataError(f"{path} has no descbench provenance metadata; it was not written by descbench, rebuild it")
+    if schema is not None:
+        for f in schema:
+            if f.name not in table.column_names or table.schema.field(f.name).type != f.type:
+                raise DataError(f"{path}: column '{f.name}' missing or of the wrong type; rebuild the file")
+    return table, json.loads(md[META_KEY])
+
+
+def read_meta(path: Path | str) -> dict[str, Any]:
+    md = pq.read_schema(path).metadata or {}
+    if META_KEY not in md:
+        raise DataError(f"{path} has no descbench provenance metadata; rebuild it")
+    return json.loads(md[META_KEY])
+
+
+def descriptors_table(image: np.ndarray, desc: np.ndarray) -> pa.Table:
+    """Descriptor rows as a FixedSizeList column (float32 for L2, uint8 packed bits for Hamming)."""
+    n, d = desc.shape
+    value_type = pa.uint8() if desc.dtype == np.uint8 else pa.float32()
+    values = pa.array(np.ascontiguousarray(desc).reshape(-1), type=value_type)
+    col = pa.FixedSizeListArray.from_arrays(values, d)
+    return pa.table({"image": pa.array(image, type=pa.int8()), "descriptor": col})
+
+
+def descriptors_array(table: pa.Table) -> np.ndarray:
+    col = table.column("descriptor").combine_chunks()
+    d = col.type.list_size
+    return col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), d)

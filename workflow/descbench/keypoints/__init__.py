@@ -1,0 +1,64 @@
+"""Keypoint sets: detection per image, the border rule and the response cap.
+
+A scene's keypoints are one table (see :mod:`descbench.io`, schema ``keypoints``) with one row
+per keypoint, ordered by (image, detector order); ``source_index`` is the keypoint's index in
+the detector's raw output, so descriptors read from files (precomputed) stay row-aligned.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class ImageKeypoints:
+    """Keypoints of one image (OpenCV conventions: x right, y down, pixel centres at integers)."""
+
+    x: np.ndarray  # float32 [N]
+    y: np.ndarray  # float32 [N]
+    size: np.ndarray  # float32 [N], diameter in pixels (OpenCV KeyPoint.size)
+    angle: np.ndarray  # float32 [N], degrees, -1 if not defined
+    response: np.ndarray  # float32 [N]
+    octave: np.ndarray  # int32 [N], OpenCV's packed octave/layer field
+    source_index: np.ndarray  # int32 [N], index in the detector's raw output
+
+    def __len__(self) -> int:
+        return int(self.x.shape[0])
+
+    def take(self, idx: np.ndarray) -> "ImageKeypoints":
+        return ImageKeypoints(*(getattr(self, f)[idx] for f in self.__dataclass_fields__))
+
+    @property
+    def xy(self) -> np.ndarray:
+        """float64 [N, 2] positions, the precision all geometry is done in."""
+        return np.stack([self.x, self.y], axis=1).astype(np.float64)
+
+
+def border_mask(x: np.ndarray, y: np.ndarray, width: int, height: int, border_px: float) -> np.ndarray:
+    """The border rule (protocols section 2), the only one used anywhere.
+
+    keep iff ``b <= x < W - b`` and ``b <= y < H - b`` with ``b = border_px`` and W, H the size of
+    the image the keypoint lives in.
+    """
+    b = float(border_px)
+    return (x >= b) & (x < width - b) & (y >= b) & (y < height - b)
+
+
+def top_by_response(response: np.ndarray, max_keypoints: int | None) -> np.ndarray:
+    """Indices of the ``max_keypoints`` highest responses, returned in ascending index order.
+
+    Ties in response keep the lower index (stable sort), so the cap is deterministic.
+    """
+    n = response.shape[0]
+    if max_keypoints is None or n <= max_keypoints:
+        return np.arange(n)
+    order = np.argsort(-response.astype(np.float64), kind="stable")[:max_keypoints]
+    return np.sort(order)
+
+
+def filter_keypoints(kps: ImageKeypoints, width: int, height: int, border_px: float, max_keypoints: int | None) -> ImageKeypoints:
+    """Border filter first, then the response cap (protocols section 2, 'Caps')."""
+    kept = kps.take(np.flatnonzero(border_mask(kps.x, kps.y, width, height, border_px)))
+    return kept.take(top_by_response(kept.response, max_keypoints))

@@ -1,0 +1,160 @@
+"""Keypoint retrieval on sequences (protocols section 4): ground truth, exact ranks, per-query AP.
+
+For a pair (1, k) and a query q (a keypoint of image 1):
+
+- ground truth: ``p = H q``; ``j* = argmin_j |p - x_j|`` over image-k keypoints (lowest index
+  wins a tie). ``gt: closest``: q's one relevant item is j* iff ``|p - x_j*| <= tau_px``.
+  ``gt: all_within_tau``: every keypoint within ``tau_px`` of p is relevant. A projection outside
+  image k (``0 <= x < W``, ``0 <= y < H`` fails, or the point maps behind the camera) has R = 0.
+- ranking: all image-k descriptors by increasing distance to q's descriptor (squared L2 in
+  float64 for float descriptors, Hamming for packed bits). With ``L`` the number strictly closer
+  than the relevant item and ``t`` the number of other candidates at exactly its distance, the tie
+  policies give AP = 1/(L+1) (``optimistic``), 1/(L+t+1) (``pessimistic``), 1/(L+1+ceil(t/2))
+  (``half``) or ``(1/(t+1)) sum_{r=L+1}^{L+t+1} 1/r`` (``expected``, the default); for several
+  relevant items the general tie-aware AP of :func:`descbench.metrics.kernels._group_ap_sum`.
+- hit@K: probability (under the tie policy) that the first relevant item ranks within the top K
+  (the seed's precision@K); recall@K: expected fraction of relevant items within the top K.
+  Both equal each other when R = 1.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from descbench.errors import DataError
+from descbench.io import HIT_KS
+from descbench.metrics import kernels
+
+RECALL_KS = (1, 5, 10)
+
+
+@dataclass(frozen=True)
+class RetrievalParams:
+    tau_px: float = 3.0
+    gt: str = "closest"  # closest | all_within_tau
+    tie_policy: str = "expected"  # expected | optimistic | pessimistic | half
+    chunk_mb: float = 64.0  # bound on the float32 screen block held in memory
+
+    @classmethod
+    def from_config(cls, scoring: dict) -> "RetrievalParams":
+        return cls(float(scoring["tau_px"]), scoring["gt"], scoring["tie_policy"], float(scoring["chunk_mb"]))
+
+
+@dataclass(frozen=True)
+class PairResult:
+    """Per-query outputs for one pair (arrays of length Q = number of image-1 keypoints)."""
+
+    inside: np.ndarray  # bool
+    n_relevant: np.ndarray  # int32
+    gt_index: np.ndarray  # int64
+    gt_px: np.ndarray  # float64
+    n_closer: np.ndarray  # int64 (-1 where R = 0)
+    n_tied: np.ndarray  # int64 (-1 where R = 0)
+    ap: np.ndarray  # float64 (NaN where R = 0)
+    hit: np.ndarray  # float64 [Q, len(HIT_KS)]
+    recall: np.ndarray  # float64 [Q, len(RECALL_KS)]
+
+
+def project(H: np.ndarray, xy: np.ndarray, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
+    """``p ~ H [x, y, 1]^T`` divided by the third coordinate; ``inside`` = lands in the W x H image."""
+    xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
+    h = np.column_stack([xy, np.ones(len(xy))]) @ H.T
+    w = h[:, 2]
+    front = w > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        p = h[:, :2] / np.where(front, w, 1.0)[:, None]
+    inside = front & (p[:, 0] >= 0) & (p[:, 0] < width) & (p[:, 1] >= 0) & (p[:, 1] < height)
+    p[~front] = np.inf
+    return p, inside
+
+
+def relevance(proj: np.ndarray, inside: np.ndarray, target_xy: np.ndarray, tau_px: float, gt: str):
+    """Ground truth: (nearest index, its pixel distance, CSR indptr, CSR indices of relevant items)."""
+    nn_idx, nn_px = kernels.spatial_nearest(np.ascontiguousarray(proj), np.ascontiguousarray(target_xy))
+    if gt == "closest":
+        rel = inside & (nn_idx >= 0) & (nn_px <= tau_px)
+        indptr = np.concatenate([[0], np.cumsum(rel)]).astype(np.int64)
+        indices = nn_idx[rel].astype(np.int64)
+    elif gt == "all_within_tau":
+        indptr, indices = kernels.within_radius_csr(np.ascontiguousarray(proj), np.ascontiguousarray(target_xy), float(tau_px), inside)
+    else:
+        raise ValueError(f"unknown ground truth mode {gt!r}")
+    return nn_idx, nn_px, indptr, indices
+
+
+def pack_bits_to_words(desc: np.ndarray) -> np.ndarray:
+    """uint8 packed bits [N, B] -> uint64 words [N, ceil(B/8)] (zero padding adds no distance)."""
+    n, b = desc.shape
+    w = -(-b // 8)
+    buf = np.zeros((n, w * 8), dtype=np.uint8)
+    buf[:, :b] = desc
+    return buf.view(np.uint64)
+
+
+def rank_statistics(qdesc, cdesc, indptr, indices, chunk_mb: float = 64.0):
+    """Exact (less, equal, dexact) for every relevant entry; float32 -> L2, uint8 -> Hamming.
+
+    The float32 screen is computed by BLAS in blocks of query rows holding at most ``chunk_mb``
+    MiB, and only for queries with R >= 1, so memory is bounded whatever N is.
+    """
+    nnz = indices.shape[0]
+    less = np.zeros(nnz, dtype=np.int64)
+    equal = np.zeros(nnz, dtype=np.int64)
+    dexact = np.zeros(nnz, dtype=np.float64)
+    if nnz == 0:
+        return less, equal, dexact
+    if qdesc.dtype == np.uint8:
+        kernels.rank_counts_hamming(pack_bits_to_words(qdesc), pack_bits_to_words(cdesc), indptr, indices, less, equal, dexact)
+        return less, equal, dexact
+    qdesc = np.ascontiguousarray(qdesc, dtype=np.float32)
+    cdesc = np.ascontiguousarray(cdesc, dtype=np.float32)
+    c64 = cdesc.astype(np.float64)
+    cnorm2 = np.einsum("ij,ij->i", c64, c64)
+    cnorm = np.sqrt(cnorm2)
+    rows_all = np.flatnonzero(np.diff(indptr) > 0).astype(np.int64)
+    block = max(1, int(chunk_mb * 2**20 // (4 * max(1, cdesc.shape[0]))))
+    ct = cdesc.T  # a view: BLAS reads it transposed, no copy
+    for s in range(0, rows_all.shape[0], block):
+        rows = rows_all[s : s + block]
+        gram = qdesc[rows] @ ct
+        kernels.rank_counts_l2(gram, rows, qdesc, cdesc, cnorm2, cnorm, indptr, indices, less, equal, dexact)
+    return less, equal, dexact
+
+
+def score_pair(q_xy, q_desc, t_xy, t_desc, H, target_size, params: RetrievalParams) -> PairResult:
+    """Score every query of image 1 against image k (see the module docstring for definitions)."""
+    if q_desc.shape[1:] != t_desc.shape[1:] or q_desc.dtype != t_desc.dtype:
+        raise DataError(
+            f"descriptor mismatch: image 1 has {q_desc.dtype} x {q_desc.shape[1:]}, image k has "
+            f"{t_desc.dtype} x {t_desc.shape[1:]}; every image of a scene must use one descriptor"
+        )
+    width, height = target_size
+    proj, inside = project(H, q_xy, width, height)
+    nn_idx, nn_px, indptr, indices = relevance(proj, inside, np.asarray(t_xy, dtype=np.float64).reshape(-1, 2), params.tau_px, params.gt)
+    less, equal, dexact = rank_statistics(q_desc, t_desc, indptr, indices, params.chunk_mb)
+    ap, hit, rec, n_closer, n_tied = kernels.query_scores(
+        indptr, dexact, less, equal, kernels.POLICY_CODES[params.tie_policy],
+        np.array(HIT_KS, dtype=np.int64), np.array(RECALL_KS, dtype=np.int64),
+    )
+    return PairResult(inside, np.diff(indptr).astype(np.int32), nn_idx, nn_px, n_closer, n_tied, ap, hit, rec)
+
+
+def pair_statistics(res: PairResult, n_target_keypoints: int) -> dict:
+    """Sufficient statistics of one pair (schema ``PAIRS``): merging them gives exact aggregates."""
+    r1 = res.n_relevant > 0
+    out = {
+        "n_query_keypoints": int(res.inside.shape[0]),
+        "n_target_keypoints": int(n_target_keypoints),
+        "n_queries": int(res.inside.shape[0]),
+        "n_outside": int((~res.inside).sum()),
+        "n_relevant_queries": int(r1.sum()),
+        "n_relevant_items": int(res.n_relevant.sum()),
+        "sum_ap": float(res.ap[r1].sum()) if r1.any() else 0.0,
+    }
+    for t, k in enumerate(HIT_KS):
+        out[f"sum_hit_at_{k}"] = float(res.hit[r1, t].sum())
+    for t, k in enumerate(RECALL_KS):
+        out[f"sum_recall_at_{k}"] = float(res.recall[r1, t].sum())
+    return out

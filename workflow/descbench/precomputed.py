@@ -1,0 +1,109 @@
+"""Features computed elsewhere (e.g. by a learned network), in the D2-Net npz convention.
+
+For each image ``<scene>/<k>.ppm`` a file ``<scene>/<k>.ppm.<method>`` (D2-Net, R2D2, ASLFeat,
+DISK... write it with ``np.savez`` into a file object, so no ``.npz`` suffix is added; a
+``.npz`` suffix is accepted too) holds:
+
+- ``keypoints``: N x 2 or more, columns ``x, y[, scale, ...]`` in pixel coordinates of the image
+  (x right, y down). A third column is taken as the keypoint size in pixels.
+- ``descriptors``: N x D, float (compared with L2) or uint8 packed bits (compared with Hamming).
+- ``scores`` (optional): N, used as the keypoint response for the ``max_keypoints`` cap.
+
+With ``root`` set, files are looked up under ``<root>/<scene>/`` instead of next to the images.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from descbench.errors import DataError
+from descbench.keypoints import ImageKeypoints
+
+
+_FIX = "; regenerate the file (D2-Net convention: np.savez with keypoints N x 2+, descriptors N x D, optional scores N)"
+
+
+@dataclass(frozen=True)
+class PrecomputedFeatures:
+    keypoints: ImageKeypoints
+    descriptors: np.ndarray  # float32 [N, D] or uint8 [N, D/8] packed bits
+    binary: bool
+    path: Path
+
+
+def feature_path(image_path: Path, method: str, root: str | Path | None) -> Path:
+    """Where the features of ``image_path`` are expected (the first existing candidate)."""
+    base = Path(root) / image_path.parent.name if root else image_path.parent
+    candidates = [base / f"{image_path.name}.{method}", base / f"{image_path.name}.{method}.npz"]
+    for c in candidates:
+        if c.exists():
+            return c
+    raise DataError(
+        f"precomputed features for image {image_path} not found: expected {candidates[0]} "
+        f"(an npz with 'keypoints' N x 2+ and 'descriptors' N x D, D2-Net convention); "
+        "run your extractor on this image or fix keypoint_sets.<name>.params.method/root"
+    )
+
+
+def load_features(image_path: Path, method: str, root: str | Path | None = None, default_size_px: float = 12.0) -> PrecomputedFeatures:
+    """Load and validate one image's precomputed features (raises :class:`DataError` naming the file)."""
+    path = feature_path(Path(image_path), method, root)
+    try:
+        with np.load(path, allow_pickle=False) as npz:
+            arrays = {k: npz[k] for k in npz.files}
+    except Exception as exc:  # np.load raises many types on a corrupt file
+        raise DataError(f"precomputed features {path} cannot be read as npz ({exc}); regenerate the file") from exc
+    for key in ("keypoints", "descriptors"):
+        if key not in arrays:
+            raise DataError(f"precomputed features {path} lack the array '{key}' (has: {', '.join(sorted(arrays)) or 'none'})"
+                            + _FIX)
+    kp, desc = arrays["keypoints"], arrays["descriptors"]
+    if kp.ndim != 2 or kp.shape[1] < 2:
+        raise DataError(f"precomputed features {path}: 'keypoints' must be N x 2 or more (x, y[, scale]), got shape {kp.shape}" + _FIX)
+    if kp.dtype.kind not in "iuf":
+        raise DataError(f"precomputed features {path}: 'keypoints' dtype {kp.dtype} is not supported; store pixel coordinates as numbers (float)" + _FIX)
+    if desc.ndim != 2 or desc.shape[1] == 0:
+        raise DataError(f"precomputed features {path}: 'descriptors' must be N x D with D >= 1, got shape {desc.shape}" + _FIX)
+    n = kp.shape[0]
+    if desc.shape[0] != n:
+        raise DataError(
+            f"precomputed features {path}: {n} keypoints but {desc.shape[0]} descriptors; "
+            "row i of 'descriptors' must describe row i of 'keypoints'"
+        )
+    if not np.all(np.isfinite(kp[:, :3].astype(np.float64))):
+        raise DataError(f"precomputed features {path}: 'keypoints' contain NaN or inf (first at row {_first_bad_row(kp[:, :3])})" + _FIX)
+    binary = desc.dtype == np.uint8
+    if not binary:
+        if not np.issubdtype(desc.dtype, np.floating):
+            raise DataError(
+                f"precomputed features {path}: 'descriptors' dtype {desc.dtype} is not supported; "
+                "use float (L2) or uint8 packed bits (Hamming)"
+            )
+        with np.errstate(over="ignore"):  # checked after the cast: a huge float64 overflows to inf
+            desc = desc.astype(np.float32)
+        if not np.all(np.isfinite(desc)):
+            raise DataError(f"precomputed features {path}: 'descriptors' contain NaN or inf (first at row {_first_bad_row(desc)})" + _FIX)
+    scores = arrays.get("scores")
+    if scores is not None:
+        if scores.shape != (n,) or scores.dtype.kind not in "iuf":
+            raise DataError(f"precomputed features {path}: 'scores' must be {n} numbers (shape ({n},)), got {scores.dtype} {scores.shape}" + _FIX)
+        if not np.all(np.isfinite(scores)):
+            raise DataError(f"precomputed features {path}: 'scores' contain NaN or inf (first at row {_first_bad_row(scores)})" + _FIX)
+    size = kp[:, 2] if kp.shape[1] >= 3 else np.full(n, default_size_px)
+    kps = ImageKeypoints(
+        x=kp[:, 0].astype(np.float32),
+        y=kp[:, 1].astype(np.float32),
+        size=np.asarray(size, dtype=np.float32),
+        angle=np.full(n, -1.0, dtype=np.float32),
+        response=(scores if scores is not None else np.zeros(n)).astype(np.float32),
+        octave=np.zeros(n, dtype=np.int32),
+        source_index=np.arange(n, dtype=np.int32),
+    )
+    return PrecomputedFeatures(kps, np.ascontiguousarray(desc), binary, path)
+
+
+def _first_bad_row(a: np.ndarray) -> int:
+    return int(np.flatnonzero(~np.all(np.isfinite(a.reshape(a.shape[0], -1).astype(np.float64)), axis=1))[0])

@@ -1,0 +1,42 @@
+# Dataset stage: the offline demo (generated per scene) or HPatches (downloaded once).
+
+if CFG["dataset"] == "demo":
+
+    rule demo_scene:
+        output:
+            [str(DATA / "{scene}" / f"{k}.ppm") for k in range(1, 7)]
+            + [str(DATA / "{scene}" / f"H_1_{k}") for k in TARGET_IMAGES],
+        params:
+            out_dir=lambda wc, output: str(Path(output[0]).parent.parent),
+            seed=CFG["demo"]["seed"],
+        log:
+            str(RES / "logs" / "demo_scene" / "{scene}.log"),
+        threads: 1
+        resources:
+            mem_mb=500,
+        conda:
+            ENV
+        shell:
+            "python -m descbench demo-scene --scene {wildcards.scene} --out-dir {params.out_dir} --seed {params.seed} > {log} 2>&1"
+
+
+if CFG["dataset"] == "hpatches":
+
+    # One flag output (not 1,276 files): written after all 116 scenes are validated.
+    rule hpatches_download:
+        output:
+            HPATCHES_FLAG,
+        params:
+            urls=" ".join(CFG["hpatches"]["urls"]),
+            sha256=f"--sha256 {CFG['hpatches']['sha256']}" if CFG["hpatches"]["sha256"] else "",
+            data_dir=CFG["data_dir"],
+        log:
+            str(RES / "logs" / "hpatches_download.log"),
+        threads: 1
+        resources:
+            mem_mb=1000,
+        conda:
+            ENV
+        shell:
+            "python -m descbench hpatches --urls {params.urls} {params.sha256} --data-dir {params.data_dir} "
+            "--flag {output} 2>&1 | tee {log}"
