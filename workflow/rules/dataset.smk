@@ -22,6 +22,10 @@ if CFG["dataset"] == "demo":
 
 if CFG["dataset"] == "hpatches":
 
+    # Compute nodes of a cluster often have no internet access: download on the submit host.
+    localrules:
+        hpatches_download,
+
     # One flag output (not 1,276 files): written after all 116 scenes are validated.
     rule hpatches_download:
         output:
