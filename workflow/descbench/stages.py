@@ -103,8 +103,9 @@ def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpse
         d = compute_descriptors(spec["family"], spec["params"], image_path, per_image[k], kpset_spec, where)
         if blocks and (d.shape[1] != blocks[0].shape[1] or d.dtype != blocks[0].dtype):
             raise DataError(
-                f"{where}: {d.dtype} x {d.shape[1]} descriptors, but image 1 has {blocks[0].dtype} x "
-                f"{blocks[0].shape[1]}; all images must use one descriptor dimension and type"
+                f"{where} ({image_path}): {d.dtype} x {d.shape[1]} descriptors, but image 1 has "
+                f"{blocks[0].dtype} x {blocks[0].shape[1]}; all images must use one descriptor "
+                "dimension and type (check the descriptor's input files for this image)"
             )
         blocks.append(d)
         images.append(np.full(d.shape[0], k, dtype=np.int8))

@@ -7,15 +7,30 @@ from pathlib import Path
 import numpy as np
 
 from descbench.descriptors import DescriptorFamily
+from descbench.errors import DataError
 from descbench.keypoints import ImageKeypoints
 from descbench.precomputed import load_features
 
 
 def precomputed_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    """Rows ``source_index`` of the file's ``descriptors`` (the keypoints kept by the filters)."""
+    """Rows ``source_index`` of the file's ``descriptors`` (the keypoints kept by the filters).
+
+    The file must still hold the keypoints that were detected from it (same x, y at the same
+    rows); otherwise the descriptors would silently describe other keypoints.
+    """
     p = kpset["params"]
     feats = load_features(image_path, p["method"], p.get("root"), p.get("default_size_px", 12.0))
-    return feats.descriptors[kps.source_index.astype(np.int64)]
+    idx = kps.source_index.astype(np.int64)
+    n = len(feats.keypoints)
+    if idx.size and idx.max() >= n or not (
+        np.array_equal(feats.keypoints.x[idx[idx < n]], kps.x[idx < n]) and np.array_equal(feats.keypoints.y[idx[idx < n]], kps.y[idx < n])
+    ):
+        raise DataError(
+            f"precomputed features {feats.path} changed after its keypoints were detected (rows or "
+            "positions differ from the keypoint file); rerun the keypoint job (snakemake reruns it "
+            "when the file's modification time changes, or use --forcerun keypoints)"
+        )
+    return feats.descriptors[idx]
 
 
 FAMILY = DescriptorFamily("precomputed", precomputed_descriptors, binary=None)
