@@ -215,3 +215,17 @@ def test_dimension_mismatch_is_an_error():
     with pytest.raises(DataError, match="descriptor mismatch"):
         score_pair(np.zeros((1, 2)), np.zeros((1, 4), np.float32), np.zeros((1, 2)), np.zeros((1, 8), np.float32),
                    np.eye(3), (10, 10), RetrievalParams())
+
+
+def test_spatial_nearest_sweep_equals_brute_force_with_ties():
+    from descbench.metrics.kernels import spatial_nearest
+
+    rng = np.random.default_rng(3)
+    targets = np.round(rng.uniform(0, 60, (1500, 2)))  # integer grid: many exact ties
+    targets[::7] = targets[1::7][: len(targets[::7])]  # duplicated positions
+    points = np.vstack([np.round(rng.uniform(-5, 65, (700, 2)) * 2) / 2, [[np.inf, np.inf]]])
+    idx, dist = spatial_nearest(points, targets)
+    for i, p in enumerate(points[:-1]):
+        d2 = ((targets - p) ** 2).sum(axis=1)
+        assert idx[i] == int(np.argmin(d2)) and dist[i] == np.sqrt(d2.min())
+    assert idx[-1] == -1 and np.isinf(dist[-1])

@@ -22,24 +22,71 @@ def spatial_nearest(points: np.ndarray, targets: np.ndarray):
     """For each point, the nearest target (Euclidean); the lowest index wins a tie.
 
     Returns ``(index int64[Q], distance float64[Q])``; index -1 and distance inf when there is
-    no target. Brute force O(Q N), parallel over points.
+    no target. Exact: targets are swept outward from the point's x position in x-sorted order
+    until the x gap alone exceeds the best distance, so the result equals a brute force
+    (ties resolved on (squared distance, index)).
     """
     q = points.shape[0]
     n = targets.shape[0]
     idx = np.full(q, -1, dtype=np.int64)
     dist = np.full(q, np.inf, dtype=np.float64)
+    if n == 0:
+        return idx, dist
+    order = np.argsort(targets[:, 0], kind="mergesort")
+    xs = targets[order, 0].copy()
+    ys = targets[order, 1].copy()
     for i in prange(q):
         px = points[i, 0]
         py = points[i, 1]
+        if not (np.isfinite(px) and np.isfinite(py)):
+            best = np.inf
+            bj = np.int64(0)
+            for j in range(n):  # degenerate: keep the brute-force definition
+                dx = targets[j, 0] - px
+                dy = targets[j, 1] - py
+                d2 = dx * dx + dy * dy
+                if d2 < best:
+                    best = d2
+                    bj = j
+            if best < np.inf:
+                idx[i] = bj
+            dist[i] = np.sqrt(best)
+            continue
+        start = np.searchsorted(xs, px)
         best = np.inf
-        bj = -1
-        for j in range(n):
-            dx = targets[j, 0] - px
-            dy = targets[j, 1] - py
-            d2 = dx * dx + dy * dy
-            if d2 < best:  # strict: the first (lowest) index is kept on ties
-                best = d2
-                bj = j
+        bj = np.int64(n)
+        lo = start - 1
+        hi = start
+        while lo >= 0 or hi < n:
+            progressed = False
+            if hi < n:
+                dx = xs[hi] - px
+                if dx * dx <= best:
+                    dy = ys[hi] - py
+                    d2 = dx * dx + dy * dy
+                    j = order[hi]
+                    if d2 < best or (d2 == best and j < bj):
+                        best = d2
+                        bj = j
+                    hi += 1
+                    progressed = True
+                else:
+                    hi = n
+            if lo >= 0:
+                dx = px - xs[lo]
+                if dx * dx <= best:
+                    dy = ys[lo] - py
+                    d2 = dx * dx + dy * dy
+                    j = order[lo]
+                    if d2 < best or (d2 == best and j < bj):
+                        best = d2
+                        bj = j
+                    lo -= 1
+                    progressed = True
+                else:
+                    lo = -1
+            if not progressed:
+                break
         idx[i] = bj
         dist[i] = np.sqrt(best)
     return idx, dist
@@ -92,60 +139,86 @@ def _sqdist64(a, b) -> float:
     return s
 
 
+@njit(cache=True, inline="always")
+def _round_up32(x):
+    """A float32 >= x (round-to-nearest moves by at most 2^-24 |x|; 2^-22 covers it)."""
+    return np.float32(x + abs(x) * 2.0**-22 + 1e-30)
+
+
+@njit(cache=True, inline="always")
+def _round_down32(x):
+    return np.float32(x - abs(x) * 2.0**-22 - 1e-30)
+
+
 @njit(cache=True, parallel=True)
-def rank_counts_l2(gram, rows, qdesc, cdesc, cnorm2, cnorm, indptr, indices, less, equal, dexact):
+def rank_counts_l2(screen, rows, qdesc, cdesc, tol, indptr, indices, less, equal, dexact):
     """Exact rank statistics of relevant items for squared-L2 distances.
 
-    gram    float32 [r, N]: ``qdesc[rows] @ cdesc.T`` (BLAS screen; any rounding within gamma_D)
-    rows    int64 [r]: query index of each gram row
-    cnorm2  float64 [N]: |c_j|^2;  cnorm float64 [N]: |c_j|
+    screen  float32 [r, N]: the BLAS product of augmented descriptors, ``[q, 1] . [c_j, -|c_j|^2/2]``
+            = ``q.c_j - |c_j|^2/2 = (|q|^2 - d_j) / 2``, so a larger screen value is a closer candidate
+    rows    int64 [r]: query index of each screen row
+    tol     float64 [Q]: per query, a bound on |screen error_j| + |screen error_r| (see
+            :func:`screen_tolerance`); screen values further apart than tol are ordered correctly
     indptr, indices: CSR of relevant candidate indices per query
     Outputs per relevant entry e (position in ``indices``): ``less[e]`` = #{j: d_j < d_e},
     ``equal[e]`` = #{j: d_j == d_e} (including e itself), ``dexact[e]`` = d_e, with
-    d_j = sum_k (q_k - c_jk)^2 evaluated in float64.
-
-    The screen compares s_j = |c_j|^2 - 2 g_j (|q|^2 cancels). With u = 2^-24 and
-    gamma = D u / (1 - D u), |fl(g_j) - q.c_j| <= gamma |q| |c_j| for any summation order, so
-    two candidates whose screened values differ by more than 2 gamma |q| (|c_i| + |c_j|) (times
-    a safety factor 2) are ordered correctly; closer ones are re-evaluated exactly.
+    d_j = sum_k (q_k - c_jk)^2 evaluated in float64. Candidates inside the tolerance band of a
+    relevant item are re-evaluated in float64; for R = 1 and an empty band the row is one
+    branch-free pass of float32 comparisons.
     """
     r = rows.shape[0]
     n = cdesc.shape[0]
-    dim = cdesc.shape[1]
-    gamma = dim * U32 / (1.0 - dim * U32)
-    cmax = 0.0
-    for j in range(n):
-        if cnorm[j] > cmax:
-            cmax = cnorm[j]
     for t in prange(r):
         qi = rows[t]
         e0 = indptr[qi]
-        e1 = indptr[qi + 1]
-        nrel = e1 - e0
+        nrel = indptr[qi + 1] - e0
         if nrel == 0:
             continue
         q = qdesc[qi]
-        qn = 0.0
-        for k in range(dim):
-            qn += np.float64(q[k]) * np.float64(q[k])
-        qn = np.sqrt(qn)
-        tol = 4.0 * gamma * qn * (2.0 * cmax) + 1e-300
-        g = gram[t]
-        sr = np.empty(nrel, dtype=np.float64)
+        g = screen[t]
         for e in range(nrel):
-            j = indices[e0 + e]
-            sr[e] = cnorm2[j] - 2.0 * np.float64(g[j])
-            dexact[e0 + e] = _sqdist64(q, cdesc[j])
+            dexact[e0 + e] = _sqdist64(q, cdesc[indices[e0 + e]])
             less[e0 + e] = 0
             equal[e0 + e] = 0
+        if nrel == 1:
+            gr = np.float64(g[indices[e0]])
+            above = _round_up32(gr + tol[qi])  # g_j > above: certainly closer
+            below = _round_down32(gr - tol[qi])  # g_j < below: certainly farther
+            n_closer = 0
+            n_not_farther = 0
+            for j in range(n):
+                v = g[j]
+                n_closer += v > above
+                n_not_farther += v >= below
+            if n_not_farther - n_closer == 1:  # the band holds only the relevant item itself
+                less[e0] = n_closer
+                equal[e0] = 1
+                continue
+            dr = dexact[e0]
+            lcount = n_closer
+            ecount = 0
+            for j in range(n):
+                v = g[j]
+                if v >= below and v <= above:
+                    dj = _sqdist64(q, cdesc[j])
+                    if dj < dr:
+                        lcount += 1
+                    elif dj == dr:
+                        ecount += 1
+            less[e0] = lcount
+            equal[e0] = ecount
+            continue
+        gr = np.empty(nrel, dtype=np.float64)
+        for e in range(nrel):
+            gr[e] = np.float64(g[indices[e0 + e]])
         for j in range(n):
-            sj = cnorm2[j] - 2.0 * np.float64(g[j])
+            v = np.float64(g[j])
             dj = -1.0  # exact distance, evaluated lazily
             for e in range(nrel):
-                diff = sj - sr[e]
-                if diff < -tol:
+                diff = v - gr[e]
+                if diff > tol[qi]:
                     less[e0 + e] += 1
-                elif diff <= tol:
+                elif diff >= -tol[qi]:
                     if dj < 0.0:
                         dj = _sqdist64(q, cdesc[j])
                     if dj < dexact[e0 + e]:

@@ -108,19 +108,56 @@ def rank_statistics(qdesc, cdesc, indptr, indices, chunk_mb: float = 64.0):
     if qdesc.dtype == np.uint8:
         kernels.rank_counts_hamming(pack_bits_to_words(qdesc), pack_bits_to_words(cdesc), indptr, indices, less, equal, dexact)
         return less, equal, dexact
+    qdesc, cdesc, qaug, caug, tol = prepare_l2_screen(qdesc, cdesc)
+    for rows in query_blocks(indptr, cdesc.shape[0], chunk_mb):
+        screen = qaug[rows] @ caug.T  # BLAS reads the transposed view, no copy
+        kernels.rank_counts_l2(screen, rows, qdesc, cdesc, tol, indptr, indices, less, equal, dexact)
+    return less, equal, dexact
+
+
+def prepare_l2_screen(qdesc: np.ndarray, cdesc: np.ndarray):
+    """float32 descriptors, their augmented forms and per-query screen tolerances.
+
+    ``[q, 1] . [c_j, -|c_j|^2/2] = q.c_j - |c_j|^2/2``: one BLAS product gives the screen value,
+    so the kernel only compares floats.
+    """
     qdesc = np.ascontiguousarray(qdesc, dtype=np.float32)
     cdesc = np.ascontiguousarray(cdesc, dtype=np.float32)
     c64 = cdesc.astype(np.float64)
     cnorm2 = np.einsum("ij,ij->i", c64, c64)
-    cnorm = np.sqrt(cnorm2)
+    caug = np.empty((cdesc.shape[0], cdesc.shape[1] + 1), dtype=np.float32)
+    caug[:, :-1] = cdesc
+    caug[:, -1] = -0.5 * cnorm2
+    qaug = np.empty((qdesc.shape[0], qdesc.shape[1] + 1), dtype=np.float32)
+    qaug[:, :-1] = qdesc
+    qaug[:, -1] = 1.0
+    return qdesc, cdesc, qaug, caug, screen_tolerance(qdesc, cnorm2)
+
+
+def query_blocks(indptr: np.ndarray, n_candidates: int, chunk_mb: float):
+    """Blocks of query rows with R >= 1 whose float32 screen holds at most ``chunk_mb`` MiB."""
     rows_all = np.flatnonzero(np.diff(indptr) > 0).astype(np.int64)
-    block = max(1, int(chunk_mb * 2**20 // (4 * max(1, cdesc.shape[0]))))
-    ct = cdesc.T  # a view: BLAS reads it transposed, no copy
+    block = max(1, int(chunk_mb * 2**20 // (4 * max(1, n_candidates))))
     for s in range(0, rows_all.shape[0], block):
-        rows = rows_all[s : s + block]
-        gram = qdesc[rows] @ ct
-        kernels.rank_counts_l2(gram, rows, qdesc, cdesc, cnorm2, cnorm, indptr, indices, less, equal, dexact)
-    return less, equal, dexact
+        yield rows_all[s : s + block]
+
+
+def screen_tolerance(qdesc: np.ndarray, cnorm2: np.ndarray) -> np.ndarray:
+    """Per query, a rigorous bound on the difference of two float32 screen errors (safety x2).
+
+    The screen value ``fl(sum_k q_k c_jk + 1 * fl32(-|c_j|^2/2))`` is a dot product of length D+1,
+    so for any summation order (blocked, FMA, threaded) its error is at most
+    ``gamma_{D+1} (|q| |c_j| + |c_j|^2/2)`` plus the float32 rounding of the stored ``|c_j|^2/2``
+    (``u |c_j|^2/2``), with u = 2^-24 and gamma_m = m u / (1 - m u) (Higham, Accuracy and
+    Stability of Numerical Algorithms, 3.1). Two candidates' errors add; we double the sum.
+    """
+    dim = qdesc.shape[1] + 1
+    u = 2.0**-24
+    gamma = dim * u / (1 - dim * u)
+    cmax = float(np.sqrt(cnorm2.max())) if cnorm2.size else 0.0
+    qn = np.sqrt(np.einsum("ij,ij->i", qdesc.astype(np.float64), qdesc.astype(np.float64)))
+    one = gamma * (qn * cmax + 0.5 * cmax**2) + u * 0.5 * cmax**2
+    return 4.0 * one + 1e-300
 
 
 def score_pair(q_xy, q_desc, t_xy, t_desc, H, target_size, params: RetrievalParams) -> PairResult:
