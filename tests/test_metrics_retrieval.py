@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from descbench.io import HIT_KS
-from descbench.metrics.retrieval import RECALL_KS, RetrievalParams, pair_statistics, project, score_pair
+from descbench.metrics.retrieval import RECALL_KS, RetrievalParams, pair_statistics, policy_rank, project, score_pair
 
 POLICIES = ("expected", "optimistic", "pessimistic", "half")
 
@@ -165,10 +165,13 @@ def test_closed_forms_for_single_relevant():
         "half": 1 / (2 + 1 + 2),
         "expected": (1 / 4) * (1 / 3 + 1 / 4 + 1 / 5 + 1 / 6),
     }
+    ranks = {"optimistic": 3, "pessimistic": 6, "half": 5, "expected": 4.5}
     for policy, ap in expected.items():
         res = score_pair(q_xy, qd, t_xy, td, np.eye(3), (100, 100), RetrievalParams(tie_policy=policy))
         assert res.n_closer[0] == 2 and res.n_tied[0] == 3
         assert res.ap[0] == pytest.approx(ap, rel=1e-15)
+        assert policy_rank(res.n_closer, res.n_tied, policy)[0] == ranks[policy]
+    assert np.isnan(policy_rank(np.array([-1]), np.array([-1]), "expected")[0])
     # P@K under 'expected': the relevant item is at rank 3..6 with probability 1/4 each.
     res = score_pair(q_xy, qd, t_xy, td, np.eye(3), (100, 100), RetrievalParams())
     hit = dict(zip(HIT_KS, res.hit[0]))

@@ -49,6 +49,7 @@ QUERIES = pa.schema(
         ("gt_px", pa.float64()),  # its pixel distance to H q (inf if none)
         ("n_closer", pa.int64()),  # L: candidates strictly closer than the first relevant item
         ("n_tied", pa.int64()),  # t: other candidates at exactly its distance
+        ("rank", pa.float64()),  # its rank under the tie policy (retrieval.policy_rank); NaN when R = 0
         ("ap", pa.float64()),  # AP under the tie policy; NaN when R = 0
     ]
 )

@@ -20,7 +20,7 @@ from descbench.datasets.layout import TARGET_IMAGES, read_homography, read_image
 from descbench.descriptors import compute_descriptors, get_family
 from descbench.errors import DataError
 from descbench.keypoints import ImageKeypoints, filter_keypoints
-from descbench.metrics.retrieval import RetrievalParams, pair_statistics, score_pair
+from descbench.metrics.retrieval import RetrievalParams, pair_statistics, policy_rank, score_pair
 
 
 def warn(msg: str) -> None:
@@ -155,6 +155,7 @@ def score_scene(scene_dir: Path, keypoints: Path, descriptors: Path, scoring: di
         qcols["query"].append(np.arange(nq, dtype=np.int32))
         for f in ("inside", "n_relevant", "gt_index", "gt_px", "n_closer", "n_tied", "ap"):
             qcols[f].append(getattr(res, f))
+        qcols["rank"].append(policy_rank(res.n_closer, res.n_tied, params.tie_policy))
         prows.append({"scene": files.scene, "pair": k, **pair_statistics(res, len(per_image[k]))})
     queries = pa.table({f: pa.array(np.concatenate(v), type=io.QUERIES.field(f).type) for f, v in qcols.items()}, schema=io.QUERIES)
     pairs = pa.Table.from_pylist(prows, schema=io.PAIRS)

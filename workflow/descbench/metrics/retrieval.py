@@ -178,6 +178,20 @@ def score_pair(q_xy, q_desc, t_xy, t_desc, H, target_size, params: RetrievalPara
     return PairResult(inside, np.diff(indptr).astype(np.int32), nn_idx, nn_px, n_closer, n_tied, ap, hit, rec)
 
 
+def policy_rank(n_closer: np.ndarray, n_tied: np.ndarray, tie_policy: str) -> np.ndarray:
+    """Rank of the first relevant item under the tie policy (NaN where R = 0, i.e. L = -1).
+
+    optimistic L+1, pessimistic L+t+1, half L+1+ceil(t/2), expected L+1+t/2 (the mean rank over
+    the tie's orderings; note AP uses the mean of 1/rank, not 1/mean rank).
+    """
+    L = n_closer.astype(np.float64)
+    t = n_tied.astype(np.float64)
+    rank = {
+        "optimistic": L + 1, "pessimistic": L + t + 1, "half": L + 1 + np.ceil(t / 2), "expected": L + 1 + t / 2,
+    }[tie_policy]
+    return np.where(n_closer >= 0, rank, np.nan)
+
+
 def pair_statistics(res: PairResult, n_target_keypoints: int) -> dict:
     """Sufficient statistics of one pair (schema ``PAIRS``): merging them gives exact aggregates."""
     r1 = res.n_relevant > 0
