@@ -155,7 +155,7 @@ def screen_tolerance(qdesc: np.ndarray, cnorm2: np.ndarray) -> np.ndarray:
     u = 2.0**-24
     gamma = dim * u / (1 - dim * u)
     cmax = float(np.sqrt(cnorm2.max())) if cnorm2.size else 0.0
-    qn = np.sqrt(np.einsum("ij,ij->i", qdesc.astype(np.float64), qdesc.astype(np.float64)))
+    qn = np.sqrt(np.einsum("ij,ij->i", qdesc, qdesc, dtype=np.float64))  # no float64 copies
     one = gamma * (qn * cmax + 0.5 * cmax**2) + u * 0.5 * cmax**2
     return 4.0 * one + 1e-300
 
