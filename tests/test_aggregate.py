@@ -1,9 +1,10 @@
-"""Every retrieval aggregate on a hand-worked example (integer ranks, no ties)."""
+"""Every aggregate (retrieval, verification, matching) on hand-worked examples."""
 
 from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -75,3 +76,91 @@ def test_merging_scenes_is_exact(pairs):
 def test_metadata_string_is_key_value(pairs):
     s = metadata_string(summarize(pairs), scene_table(pairs))
     assert s.startswith("true_map_micro=0.4833;") and "i_a_true_map=0.5833;" in s and s.endswith(";")
+
+
+def _ver_rows():
+    # three scenes; v_c has no verification positive (its AP is excluded from the means)
+    base = dict(n_target_keypoints=100, n_distractor_scenes=2, n_distractors=40, verification_num_negatives=10,
+                retrieval_num_hard_negatives=50, retrieval_num_distractors=400)
+    rows = [
+        dict(scene="i_a", n_queries=10, verification_num_positives=5, verification_ap_step=0.6, verification_ap_tie_aware=0.61,
+             verification_ap_vlfeat=0.62, verification_ap_trapezoid=0.59, verification_ap_quantized=0.5,
+             retrieval_n_queries_with_positive=4, retrieval_sum_ap_negative=2.0, retrieval_sum_ap_ignore=3.0,
+             retrieval_num_true_positives=9, **base),
+        dict(scene="v_b", n_queries=20, verification_num_positives=3, verification_ap_step=0.9, verification_ap_tie_aware=0.9,
+             verification_ap_vlfeat=0.9, verification_ap_trapezoid=0.88, verification_ap_quantized=0.8,
+             retrieval_n_queries_with_positive=6, retrieval_sum_ap_negative=1.0, retrieval_sum_ap_ignore=5.0,
+             retrieval_num_true_positives=7, **base),
+        dict(scene="v_c", n_queries=5, verification_num_positives=0, verification_ap_step=float("nan"),
+             verification_ap_tie_aware=float("nan"), verification_ap_vlfeat=float("nan"), verification_ap_trapezoid=float("nan"),
+             verification_ap_quantized=float("nan"), retrieval_n_queries_with_positive=0, retrieval_sum_ap_negative=0.0,
+             retrieval_sum_ap_ignore=0.0, retrieval_num_true_positives=0, **base),
+    ]
+    return pd.DataFrame(rows)
+
+
+def test_verification_summary_hand_worked():
+    from descbench.metrics.aggregate import verification_scene_values, verification_summary
+
+    s = verification_summary(_ver_rows(), "step", "negative", pooled_ap=0.7)
+    assert s["keypoint_verification_ap"] == pytest.approx((0.6 + 0.9) / 2)
+    assert s["verification_viewpoint_ap"] == pytest.approx(0.9)  # v_c has no positive
+    assert s["verification_illumination_ap"] == pytest.approx(0.6)
+    assert s["keypoint_verification_ap_vlfeat"] == pytest.approx(0.76)
+    assert s["keypoint_verification_quantized_gap"] == pytest.approx(0.65 - 0.75)
+    assert s["keypoint_verification_ap_pooled"] == 0.7
+    assert s["keypoint_retrieval_ap"] == pytest.approx(3.0 / 10)  # micro over queries with R >= 1
+    assert s["keypoint_retrieval_ap_hard_ignored"] == pytest.approx(8.0 / 10)
+    assert s["keypoint_retrieval_ap_including_zeros"] == pytest.approx(3.0 / 35)
+    assert s["retrieval_viewpoint_ap"] == pytest.approx(1.0 / 6)
+    assert s["retrieval_illumination_ap"] == pytest.approx(2.0 / 4)
+    assert s["verification_scenes_without_positive"] == 1 and s["retrieval_num_true_positives"] == 16
+    ign = verification_summary(_ver_rows(), "tie_aware", "ignore", pooled_ap=float("nan"))
+    assert ign["keypoint_retrieval_ap"] == pytest.approx(0.8) and ign["keypoint_verification_ap"] == pytest.approx(0.755)
+    per_scene = verification_scene_values(_ver_rows(), "step", "negative")
+    assert per_scene.keypoint_retrieval_ap.tolist()[:2] == pytest.approx([0.5, 1 / 6])
+    assert np.isnan(per_scene.keypoint_verification_ap.iloc[2])
+
+
+def test_pooled_verification_ap_concatenates_lists_in_order():
+    from sklearn.metrics import average_precision_score
+
+    from descbench.metrics.aggregate import pooled_verification_ap
+
+    a = (np.array([1.0, 2.0, 3.0]), np.array([1, -1, 1], np.int8))
+    b = (np.array([2.0, 0.5]), np.array([1, -1], np.int8))
+    d = np.array([1.0, 2.0, 3.0, 2.0, 0.5])
+    y = np.array([1, 0, 1, 1, 0])
+    assert pooled_verification_ap([a, b], "step") == pytest.approx(average_precision_score(y, -d))
+    # vlfeat breaks the tie at 2.0 by list order: the -1 of scene a comes before the +1 of scene b
+    # ranking: 0.5(-) 1(+) 2(-) 2(+) 3(+): precision at positives 1/2, 2/4, 3/5
+    assert pooled_verification_ap([a, b], "vlfeat") == pytest.approx((1 / 2 + 2 / 4 + 3 / 5) / 3)
+
+
+def test_matching_summary_hand_worked():
+    from descbench.metrics.aggregate import matching_summary
+
+    pairs = pd.DataFrame({
+        "scene": ["i_a", "i_a", "v_b"],
+        "pair": [2, 3, 2],
+        "n_keypoints_1": [10, 10, 30], "n_keypoints_2": [20, 10, 10],
+        "n_matches": [4, 0, 10],
+        "precision": [0.5, 0.0, 0.9],
+        "mma_at_1": [0.25, 0.0, 0.5], "mma_at_3": [0.5, 0.0, 0.9],
+        "matching_score": [0.2, 0.0, 0.3],
+        "repeatability": [0.5, float("nan"), 0.7],
+        "corner_error": [0.5, float("inf"), 4.0],
+    })
+    clf = pd.DataFrame({"matcher": ["nn", "nn", "nn"], "auc": [0.8, 0.6, float("nan")], "best_j": [0.5, 0.3, float("nan")],
+                        "best_j_tpr": [0.6, 0.4, float("nan")], "best_j_fpr": [0.1, 0.1, float("nan")]})
+    s = matching_summary(pairs, clf, [1, 3], [1, 3, 5], [3, 5])
+    assert s["mean_precision"] == pytest.approx(1.4 / 3)  # the pair without matches counts as 0
+    assert s["legacy_macro_precision_by_scene"] == pytest.approx((0.25 + 0.9) / 2)
+    assert s["mma_at_1"] == pytest.approx(0.75 / 3) and s["mma_i_at_3"] == pytest.approx(0.25) and s["mma_v_at_3"] == pytest.approx(0.9)
+    assert s["mean_keypoints"] == pytest.approx((15 + 10 + 20) / 3) and s["mean_matches"] == pytest.approx(14 / 3)
+    assert s["repeatability"] == pytest.approx(0.6)
+    assert [s["homography_accuracy_at_1"], s["homography_accuracy_at_3"], s["homography_accuracy_at_5"]] == pytest.approx([1 / 3, 1 / 3, 2 / 3])
+    # LoFTR AUC at 3 px: errors below 3 = [0.5]; area = 0.5*(1/3)/2 + 2.5*(1/3) = 0.9167/3 px
+    assert s["homography_auc_at_3"] == pytest.approx((0.5 * (1 / 3) / 2 + 2.5 * (1 / 3)) / 3)
+    assert s["homography_failures"] == 1
+    assert s["classifier_nn_auc"] == pytest.approx(0.7) and s["classifier_nn_best_j"] == pytest.approx(0.4)

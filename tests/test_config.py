@@ -79,3 +79,33 @@ def test_precomputed_keypoint_set_requires_method():
     cfg["descriptors"]["net"] = {"family": "precomputed", "keypoint_sets": ["net"]}
     out = validate_config(cfg, SCHEMA)
     assert ("net", "net") in combinations(out) and ("net", "sift") in combinations(out)
+
+
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda c: c["verification"].update(candidates="near"), "verification.candidates"),
+        (lambda c: c["verification"].update(distractors_per_scene="some"), "verification.distractors_per_scene"),
+        (lambda c: c["verification"].update(hard_negative="ignore"), "did you mean 'verification.hard_negatives'"),
+        (lambda c: c["verification"].update(candidates="all", ap_convention="vlfeat"), "needs the materialised pooled list"),
+        (lambda c: c["scoring"].update(tie_policy="half"), "set verification.enabled: false"),
+        (lambda c: c["matching"].update(classifier_matchers=["nn", "knn"]), "matching.classifier_matchers"),
+        (lambda c: c["matching"].update(mma_thresholds=[]), "matching.mma_thresholds"),
+    ],
+)
+def test_verification_and_matching_options_are_checked(mutate, needle):
+    cfg = base()
+    mutate(cfg)
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        validate_config(cfg, SCHEMA)
+
+
+def test_verification_defaults_follow_the_protocol():
+    cfg = validate_config({"keypoint_sets": {"k": {"detector": "sift"}}, "descriptors": {"d": {"family": "sift"}}}, SCHEMA)
+    v = cfg["verification"]
+    assert (v["distractor_scenes"], v["distractors_per_scene"], v["candidates"], v["hard_negatives"], v["ap_convention"]) == (
+        10, 20, "nearest", "negative", "step")
+    assert cfg["matching"]["mma_thresholds"] == list(range(1, 11)) and cfg["matching"]["classifier_epsilon_px"] == 2.0
+    ok = base()
+    ok["verification"]["distractors_per_scene"] = "all"
+    assert validate_config(ok, SCHEMA)["verification"]["distractors_per_scene"] == "all"

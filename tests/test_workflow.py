@@ -75,6 +75,19 @@ def test_demo_run_produces_the_comparison_table(run):
     assert {"descbench", "opencv", "numpy", "numba"} <= set(meta["versions"])
     assert (work / "results/demo/logs/score/sift/sift/i_rocket.log").exists()
     assert (work / "results/demo/benchmarks/score/sift/sift/i_rocket.tsv").exists()
+    # keypoint verification / retrieval and matching columns, consistent with their per-scene files
+    for c in ("keypoint_verification_ap", "keypoint_retrieval_ap", "mean_precision", "mma_at_3", "classifier_threshold_auc"):
+        assert ((table[c] > 0) & (table[c] <= 1)).all(), c
+    vq = pd.read_parquet(work / "results/demo/verification/sift/sift/v_coins.queries.parquet")
+    vs = pd.read_parquet(work / "results/demo/verification/sift/sift/v_coins.scene.parquet")
+    assert vq.ap_negative.sum() == pytest.approx(vs.retrieval_sum_ap_negative.sum())
+    assert vs.n_distractor_scenes.tolist() == [1]  # one other scene in this 2-scene run
+    vmeta = read_meta(work / "results/demo/verification/sift/sift/v_coins.list.parquet")
+    assert [d["scene"] for d in vmeta["distractors"]] == ["i_rocket"] and len(vmeta["distractors"][0]["rows"]) == 20
+    mp = pd.read_parquet(work / "results/demo/matching/sift/sift/v_coins.pairs.parquet")
+    assert len(mp) == 5 and (mp.n_matches > 0).all()
+    roc = pd.read_parquet(work / "results/demo/matching/sift/sift/v_coins.roc.parquet")
+    assert set(roc.matcher) == {"threshold", "nn", "ratio", "mutual_nn"}
 
 
 def test_rerun_is_bit_identical(run):
@@ -91,13 +104,29 @@ def test_adding_or_changing_one_descriptor_reruns_only_its_jobs(run):
     added["descriptors"]["rootsift2"] = {"family": "rootsift"}
     write_config(work, added)
     counts = job_counts(snakemake(work, "-n"))
-    assert counts == {"descriptors": 2, "score_retrieval": 2, "report": 1, "all": 1}, counts
+    assert counts == {"descriptors": 2, "score_retrieval": 2, "score_verification": 2, "score_matching": 2, "report": 1, "all": 1}, counts
 
     changed = yaml.safe_load(yaml.safe_dump(cfg))
     changed["descriptors"]["rootsift"]["keypoint_sets"] = ["sift"]  # a change of rootsift's spec
     write_config(work, changed)
     out = snakemake(work, "-n")
-    assert job_counts(out) == {"descriptors": 2, "score_retrieval": 2, "report": 1, "all": 1}
+    assert job_counts(out) == {"descriptors": 2, "score_retrieval": 2, "score_verification": 2, "score_matching": 2, "report": 1, "all": 1}
     assert "sift/sift/" not in "".join(l for l in out.splitlines() if "output:" in l and "descriptors" in l)
+    # a verification option reruns only the verification jobs (and the report)
+    ver = yaml.safe_load(yaml.safe_dump(cfg))
+    ver["verification"]["hard_negatives"] = "ignore"
+    write_config(work, ver)
+    assert job_counts(snakemake(work, "-n")) == {"score_verification": 4, "report": 1, "all": 1}
     write_config(work, cfg)
     assert "Nothing to be done" in snakemake(work, "-n")
+
+
+def test_verification_job_depends_on_its_distractor_scenes(run):
+    """The DAG knows which scenes' descriptors a scene's verification job reads."""
+    work, cfg = run
+    # forcing the descriptor jobs a target depends on: i_rocket's verification needs v_coins's too
+    target = "results/demo/verification/sift/sift/i_rocket.list.parquet"
+    counts = job_counts(snakemake(work, target, "-n", "--forcerun", "descriptors"))
+    assert counts["descriptors"] == 2 and counts["score_verification"] == 1, counts
+    counts = job_counts(snakemake(work, "results/demo/scores/sift/sift/i_rocket.pairs.parquet", "-n", "--forcerun", "descriptors"))
+    assert counts["descriptors"] == 1 and "score_verification" not in counts, counts

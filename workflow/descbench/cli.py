@@ -30,6 +30,9 @@ def warmup(out: Path) -> None:
     """Compile (and cache on disk) every numba kernel once, before parallel jobs use them."""
     import numpy as np
 
+    from descbench.metrics.bojanic import BojanicParams, Distractors, Target, score_scene_tasks
+    from descbench.metrics.classifier import classify_pair
+    from descbench.metrics.matching import match_pair
     from descbench.metrics.retrieval import RetrievalParams, score_pair
 
     rng = np.random.default_rng(0)
@@ -37,6 +40,10 @@ def warmup(out: Path) -> None:
     for desc in (rng.standard_normal((20, 8)).astype(np.float32), rng.integers(0, 255, (20, 4), dtype=np.uint8)):
         for gt in ("closest", "all_within_tau"):
             score_pair(xy, desc, xy, desc, np.eye(3), (60, 60), RetrievalParams(gt=gt))
+        t = Target(xy, desc, np.eye(3), (60, 60))
+        score_scene_tasks(xy, desc, [t, t], [Distractors("x", 1, np.arange(5), desc[:5])], BojanicParams())
+        match_pair(xy, desc, xy, desc, np.eye(3), (60, 60), (60, 60))
+        classify_pair(xy, desc, xy, desc, np.eye(3))
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("numba kernels compiled\n")
 
@@ -82,9 +89,37 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out-timing", type=Path, required=True)
     p.add_argument("--threads", type=int, default=1)
 
-    p = sub.add_parser("report", help="comparison table across descriptors and keypoint sets")
-    p.add_argument("--entries", required=True, help="JSON list of {keypoint_set, descriptor, pairs, timings}")
+    p = sub.add_parser("verification", help="keypoint verification and keypoint retrieval of one scene")
+    p.add_argument("--scene-dir", type=Path, required=True)
+    p.add_argument("--keypoints", type=Path, required=True)
+    p.add_argument("--descriptors", type=Path, required=True)
+    p.add_argument("--distractors", required=True, help="JSON {scene: [keypoints, descriptors]}")
+    p.add_argument("--scenes", required=True, help="JSON list of every evaluated scene")
     p.add_argument("--scoring", required=True)
+    p.add_argument("--verification", required=True)
+    p.add_argument("--out-list", type=Path, required=True)
+    p.add_argument("--out-queries", type=Path, required=True)
+    p.add_argument("--out-scene", type=Path, required=True)
+    p.add_argument("--out-timing", type=Path, required=True)
+    p.add_argument("--threads", type=int, default=1)
+
+    p = sub.add_parser("matching", help="matching metrics and matching as a binary classifier of one scene")
+    p.add_argument("--scene-dir", type=Path, required=True)
+    p.add_argument("--keypoints", type=Path, required=True)
+    p.add_argument("--descriptors", type=Path, required=True)
+    p.add_argument("--scoring", required=True)
+    p.add_argument("--matching", required=True)
+    p.add_argument("--out-pairs", type=Path, required=True)
+    p.add_argument("--out-classifier", type=Path, required=True)
+    p.add_argument("--out-roc", type=Path, required=True)
+    p.add_argument("--out-timing", type=Path, required=True)
+    p.add_argument("--threads", type=int, default=1)
+
+    p = sub.add_parser("report", help="comparison table across descriptors and keypoint sets")
+    p.add_argument("--results-root", type=Path, required=True, help="<results_dir>/<dataset tag>")
+    p.add_argument("--combos", required=True, help="JSON list of [keypoint_set, descriptor]")
+    p.add_argument("--scenes", required=True, help="JSON list of scenes")
+    p.add_argument("--config", required=True, help="the validated config (JSON)")
     p.add_argument("--provenance", required=True)
     p.add_argument("--out-dir", type=Path, required=True)
 
@@ -119,11 +154,23 @@ def run(a: argparse.Namespace) -> None:
         stages.describe_scene(a.scene_dir, a.keypoints, a.name, json.loads(a.spec), json.loads(a.keypoint_set_spec), a.out)
     elif a.cmd == "score":
         stages.score_scene(a.scene_dir, a.keypoints, a.descriptors, json.loads(a.scoring), a.out_queries, a.out_pairs, a.out_timing)
+    elif a.cmd == "verification":
+        stages.score_verification_scene(
+            a.scene_dir, a.keypoints, a.descriptors, json.loads(a.distractors), json.loads(a.scenes),
+            json.loads(a.scoring), json.loads(a.verification), a.out_list, a.out_queries, a.out_scene, a.out_timing,
+        )
+    elif a.cmd == "matching":
+        stages.score_matching_scene(
+            a.scene_dir, a.keypoints, a.descriptors, json.loads(a.scoring), json.loads(a.matching),
+            a.out_pairs, a.out_classifier, a.out_roc, a.out_timing,
+        )
     elif a.cmd == "report":
-        from descbench.report.table import Entry, write
+        from descbench.paths import ResultPaths
+        from descbench.report.table import entry_files, write
 
-        entries = [Entry(e["keypoint_set"], e["descriptor"], [Path(p) for p in e["pairs"]], [Path(p) for p in e["timings"]]) for e in json.loads(a.entries)]
-        table = write(entries, json.loads(a.scoring), a.out_dir, json.loads(a.provenance))
+        cfg, scenes = json.loads(a.config), json.loads(a.scenes)
+        entries = [entry_files(ResultPaths(a.results_root), ks, d, scenes, cfg) for ks, d in json.loads(a.combos)]
+        table = write(entries, cfg, a.out_dir, json.loads(a.provenance))
         print(table.drop(columns=["metadata"]).to_string(index=False))
     elif a.cmd == "warmup":
         warmup(a.out)

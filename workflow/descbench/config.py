@@ -108,6 +108,19 @@ def _check_consistency(cfg: dict) -> None:
             "scoring.tie_policy 'half' (the seed C++ workbench's rank L+1+ceil(t/2)) is defined only "
             "for scoring.gt 'closest' (one relevant item); use expected, optimistic or pessimistic"
         )
+    ver = cfg["verification"]
+    if ver["enabled"] and scoring["tie_policy"] == "half":
+        raise ConfigError(
+            "scoring.tie_policy 'half' is defined for one relevant item, but keypoint retrieval "
+            "(verification.enabled) has up to 5 per query; use expected, optimistic or pessimistic, "
+            "or set verification.enabled: false"
+        )
+    if ver["enabled"] and ver["candidates"] == "all" and ver["ap_convention"] in ("vlfeat", "trapezoid"):
+        raise ConfigError(
+            f"verification.ap_convention '{ver['ap_convention']}' needs the materialised pooled list, "
+            "which verification.candidates 'all' never builds (it is every query-candidate pair); "
+            "use step or tie_aware, or candidates: nearest"
+        )
     if cfg["dataset"] == "folder" and not cfg["folder"].get("path"):
         raise ConfigError("dataset 'folder' needs folder.path: the directory holding your scene folders")
     kpsets = cfg["keypoint_sets"]

@@ -73,6 +73,122 @@ PAIRS = pa.schema(
 )
 
 
+# Keypoint verification (protocols section 4, candidates: nearest): the pooled list of one scene,
+# query-major then segment order (images 2..6, then the distractor sets) -- the "stable order"
+# that the vlfeat/trapezoid AP conventions use for ties.
+VERIFICATION_LIST = pa.schema(
+    [
+        ("query", pa.int32()),
+        ("target_scene", pa.string()),  # the scene itself (images 2..6) or a distractor scene
+        ("target_image", pa.int8()),
+        ("candidate", pa.int32()),  # keypoint row in that image
+        ("distance", pa.float64()),  # exact ranking key: squared L2 (float) or Hamming (binary)
+        ("label", pa.int8()),  # +1 ground truth, -1 otherwise
+    ]
+)
+
+# Keypoint retrieval (three-tier labels), per query of image 1.
+KEYPOINT_RETRIEVAL = pa.schema(
+    [
+        ("scene", pa.string()),
+        ("query", pa.int32()),
+        ("n_positives", pa.int32()),  # R: relevant keypoints over images 2..6
+        ("ap_negative", pa.float64()),  # hard negatives (label 0) count as non-relevant; NaN if R = 0
+        ("ap_ignore", pa.float64()),  # hard negatives removed (HPatches MATLAB); NaN if R = 0
+    ]
+)
+
+# Per-scene sufficient statistics of keypoint verification and keypoint retrieval.
+VERIFICATION_SCENE = pa.schema(
+    [
+        ("scene", pa.string()),
+        ("n_queries", pa.int64()),
+        ("n_target_keypoints", pa.int64()),
+        ("n_distractor_scenes", pa.int64()),
+        ("n_distractors", pa.int64()),
+        ("verification_num_positives", pa.int64()),
+        ("verification_num_negatives", pa.int64()),
+        *[(f"verification_ap_{c}", pa.float64()) for c in ("step", "tie_aware", "vlfeat", "trapezoid", "quantized")],
+        ("retrieval_n_queries_with_positive", pa.int64()),
+        ("retrieval_sum_ap_negative", pa.float64()),
+        ("retrieval_sum_ap_ignore", pa.float64()),
+        ("retrieval_num_true_positives", pa.int64()),
+        ("retrieval_num_hard_negatives", pa.int64()),
+        ("retrieval_num_distractors", pa.int64()),
+    ]
+)
+
+
+def matching_pairs_schema(mma_thresholds) -> pa.Schema:
+    """Per-pair matching statistics (``descbench.metrics.matching.match_pair``), one row per pair."""
+    from descbench.metrics.matching import threshold_key
+
+    ts = [threshold_key(t) for t in mma_thresholds]
+    return pa.schema(
+        [
+            ("scene", pa.string()),
+            ("pair", pa.int8()),
+            ("n_keypoints_1", pa.int64()),
+            ("n_keypoints_2", pa.int64()),
+            ("n_matches", pa.int64()),  # mutual nearest neighbours
+            ("n_correct", pa.int64()),  # reprojection error <= tau_px
+            ("precision", pa.float64()),  # legacy precision (0 without matches)
+            *[(f"mma_correct_at_{t}", pa.int64()) for t in ts],
+            *[(f"mma_at_{t}", pa.float64()) for t in ts],
+            ("n_shared_1", pa.int64()),
+            ("n_shared_2", pa.int64()),
+            ("ms_correct", pa.int64()),
+            ("matching_score", pa.float64()),
+            ("n_repeated_1", pa.int64()),
+            ("n_repeated_2", pa.int64()),
+            ("repeatability", pa.float64()),
+            ("homography_found", pa.int64()),
+            ("n_inliers", pa.int64()),
+            ("corner_error", pa.float64()),  # px; inf when estimation failed
+        ]
+    )
+
+
+# Matching as a binary classifier: one row per (pair, matcher) (metrics.classifier.RocCurve.summary).
+CLASSIFIER = pa.schema(
+    [
+        ("scene", pa.string()),
+        ("pair", pa.int8()),
+        ("n1", pa.int64()),
+        ("n2", pa.int64()),
+        ("matcher", pa.string()),
+        ("n_pairs", pa.int64()),
+        ("n_pos", pa.int64()),
+        ("n_neg", pa.int64()),
+        ("n_candidates", pa.int64()),
+        ("n_roc_points", pa.int64()),
+        ("corner_curve", pa.bool_()),
+        ("auc", pa.float64()),
+        ("best_j", pa.float64()),
+        ("best_j_threshold", pa.float64()),
+        ("best_j_tp", pa.int64()),
+        ("best_j_fp", pa.int64()),
+        ("best_j_tpr", pa.float64()),
+        ("best_j_fpr", pa.float64()),
+    ]
+)
+
+# ROC points for plotting (long format), per (pair, matcher): increasing threshold, Yes iff score <= t.
+ROC_POINTS = pa.schema(
+    [
+        ("scene", pa.string()),
+        ("pair", pa.int8()),
+        ("matcher", pa.string()),
+        ("point", pa.int32()),
+        ("threshold", pa.float64()),
+        ("tp", pa.int64()),
+        ("fp", pa.int64()),
+        ("tpr", pa.float64()),
+        ("fpr", pa.float64()),
+    ]
+)
+
+
 def versions() -> dict[str, str]:
     out = {"python": platform.python_version()}
     for dist in ("descbench", "numpy", "numba", "pyarrow", "pandas"):

@@ -5,6 +5,8 @@ from pathlib import Path
 from descbench.config import combinations, validate_config
 from descbench.datasets import dataset_tag, list_scenes, scene_root
 from descbench.datasets.layout import TARGET_IMAGES, scene_files
+from descbench.metrics.distractors import distractor_scenes
+from descbench.paths import ResultPaths
 from descbench.errors import DescbenchError
 
 
@@ -18,6 +20,7 @@ def _validated_config():
 CFG = _validated_config()
 DATA = scene_root(CFG)
 RES = Path(CFG["results_dir"]) / dataset_tag(CFG)
+PATHS = ResultPaths(RES)
 SCENES = list_scenes(CFG)
 COMBOS = combinations(CFG)
 WARMUP_FLAG = Path(CFG["results_dir"]) / ".numba_warmup.done"
@@ -69,29 +72,44 @@ def precomputed_inputs(wildcards):
         raise WorkflowError(str(exc))
 
 
-def keypoints_path(kpset, scene):
-    return str(RES / "keypoints" / kpset / f"{scene}.parquet")
+keypoints_path = PATHS.keypoints
+descriptors_path = PATHS.descriptors
+score_path = PATHS.score
+verification_path = PATHS.verification
+matching_path = PATHS.matching
 
 
-def descriptors_path(kpset, descriptor, scene):
-    return str(RES / "descriptors" / kpset / descriptor / f"{scene}.parquet")
+def scene_distractors(scene):
+    """Scenes whose features provide ``scene``'s distractors (fixed by seed and scene list)."""
+    v = CFG["verification"]
+    return distractor_scenes(scene, SCENES, v["distractor_scenes"], v["seed"])
 
 
-def score_path(kpset, descriptor, scene, kind):
-    return str(RES / "scores" / kpset / descriptor / f"{scene}.{kind}")
+def distractor_inputs(wildcards):
+    """Keypoints and descriptors of the distractor scenes, so the DAG orders the jobs."""
+    out = {}
+    for s in scene_distractors(wildcards.scene):
+        out[f"kp_{s}"] = keypoints_path(wildcards.kpset, s)
+        out[f"desc_{s}"] = descriptors_path(wildcards.kpset, wildcards.descriptor, s)
+    return out
+
+
+def distractor_arg(wildcards):
+    return as_json({
+        s: [keypoints_path(wildcards.kpset, s), descriptors_path(wildcards.kpset, wildcards.descriptor, s)]
+        for s in scene_distractors(wildcards.scene)
+    })
+
+
+REPORT_FILES = ("comparison.csv", "comparison.md", "comparison.parquet", "per_scene.csv", "per_scene.parquet")
 
 
 def report_outputs():
-    return [str(RES / "report" / f) for f in ("comparison.csv", "comparison.md", "comparison.parquet", "per_scene.csv", "per_scene.parquet")]
+    return [PATHS.report(f) for f in REPORT_FILES]
 
 
-def report_entries():
-    return [
-        {
-            "keypoint_set": ks,
-            "descriptor": d,
-            "pairs": [score_path(ks, d, s, "pairs.parquet") for s in SCENES],
-            "timings": [score_path(ks, d, s, "timing.json") for s in SCENES],
-        }
-        for ks, d in COMBOS
-    ]
+def report_inputs():
+    """Every per-scene result file the report reads (it derives the same paths from descbench.paths)."""
+    from descbench.report.table import entry_files
+
+    return [p for ks, d in COMBOS for p in entry_files(PATHS, ks, d, SCENES, CFG).all_files()]

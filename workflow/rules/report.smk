@@ -3,13 +3,14 @@
 
 rule report:
     input:
-        pairs=[p for e in report_entries() for p in e["pairs"]],
-        timings=[p for e in report_entries() for p in e["timings"]],
+        report_inputs(),
     output:
         report_outputs(),
     params:
-        entries=as_json(report_entries()),
-        scoring=as_json(CFG["scoring"]),
+        combos=as_json(COMBOS),
+        scenes=as_json(SCENES),
+        root=lambda wc, output: str(Path(output[0]).parent.parent),  # <results_dir>/<dataset>
+        config=as_json(CFG),
         provenance=as_json({"dataset": dataset_tag(CFG), "scenes": SCENES, "config": CFG}),
         out_dir=lambda wc, output: str(Path(output[0]).parent),
     log:
@@ -20,5 +21,6 @@ rule report:
     conda:
         ENV
     shell:
-        "python -m descbench report --entries {params.entries:q} --scoring {params.scoring:q} "
-        "--provenance {params.provenance:q} --out-dir {params.out_dir} > {log} 2>&1"
+        "python -m descbench report --results-root {params.root} --combos {params.combos:q} "
+        "--scenes {params.scenes:q} --config {params.config:q} --provenance {params.provenance:q} "
+        "--out-dir {params.out_dir} > {log} 2>&1"

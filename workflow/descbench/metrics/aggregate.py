@@ -97,3 +97,148 @@ def metadata_string(summary: dict, scenes: pd.DataFrame) -> str:
     parts = [f"{k}={v:.4f}" if isinstance(v, float) else f"{k}={v}" for k, v in summary.items() if not k.startswith("rank_hist")]
     parts += [f"{s}_true_map={v:.4f}" for s, v in zip(scenes.scene, scenes.true_map)]
     return ";".join(parts) + ";"
+
+
+# ----------------------------------------------------------------------------- keypoint verification / retrieval
+#
+# From the per-scene rows of schema VERIFICATION_SCENE (and, for the pooled variant, the per-scene
+# lists of schema VERIFICATION_LIST):
+# - ``keypoint_verification_ap`` = mean over scenes (with >= 1 positive) of the scene's pooled-list
+#   AP under ``ap_convention``; ``verification_viewpoint_ap`` / ``verification_illumination_ap``:
+#   the same over v_ / i_ scenes; ``keypoint_verification_ap_<convention>`` for every convention;
+#   ``keypoint_verification_ap_pooled``: AP of the concatenation of all scenes' lists (scene
+#   order, then each list's order), candidates 'nearest' only (NaN for 'all', whose per-scene
+#   tie groups cannot be merged exactly).
+# - ``keypoint_retrieval_ap`` = sum of per-query AP / number of queries with R >= 1 (micro over
+#   queries), under ``hard_negatives``; ``_including_zeros`` divides by every query;
+#   ``retrieval_viewpoint_ap`` / ``retrieval_illumination_ap``: micro over the queries of v_ / i_
+#   scenes; both hard-negative policies are reported (``_hard_negative`` and ``_hard_ignored``).
+
+VERIFICATION_CONVENTIONS = ("step", "tie_aware", "vlfeat", "trapezoid")
+
+
+def verification_scene_values(scenes: pd.DataFrame, convention: str, hard_negatives: str) -> pd.DataFrame:
+    """Per-scene verification AP and keypoint retrieval AP (one row per scene, sorted)."""
+    s = scenes.sort_values("scene").reset_index(drop=True)
+    has_pos = s.verification_num_positives > 0
+    out = pd.DataFrame({"scene": s.scene})
+    out["keypoint_verification_ap"] = s[f"verification_ap_{convention}"].where(has_pos)
+    num = s[f"retrieval_sum_ap_{hard_negatives}"]
+    out["keypoint_retrieval_ap"] = [_ratio(a, n) for a, n in zip(num, s.retrieval_n_queries_with_positive)]
+    out["n_distractor_scenes"] = s.n_distractor_scenes.astype(np.int64)
+    out["n_distractors"] = s.n_distractors.astype(np.int64)
+    return out
+
+
+def verification_summary(scenes: pd.DataFrame, convention: str, hard_negatives: str, pooled_ap: float) -> dict:
+    """Dataset aggregates of keypoint verification and keypoint retrieval (see above)."""
+    s = scenes.sort_values("scene").reset_index(drop=True)
+    has_pos = s.verification_num_positives > 0
+    is_v = s.scene.str.startswith("v_")
+    is_i = s.scene.str.startswith("i_")
+    out = {
+        "keypoint_verification_ap": _macro(s[f"verification_ap_{convention}"][has_pos]),
+        "verification_viewpoint_ap": _macro(s[f"verification_ap_{convention}"][has_pos & is_v]),
+        "verification_illumination_ap": _macro(s[f"verification_ap_{convention}"][has_pos & is_i]),
+        "keypoint_verification_ap_pooled": pooled_ap,
+    }
+    for c in VERIFICATION_CONVENTIONS:
+        out[f"keypoint_verification_ap_{c}"] = _macro(s[f"verification_ap_{c}"][has_pos])
+    out["keypoint_verification_ap_quantized"] = _macro(s["verification_ap_quantized"][has_pos])
+    out["keypoint_verification_quantized_gap"] = out["keypoint_verification_ap_quantized"] - out["keypoint_verification_ap_step"]
+    nq = s.retrieval_n_queries_with_positive
+    for name, key in (("", hard_negatives), ("_hard_negative", "negative"), ("_hard_ignored", "ignore")):
+        out[f"keypoint_retrieval_ap{name}"] = _ratio(s[f"retrieval_sum_ap_{key}"].sum(), nq.sum())
+    out["keypoint_retrieval_ap_including_zeros"] = _ratio(s[f"retrieval_sum_ap_{hard_negatives}"].sum(), s.n_queries.sum())
+    out["retrieval_viewpoint_ap"] = _ratio(s[f"retrieval_sum_ap_{hard_negatives}"][is_v].sum(), nq[is_v].sum())
+    out["retrieval_illumination_ap"] = _ratio(s[f"retrieval_sum_ap_{hard_negatives}"][is_i].sum(), nq[is_i].sum())
+    out.update(
+        verification_num_positives=int(s.verification_num_positives.sum()),
+        verification_num_negatives=int(s.verification_num_negatives.sum()),
+        verification_scenes_without_positive=int((~has_pos).sum()),
+        retrieval_num_true_positives=int(s.retrieval_num_true_positives.sum()),
+        retrieval_num_hard_negatives=int(s.retrieval_num_hard_negatives.sum()),
+        retrieval_num_distractors=int(s.retrieval_num_distractors.sum()),
+        retrieval_queries_with_positive=int(nq.sum()),
+        n_distractor_scenes_min=int(s.n_distractor_scenes.min()) if len(s) else 0,
+    )
+    return out
+
+
+def pooled_verification_ap(lists: list[tuple[np.ndarray, np.ndarray]], convention: str) -> float:
+    """AP of the concatenated (distance, label) lists of every scene, in the given order."""
+    from descbench.metrics import ap
+
+    if not lists:
+        return float("nan")
+    d = np.concatenate([x[0] for x in lists])
+    lab = np.concatenate([x[1] for x in lists])
+    if d.shape[0] == 0 or not (lab == 1).any():
+        return float("nan")
+    binary = (lab == 1).astype(np.int8)
+    if convention == "vlfeat":
+        return ap.ap_vlfeat(d, lab)
+    return {"step": ap.ap_step, "tie_aware": ap.ap_tie_aware, "trapezoid": ap.ap_trapezoid}[convention](d, binary)
+
+
+# ----------------------------------------------------------------------------- matching
+#
+# From per-pair rows (schema io.matching_pairs_schema; every pair counts, a pair without matches
+# has precision 0 and MMA 0):
+# - ``mean_precision`` = mean over pairs of the legacy precision (the seed's ``mean_average_precision``
+#   column holds the same value); ``legacy_macro_precision_by_scene`` = mean of scene means.
+# - ``mma_at_<t>`` = mean over pairs of the fraction of mutual-NN matches within t px (D2-Net);
+#   ``mma_i_at_<t>`` / ``mma_v_at_<t>`` over i_ / v_ pairs.
+# - ``matching_score`` = mean over pairs; ``mean_keypoints`` = mean over pairs of (N1 + N2) / 2
+#   (D2-Net's "features per image"); ``mean_matches`` = mean over pairs of the mutual-NN matches.
+# - ``repeatability`` = mean over pairs where it is defined (shared region non-empty).
+# - ``homography_accuracy_at_<t>`` = fraction of pairs with corner error <= t (failures count);
+#   ``homography_auc_at_<t>`` = LoFTR's error AUC (metrics.matching.homography_auc).
+# From per-(pair, matcher) classifier rows: ``classifier_<matcher>_auc`` and ``..._best_j`` = means
+# over pairs with both classes present.
+
+
+def matching_scene_values(pairs: pd.DataFrame) -> pd.DataFrame:
+    g = pairs.groupby("scene", sort=True)
+    return pd.DataFrame({
+        "mean_precision": g.precision.mean(),
+        "matching_score": g.matching_score.mean(),
+        "repeatability": g.repeatability.mean(),
+        "mean_matches": g.n_matches.mean(),
+    }).reset_index()
+
+
+def matching_summary(pairs: pd.DataFrame, classifier: pd.DataFrame | None, mma_thresholds, hom_thresholds, auc_thresholds) -> dict:
+    from descbench.metrics.matching import homography_accuracy, homography_auc, threshold_key
+
+    is_i = pairs.scene.str.startswith("i_")
+    is_v = pairs.scene.str.startswith("v_")
+    scenes = matching_scene_values(pairs)
+    out = {
+        "mean_precision": _macro(pairs.precision),
+        "legacy_macro_precision_by_scene": _macro(scenes.mean_precision),
+        "mean_average_precision": _macro(pairs.precision),
+    }
+    for t in mma_thresholds:
+        k = threshold_key(t)
+        out[f"mma_at_{k}"] = _macro(pairs[f"mma_at_{k}"])
+        out[f"mma_i_at_{k}"] = _macro(pairs[f"mma_at_{k}"][is_i])
+        out[f"mma_v_at_{k}"] = _macro(pairs[f"mma_at_{k}"][is_v])
+    out["matching_score"] = _macro(pairs.matching_score)
+    out["mean_keypoints"] = _macro((pairs.n_keypoints_1 + pairs.n_keypoints_2) / 2)
+    out["mean_matches"] = _macro(pairs.n_matches.astype(np.float64))
+    out["repeatability"] = _macro(pairs.repeatability)
+    err = pairs.corner_error.to_numpy(np.float64)
+    for t, v in zip(hom_thresholds, homography_accuracy(err, hom_thresholds)):
+        out[f"homography_accuracy_at_{threshold_key(t)}"] = float(v)
+    for t, v in zip(auc_thresholds, homography_auc(err, auc_thresholds)):
+        out[f"homography_auc_at_{threshold_key(t)}"] = float(v)
+    out["homography_failures"] = int((~np.isfinite(err)).sum())
+    out["matching_pairs"] = int(len(pairs))
+    if classifier is not None:
+        for m, g in classifier.groupby("matcher", sort=False):
+            out[f"classifier_{m}_auc"] = _macro(g.auc)
+            out[f"classifier_{m}_best_j"] = _macro(g.best_j)
+            out[f"classifier_{m}_best_j_tpr"] = _macro(g.best_j_tpr)
+            out[f"classifier_{m}_best_j_fpr"] = _macro(g.best_j_fpr)
+    return out

@@ -397,3 +397,142 @@ def query_scores(indptr, dexact, less, equal, policy, ks, recall_ks):
         for t in range(recall_ks.shape[0]):
             rec[i, t] /= r
     return ap, hit, rec, n_closer, n_tied
+
+
+# --------------------------------------------------------------------------- distractor tasks
+
+
+@njit(cache=True, parallel=True)
+def segment_stats_l2(screen, rows, qdesc, cdesc, tol, seg_start, n_image, indptr, indices,
+                     nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact):
+    """One pass over a screen block for keypoint verification and keypoint retrieval.
+
+    Candidates are the rows of ``cdesc``, cut into segments ``seg_start[s] .. seg_start[s+1]``
+    (the target images, then one segment per distractor scene); candidates ``< n_image`` belong
+    to the scene's own images, the rest are distractors. Per query row:
+
+    - ``nn_idx[qi, s]``, ``nn_d[qi, s]``: the exact nearest candidate of segment s (index within
+      the segment, lowest index on ties; -1 / inf for an empty segment). Every candidate whose
+      screen value is within ``tol`` of the segment maximum is re-evaluated in float64, so the
+      result equals a float64 brute force.
+    - for each relevant entry e (CSR ``indptr``/``indices`` into the candidates): the exact
+      counts of own-image candidates closer than / tied with it (``less_img``, ``equal_img``,
+      e itself included in ``equal_img``) and of distractors (``less_dis``, ``equal_dis``), and
+      its exact squared distance ``dexact[e]``.
+    Distances are squared L2 in float64 (see :func:`rank_counts_l2` for the screen).
+    """
+    r = rows.shape[0]
+    n_seg = seg_start.shape[0] - 1
+    for t in prange(r):
+        qi = rows[t]
+        q = qdesc[qi]
+        g = screen[t]
+        tq = tol[qi]
+        e0 = indptr[qi]
+        nrel = indptr[qi + 1] - e0
+        gr = np.empty(nrel, dtype=np.float64)
+        for e in range(nrel):
+            dexact[e0 + e] = _sqdist64(q, cdesc[indices[e0 + e]])
+            gr[e] = np.float64(g[indices[e0 + e]])
+            less_img[e0 + e] = 0
+            equal_img[e0 + e] = 0
+            less_dis[e0 + e] = 0
+            equal_dis[e0 + e] = 0
+        for s in range(n_seg):
+            a = seg_start[s]
+            b = seg_start[s + 1]
+            if b <= a:
+                nn_idx[qi, s] = -1
+                nn_d[qi, s] = np.inf
+                continue
+            gmax = np.float64(g[a])
+            for j in range(a, b):
+                v = np.float64(g[j])
+                if v > gmax:
+                    gmax = v
+                if nrel > 0:
+                    dj = -1.0
+                    for e in range(nrel):
+                        diff = v - gr[e]
+                        closer = False
+                        tied = False
+                        if diff > tq:
+                            closer = True
+                        elif diff >= -tq:
+                            if dj < 0.0:
+                                dj = _sqdist64(q, cdesc[j])
+                            if dj < dexact[e0 + e]:
+                                closer = True
+                            elif dj == dexact[e0 + e]:
+                                tied = True
+                        if j < n_image:
+                            less_img[e0 + e] += closer
+                            equal_img[e0 + e] += tied
+                        else:
+                            less_dis[e0 + e] += closer
+                            equal_dis[e0 + e] += tied
+            # exact nearest of the segment: recheck the tolerance band below the maximum
+            lo = gmax - tq
+            best = np.inf
+            bj = -1
+            for j in range(a, b):
+                if np.float64(g[j]) >= lo:
+                    dj = _sqdist64(q, cdesc[j])
+                    if dj < best:
+                        best = dj
+                        bj = j - a
+            nn_idx[qi, s] = bj
+            nn_d[qi, s] = best
+
+
+@njit(cache=True, parallel=True)
+def segment_stats_hamming(qwords, cwords, seg_start, n_image, indptr, indices,
+                          nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact):
+    """:func:`segment_stats_l2` for Hamming distances on packed bits (all rows)."""
+    q = qwords.shape[0]
+    n_seg = seg_start.shape[0] - 1
+    for qi in prange(q):
+        e0 = indptr[qi]
+        nrel = indptr[qi + 1] - e0
+        dr = np.empty(nrel, dtype=np.int64)
+        for e in range(nrel):
+            dr[e] = _hamming(qwords[qi], cwords[indices[e0 + e]])
+            dexact[e0 + e] = np.float64(dr[e])
+            less_img[e0 + e] = 0
+            equal_img[e0 + e] = 0
+            less_dis[e0 + e] = 0
+            equal_dis[e0 + e] = 0
+        for s in range(n_seg):
+            a = seg_start[s]
+            b = seg_start[s + 1]
+            best = np.int64(1) << 62
+            bj = -1
+            for j in range(a, b):
+                dj = _hamming(qwords[qi], cwords[j])
+                if dj < best:
+                    best = dj
+                    bj = j - a
+                for e in range(nrel):
+                    if j < n_image:
+                        less_img[e0 + e] += dj < dr[e]
+                        equal_img[e0 + e] += dj == dr[e]
+                    else:
+                        less_dis[e0 + e] += dj < dr[e]
+                        equal_dis[e0 + e] += dj == dr[e]
+            nn_idx[qi, s] = bj
+            nn_d[qi, s] = np.float64(best) if bj >= 0 else np.inf
+
+
+@njit(cache=True)
+def within_row_counts(indptr, values):
+    """Per CSR entry e: #{entries of its row with value < values[e]} and #{== values[e]} (e included)."""
+    less = np.zeros(values.shape[0], dtype=np.int64)
+    equal = np.zeros(values.shape[0], dtype=np.int64)
+    for i in range(indptr.shape[0] - 1):
+        for e in range(indptr[i], indptr[i + 1]):
+            for f in range(indptr[i], indptr[i + 1]):
+                if values[f] < values[e]:
+                    less[e] += 1
+                elif values[f] == values[e]:
+                    equal[e] += 1
+    return less, equal

@@ -9,27 +9,69 @@ is in the CSV and Markdown only: wall time is not reproducible and Parquet files
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
 import pyarrow as pa
 
 from descbench import io
-from descbench.metrics.aggregate import metadata_string, scene_table, summarize
+from descbench.metrics.aggregate import (
+    matching_scene_values, matching_summary, metadata_string, pooled_verification_ap, scene_table, summarize,
+    verification_scene_values, verification_summary,
+)
+from descbench.paths import ResultPaths
 
 LEAD_COLUMNS = [
     "descriptor", "keypoint_set", "true_map_micro", "viewpoint_map", "illumination_map",
     "precision_at_1", "precision_at_5", "total_queries_processed", "total_queries_excluded",
 ]
+# Markdown shows the headline columns that exist (tasks can be disabled).
+MARKDOWN_COLUMNS = LEAD_COLUMNS + [
+    "true_map_macro_by_scene", "precision_at_10", "keypoint_verification_ap", "keypoint_retrieval_ap",
+    "mean_precision", "mma_at_3", "homography_accuracy_at_3", "processing_time_ms",
+]
 
 
 @dataclass(frozen=True)
 class Entry:
+    """The per-scene result files of one (keypoint set, descriptor); empty lists = task disabled."""
+
     keypoint_set: str
     descriptor: str
     pairs: list[Path]
     timings: list[Path]
+    verification: list[Path] = field(default_factory=list)
+    verification_lists: list[Path] = field(default_factory=list)
+    verification_timings: list[Path] = field(default_factory=list)
+    matching: list[Path] = field(default_factory=list)
+    classifier: list[Path] = field(default_factory=list)
+    roc: list[Path] = field(default_factory=list)
+    matching_timings: list[Path] = field(default_factory=list)
+
+    def all_files(self) -> list[str]:
+        groups = (self.pairs, self.timings, self.verification, self.verification_lists, self.verification_timings,
+                  self.matching, self.classifier, self.roc, self.matching_timings)
+        return [str(p) for g in groups for p in g]
+
+
+def entry_files(paths: ResultPaths, keypoint_set: str, descriptor: str, scenes: list[str], cfg: dict) -> Entry:
+    """The files the report reads for one combination (the rules write exactly these)."""
+    ks, d = keypoint_set, descriptor
+    ver = cfg["verification"]["enabled"]
+    mat = cfg["matching"]["enabled"]
+    return Entry(
+        ks, d,
+        pairs=[Path(paths.score(ks, d, s, "pairs.parquet")) for s in scenes],
+        timings=[Path(paths.score(ks, d, s, "timing.json")) for s in scenes],
+        verification=[Path(paths.verification(ks, d, s, "scene.parquet")) for s in scenes] if ver else [],
+        verification_lists=[Path(paths.verification(ks, d, s, "list.parquet")) for s in scenes] if ver else [],
+        verification_timings=[Path(paths.verification(ks, d, s, "timing.json")) for s in scenes] if ver else [],
+        matching=[Path(paths.matching(ks, d, s, "pairs.parquet")) for s in scenes] if mat else [],
+        classifier=[Path(paths.matching(ks, d, s, "classifier.parquet")) for s in scenes] if mat else [],
+        roc=[Path(paths.matching(ks, d, s, "roc.parquet")) for s in scenes] if mat else [],
+        matching_timings=[Path(paths.matching(ks, d, s, "timing.json")) for s in scenes] if mat else [],
+    )
 
 
 def load_pairs(paths: list[Path]) -> tuple[pd.DataFrame, list[dict]]:
@@ -41,14 +83,52 @@ def load_pairs(paths: list[Path]) -> tuple[pd.DataFrame, list[dict]]:
     return pd.concat(frames, ignore_index=True), metas
 
 
-def build(entries: list[Entry], scoring: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
+def load_rows(paths: list[Path], schema: pa.Schema) -> pd.DataFrame:
+    return pd.concat([io.read_table(p, schema)[0].to_pandas() for p in paths], ignore_index=True)
+
+
+def _verification(e: Entry, cfg: dict) -> tuple[dict, pd.DataFrame | None]:
+    if not e.verification:
+        return {}, None
+    ver = cfg["verification"]
+    rows = load_rows(e.verification, io.VERIFICATION_SCENE)
+    pooled = float("nan")
+    if ver["candidates"] == "nearest":
+        lists = []
+        for p in sorted(e.verification_lists, key=lambda p: Path(p).name):  # scene order
+            t, _ = io.read_table(p, io.VERIFICATION_LIST)
+            lists.append((t.column("distance").to_numpy(), t.column("label").to_numpy()))
+        pooled = pooled_verification_ap(lists, ver["ap_convention"])
+    summary = verification_summary(rows, ver["ap_convention"], ver["hard_negatives"], pooled)
+    return summary, verification_scene_values(rows, ver["ap_convention"], ver["hard_negatives"])
+
+
+def _matching(e: Entry, cfg: dict) -> tuple[dict, pd.DataFrame | None]:
+    if not e.matching:
+        return {}, None
+    m = cfg["matching"]
+    pairs = pd.concat([io.read_table(p)[0].to_pandas() for p in e.matching], ignore_index=True)
+    classifier = load_rows(e.classifier, io.CLASSIFIER)
+    summary = matching_summary(pairs, classifier, m["mma_thresholds"], m["homography_thresholds"], m["homography_auc_thresholds"])
+    return summary, matching_scene_values(pairs)
+
+
+def build(entries: list[Entry], cfg: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(comparison table, per-scene table) for all entries, in entry order."""
     rows, scene_rows = [], []
     for e in entries:
         pairs, metas = load_pairs(e.pairs)
         summary = summarize(pairs)
         scenes = scene_table(pairs)
-        time_ms = sum(json.loads(Path(t).read_text())["processing_time_ms"] for t in e.timings)
+        vsummary, vscenes = _verification(e, cfg)
+        summary.update(vsummary)
+        if vscenes is not None:
+            scenes = scenes.merge(vscenes, on="scene", how="left", validate="one_to_one")
+        msummary, mscenes = _matching(e, cfg)
+        summary.update(msummary)
+        if mscenes is not None:
+            scenes = scenes.merge(mscenes, on="scene", how="left", validate="one_to_one")
+        time_ms = sum(json.loads(Path(t).read_text())["processing_time_ms"] for t in (*e.timings, *e.verification_timings, *e.matching_timings))
         empty = sorted({f"{m['scene']}/{k}" for m in metas for k in m.get("empty_images", [])})
         rows.append({
             "descriptor": e.descriptor, "keypoint_set": e.keypoint_set, **summary,
@@ -64,7 +144,7 @@ def build(entries: list[Entry], scoring: dict) -> tuple[pd.DataFrame, pd.DataFra
 
 
 def to_markdown(table: pd.DataFrame) -> str:
-    cols = LEAD_COLUMNS + ["true_map_macro_by_scene", "precision_at_10", "processing_time_ms"]
+    cols = [c for c in MARKDOWN_COLUMNS if c in table.columns]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for _, r in table[cols].iterrows():
         cells = [f"{v:.4f}" if isinstance(v, float) and c != "processing_time_ms" else (f"{v:.0f}" if isinstance(v, float) else str(v)) for c, v in r.items()]
@@ -72,8 +152,8 @@ def to_markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(entries: list[Entry], scoring: dict, out_dir: Path, provenance_params: dict) -> pd.DataFrame:
-    table, scenes = build(entries, scoring)
+def write(entries: list[Entry], cfg: dict, out_dir: Path, provenance_params: dict) -> pd.DataFrame:
+    table, scenes = build(entries, cfg)
     out_dir = Path(out_dir)
     meta = io.provenance("report", provenance_params)
     io.write_table(pa.Table.from_pandas(table.drop(columns=["processing_time_ms"]), preserve_index=False), out_dir / "comparison.parquet", meta)

@@ -1,0 +1,215 @@
+"""Keypoint verification and keypoint retrieval vs a plain brute force that pools every pair."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from sklearn.metrics import average_precision_score
+
+from descbench.metrics.ap import ap_tie_aware
+from descbench.metrics.bojanic import BojanicParams, Distractors, Target, score_scene_tasks
+from descbench.metrics.distractors import distractor_scenes, draw_distractors
+
+# ----------------------------------------------------------------------------- brute force
+
+
+def bf_relevant(q_xy, t: Target, tau, gt):
+    """Relevant target rows per query, straight from the definitions (float64, full matrices)."""
+    h = np.column_stack([q_xy, np.ones(len(q_xy))]) @ t.H.T
+    p = h[:, :2] / h[:, 2:3]
+    w, hgt = t.size
+    inside = (h[:, 2] > 0) & (p[:, 0] >= 0) & (p[:, 0] < w) & (p[:, 1] >= 0) & (p[:, 1] < hgt)
+    out = []
+    for i in range(len(q_xy)):
+        if not inside[i] or len(t.xy) == 0:
+            out.append(set())
+            continue
+        d = np.sqrt(((t.xy - p[i]) ** 2).sum(1))
+        if gt == "closest":
+            j = int(np.argmin(d))  # lowest index on ties
+            out.append({j} if d[j] <= tau else set())
+        else:
+            out.append(set(np.flatnonzero(d <= tau).tolist()))
+    return out
+
+
+def sqd(a, b):
+    """Ranking key: squared L2 for float descriptors, Hamming for packed bits."""
+    if a.dtype == np.uint8:
+        return np.unpackbits(a[:, None, :] ^ b[None, :, :], axis=-1).sum(-1).astype(np.float64)
+    a = a.astype(np.float64)
+    b = b.astype(np.float64)
+    # sequential float64 summation (cumsum), the kernels' order, so distances compare bit for bit
+    return np.cumsum((a[:, None, :] - b[None, :, :]) ** 2, axis=-1)[..., -1]
+
+
+def expected_ap(dist, rel):
+    """Tie-aware AP of a materialised list (metrics.ap, itself checked by enumeration in test_ap)."""
+    return ap_tie_aware(dist, rel.astype(np.int8))
+
+
+def brute_force(q_xy, q_desc, targets, distractors, params):
+    rel = [bf_relevant(q_xy, t, params.tau_px, params.gt) for t in targets]
+    # verification (nearest): NN per segment with the lowest index on ties
+    v_dist, v_label = [], []
+    for i in range(len(q_xy)):
+        for s, t in enumerate(targets):
+            if len(t.desc):
+                d = sqd(q_desc[i : i + 1], t.desc)[0]
+                j = int(np.argmin(d))
+                v_dist.append(d[j])
+                v_label.append(1 if j in rel[s][i] else -1)
+        for dset in distractors:
+            if len(dset.desc):
+                v_dist.append(sqd(q_desc[i : i + 1], dset.desc)[0].min())
+                v_label.append(-1)
+    # keypoint retrieval: every candidate, three-tier labels
+    ap_neg, ap_ign = [], []
+    for i in range(len(q_xy)):
+        dist, lab = [], []
+        for s, t in enumerate(targets):
+            d = sqd(q_desc[i : i + 1], t.desc)[0] if len(t.desc) else np.zeros(0)
+            dist.append(d)
+            lab.append(np.array([1 if j in rel[s][i] else 0 for j in range(len(d))], dtype=int))
+        for dset in distractors:
+            d = sqd(q_desc[i : i + 1], dset.desc)[0] if len(dset.desc) else np.zeros(0)
+            dist.append(d)
+            lab.append(np.full(len(d), -1))
+        dist, lab = np.concatenate(dist), np.concatenate(lab)
+        if not (lab == 1).any():
+            ap_neg.append(np.nan)
+            ap_ign.append(np.nan)
+            continue
+        ap_neg.append(expected_ap(dist, lab == 1))
+        keep = lab != 0
+        ap_ign.append(expected_ap(dist[keep], lab[keep] == 1))
+    return np.array(v_dist), np.array(v_label), np.array(ap_neg), np.array(ap_ign), rel
+
+
+def random_scene(rng, nq=12, n_t=(10, 0, 14, 9, 11), n_dis=(5, 7, 0), dim=4, levels=3, binary=False):
+    size = (60, 50)
+    q_xy = rng.uniform(0, 60, (nq, 2))
+    if nq > 1:
+        q_xy[1] = q_xy[0]  # duplicate position
+    def desc(n):
+        if binary:
+            return rng.integers(0, 4, (n, 1), dtype=np.uint8)
+        return rng.integers(0, levels, (n, dim)).astype(np.float32)
+    q_desc = desc(nq)
+    targets = []
+    for n in n_t:
+        H = np.eye(3)
+        H[:2, 2] = rng.uniform(-3, 3, 2)
+        H[0, 1] = rng.uniform(-0.05, 0.05)
+        h = np.column_stack([q_xy, np.ones(nq)]) @ H.T
+        proj = h[:, :2] / h[:, 2:3]
+        # half the targets near projections (so positives exist), the rest random
+        src = proj if nq else rng.uniform(0, 60, (1, 2))
+        near = src[rng.integers(0, len(src), n // 2)] + rng.normal(0, 1.5, (n // 2, 2))
+        xy = np.vstack([near, rng.uniform(0, 60, (n - n // 2, 2))])
+        targets.append(Target(xy, desc(n), H, size))
+    distractors = [Distractors(f"x{i}", 1, np.arange(n) * 2, desc(n)) for i, n in enumerate(n_dis)]
+    return q_xy, q_desc, targets, distractors
+
+
+@pytest.mark.parametrize("gt", ["closest", "all_within_tau"])
+@pytest.mark.parametrize("binary", [False, True])
+def test_verification_and_retrieval_equal_brute_force(gt, binary):
+    rng = np.random.default_rng(7 + binary)
+    params = BojanicParams(gt=gt, tau_px=3.0, chunk_mb=0.0001)  # tiny blocks: several screen blocks
+    for _ in range(6):
+        q_xy, q_desc, targets, distractors = random_scene(rng, binary=binary)
+        res = score_scene_tasks(q_xy, q_desc, targets, distractors, params)
+        v_dist, v_label, ap_neg, ap_ign, rel = brute_force(q_xy, q_desc, targets, distractors, params)
+        np.testing.assert_array_equal(res.v_distance, v_dist)
+        np.testing.assert_array_equal(res.v_label, v_label)
+        np.testing.assert_allclose(res.r_ap_negative, ap_neg, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(res.r_ap_ignore, ap_ign, rtol=0, atol=1e-12)
+        assert res.stats["retrieval_num_true_positives"] == sum(len(r[i]) for r in rel for i in range(len(q_xy)))
+        assert res.stats["n_distractors"] == sum(len(d.desc) for d in distractors)
+        if (v_label == 1).any():
+            assert res.stats["verification_ap_step"] == pytest.approx(average_precision_score(v_label == 1, -v_dist), abs=1e-12)
+
+
+def test_float_screen_is_exact_for_near_ties():
+    """Candidates closer than float32 resolution still rank exactly (float64 recheck)."""
+    rng = np.random.default_rng(3)
+    base = rng.standard_normal(64).astype(np.float32)
+    q_desc = base[None, :].copy()
+    eps = np.zeros(64, np.float32)
+    eps[5] = np.float32(1e-6)
+    cands = np.stack([base + 1.0, base + 1.0 + eps, base + 1.0 - eps, base + 2.0]).astype(np.float32)
+    q_xy = np.array([[10.0, 10.0]])
+    t = Target(np.array([[10.0, 10.0], [40.0, 40.0], [30.0, 5.0], [5.0, 30.0]]), cands, np.eye(3), (50, 50))
+    res = score_scene_tasks(q_xy, q_desc, [t], [], BojanicParams())
+    v_dist, v_label, ap_neg, _, _ = brute_force(q_xy, q_desc, [t], [], BojanicParams())
+    np.testing.assert_array_equal(res.v_distance, v_dist)
+    np.testing.assert_array_equal(res.v_label, v_label)
+    assert res.r_ap_negative[0] == pytest.approx(ap_neg[0], abs=1e-15)
+
+
+def test_empty_inputs_are_recorded_not_skipped():
+    rng = np.random.default_rng(0)
+    q_xy, q_desc, targets, distractors = random_scene(rng, nq=0)
+    res = score_scene_tasks(q_xy, q_desc, targets, distractors, BojanicParams())
+    assert res.stats["n_queries"] == 0
+    assert np.isnan(res.stats["verification_ap_step"])
+    assert res.stats["retrieval_n_queries_with_positive"] == 0
+
+
+def test_descriptor_mismatch_names_the_source():
+    rng = np.random.default_rng(0)
+    q_xy, q_desc, targets, distractors = random_scene(rng)
+    bad = [Distractors("v_other", 3, np.arange(2), np.zeros((2, 9), np.float32))]
+    with pytest.raises(Exception, match="v_other/3"):
+        score_scene_tasks(q_xy, q_desc, targets, bad, BojanicParams())
+
+
+def test_distractor_draw_is_stable_and_reproducible():
+    scenes = [f"i_s{i}" for i in range(6)] + [f"v_s{i}" for i in range(6)]
+    a = distractor_scenes("i_s0", scenes, 10, seed=0)
+    assert a == distractor_scenes("i_s0", list(reversed(scenes)), 10, seed=0)  # order-independent
+    assert len(a) == 10 and "i_s0" not in a and len(set(a)) == 10
+    assert a != distractor_scenes("i_s0", scenes, 10, seed=1)
+    counts = {s: {k: 30 + k for k in range(1, 7)} for s in scenes}
+    d1 = draw_distractors("i_s0", scenes, 10, 20, 0, counts)
+    d2 = draw_distractors("i_s0", scenes, 10, 20, 0, counts)
+    assert [d.scene for d in d1] == a
+    for x, y in zip(d1, d2):
+        assert (x.scene, x.image) == (y.scene, y.image) and np.array_equal(x.rows, y.rows)
+        assert len(x.rows) == 20 and np.all(np.diff(x.rows) > 0) and x.rows.max() < counts[x.scene][x.image]
+    # fewer other scenes than asked: all of them, and 'all' keypoints
+    few = draw_distractors("i_s0", scenes[:3], 10, "all", 0, counts)
+    assert sorted(d.scene for d in few) == scenes[1:3]
+    assert all(len(d.rows) == counts[d.scene][d.image] for d in few)
+    # pinned values: a change of the sampling scheme must be deliberate (it changes every result)
+    assert distractor_scenes("v_wall", ["i_a", "i_b", "v_c", "v_wall", "i_d"], 2, seed=0) == ["i_a", "i_d"]
+
+
+@pytest.mark.parametrize("binary", [False, True])
+def test_candidates_all_equals_the_materialised_pooled_list(binary):
+    """candidates: all -- AP of every (query, candidate) pair, never materialised, vs sklearn."""
+    from descbench.metrics.ap import ap_tie_aware as list_tie_aware
+
+    rng = np.random.default_rng(11 + binary)
+    params = BojanicParams(candidates="all", chunk_mb=0.0001)
+    for _ in range(4):
+        q_xy, q_desc, targets, distractors = random_scene(rng, binary=binary)
+        res = score_scene_tasks(q_xy, q_desc, targets, distractors, params)
+        rel = [bf_relevant(q_xy, t, params.tau_px, params.gt) for t in targets]
+        dist, lab = [], []
+        for i in range(len(q_xy)):
+            for s, t in enumerate(targets):
+                if len(t.desc):
+                    dist.append(sqd(q_desc[i : i + 1], t.desc)[0])
+                    lab.append(np.array([j in rel[s][i] for j in range(len(t.desc))]))
+            for dset in distractors:
+                if len(dset.desc):
+                    dist.append(sqd(q_desc[i : i + 1], dset.desc)[0])
+                    lab.append(np.zeros(len(dset.desc), bool))
+        dist, lab = np.concatenate(dist), np.concatenate(lab)
+        assert res.stats["verification_num_positives"] == lab.sum()
+        assert res.stats["verification_num_negatives"] == (~lab).sum()
+        assert res.stats["verification_ap_step"] == pytest.approx(average_precision_score(lab, -dist), abs=1e-12)
+        assert res.stats["verification_ap_tie_aware"] == pytest.approx(list_tie_aware(dist, lab.astype(np.int8)), abs=1e-12)
+        assert np.isnan(res.stats["verification_ap_vlfeat"])  # order-dependent: not defined without the list

@@ -1,0 +1,245 @@
+"""Keypoint verification and keypoint retrieval with distractors (Bojanić et al. 2019; protocols
+section 4; the seed's three-tier labels), for one scene.
+
+Queries are the keypoints of image 1; the scene's *targets* are images 2..6 and its
+*distractors* are keypoints of other scenes (:mod:`descbench.metrics.distractors`). Ground truth
+is the retrieval ground truth of :func:`descbench.metrics.retrieval.relevance` (``gt`` closest or
+all_within_tau, ``tau_px``). The ranking key is the exact descriptor distance: squared L2 in
+float64 for float descriptors (same order as L2), Hamming for packed bits.
+
+**Keypoint verification** (a pooled list per scene, score = -distance):
+
+- ``candidates: nearest`` (Bojanić's definition, default): for every query, its nearest
+  neighbour in each target image k (label +1 iff it is relevant to the query in image k, else
+  -1) and in each distractor scene's set (-1). At most 5 + n_distractor_scenes entries per query.
+- ``candidates: all`` (the seed's C++ workbench): every (query, candidate) pair over all
+  keypoints of images 2..6 (+1 iff relevant, else -1) and all distractors (-1); this list is
+  never materialised: AP comes from exact tie-group counts (:func:`descbench.metrics.classifier.
+  threshold_histogram`), so only the ``step`` and ``tie_aware`` conventions are defined for it.
+
+AP of the pooled list under the configured convention (:mod:`descbench.metrics.ap`; ``step``,
+scikit-learn's, is the default), plus the quantised estimator with ``quantized_bins`` bins.
+
+**Keypoint retrieval** (per query): candidates are all keypoints of images 2..6 and all
+distractors; label +1 for the query's relevant keypoint(s) in each image (R <= 5 with
+``gt: closest``), 0 for every other keypoint of images 2..6 (hard negatives), -1 for distractors.
+AP over the query's R positives with the scoring tie policy (:func:`descbench.metrics.kernels.
+_group_ap_sum`); label 0 counts as non-relevant (``hard_negatives: negative``) or is removed
+(``ignore``, the HPatches MATLAB convention). Both are computed; queries with R = 0 have AP NaN.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from descbench.errors import DataError
+from descbench.metrics import kernels
+from descbench.metrics.retrieval import pack_bits_to_words, prepare_l2_screen, project, query_blocks, relevance
+
+AP_CONVENTIONS = ("step", "tie_aware", "vlfeat", "trapezoid")
+
+
+@dataclass(frozen=True)
+class BojanicParams:
+    tau_px: float = 3.0
+    gt: str = "closest"
+    tie_policy: str = "expected"
+    candidates: str = "nearest"  # nearest | all
+    hard_negatives: str = "negative"  # negative | ignore (which AP is the headline one)
+    ap_convention: str = "step"
+    quantized_bins: int = 25
+    chunk_mb: float = 64.0
+
+
+@dataclass(frozen=True)
+class Target:
+    """Image k of the scene: keypoint positions, descriptors, H_1_k and its (W, H) size."""
+
+    xy: np.ndarray
+    desc: np.ndarray
+    H: np.ndarray
+    size: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Distractors:
+    scene: str
+    image: int
+    rows: np.ndarray  # keypoint rows of that image
+    desc: np.ndarray  # their descriptors
+
+
+@dataclass
+class SceneTaskResult:
+    # verification list (nearest): one entry per (query, non-empty segment), query-major
+    v_query: np.ndarray
+    v_segment: np.ndarray  # 0..4 = images 2..6, 5.. = distractor sets
+    v_candidate: np.ndarray  # keypoint row in that image
+    v_distance: np.ndarray  # exact ranking key
+    v_label: np.ndarray  # +1 / -1
+    # keypoint retrieval, per query
+    r_positives: np.ndarray  # R
+    r_ap_negative: np.ndarray
+    r_ap_ignore: np.ndarray
+    stats: dict = field(default_factory=dict)
+
+
+def _positive_csr(q_xy, targets: list[Target], params: BojanicParams):
+    """Relevant candidates of every query over the concatenated targets (CSR, ascending)."""
+    nq = q_xy.shape[0]
+    rows, cols, per_image = [], [], []
+    offset = 0
+    for t in targets:
+        proj, inside = project(t.H, q_xy, *t.size)
+        _, _, indptr, indices = relevance(proj, inside, np.asarray(t.xy, np.float64).reshape(-1, 2), params.tau_px, params.gt)
+        r = np.repeat(np.arange(nq, dtype=np.int64), np.diff(indptr))
+        per_image.append((indptr, indices))
+        rows.append(r)
+        cols.append(indices + offset)
+        offset += t.xy.shape[0]
+    r = np.concatenate(rows) if rows else np.zeros(0, np.int64)
+    c = np.concatenate(cols) if cols else np.zeros(0, np.int64)
+    order = np.lexsort((c, r))
+    indptr = np.zeros(nq + 1, dtype=np.int64)
+    np.cumsum(np.bincount(r, minlength=nq), out=indptr[1:])
+    return indptr, c[order].astype(np.int64), per_image
+
+
+def _check(q_desc, arrays, where):
+    for name, d in arrays:
+        if d.shape[1:] != q_desc.shape[1:] or d.dtype != q_desc.dtype:
+            raise DataError(
+                f"{where}: {name} has {d.dtype} x {d.shape[1:]} descriptors, image 1 has "
+                f"{q_desc.dtype} x {q_desc.shape[1:]}; every scene must use the same descriptor"
+            )
+
+
+def segment_statistics(q_desc, cands, seg_start, n_image, indptr, indices, chunk_mb):
+    """Run the one-pass kernel: per-segment exact NN and class-split rank counts of positives."""
+    nq, n_seg, nnz = q_desc.shape[0], seg_start.shape[0] - 1, indices.shape[0]
+    nn_idx = np.full((nq, n_seg), -1, dtype=np.int64)
+    nn_d = np.full((nq, n_seg), np.inf)
+    less_img, equal_img, less_dis, equal_dis = (np.zeros(nnz, np.int64) for _ in range(4))
+    dexact = np.zeros(nnz)
+    if nq == 0:
+        return nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact
+    if q_desc.dtype == np.uint8:
+        kernels.segment_stats_hamming(pack_bits_to_words(q_desc), pack_bits_to_words(cands), seg_start, n_image,
+                                      indptr, indices, nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact)
+        return nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact
+    if cands.shape[0] == 0:
+        return nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact
+    qd, cd, qaug, caug, tol = prepare_l2_screen(q_desc, cands)
+    all_rows = np.ones(nq + 1, dtype=np.int64)  # every query needs its nearest neighbours
+    all_rows[0] = 0
+    for rows in query_blocks(np.cumsum(all_rows), cd.shape[0], chunk_mb):
+        screen = qaug[rows] @ caug.T
+        kernels.segment_stats_l2(screen, rows, qd, cd, tol, seg_start, n_image, indptr, indices,
+                                 nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact)
+    return nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact
+
+
+def score_scene_tasks(q_xy, q_desc, targets: list[Target], distractors: list[Distractors],
+                      params: BojanicParams, where: str = "scene") -> SceneTaskResult:
+    """Keypoint verification and keypoint retrieval of one scene (module docstring)."""
+    from descbench.metrics import ap as apmod
+
+    q_xy = np.asarray(q_xy, np.float64).reshape(-1, 2)
+    _check(q_desc, [(f"image {k}", t.desc) for k, t in enumerate(targets, start=2)]
+           + [(f"distractor {d.scene}/{d.image}", d.desc) for d in distractors], where)
+    nq = q_xy.shape[0]
+    indptr, indices, per_image = _positive_csr(q_xy, targets, params)
+    blocks = [t.desc for t in targets] + [d.desc for d in distractors]
+    sizes = np.array([b.shape[0] for b in blocks], dtype=np.int64)
+    seg_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    n_image = int(sizes[: len(targets)].sum())
+    n_dis = int(sizes[len(targets):].sum())
+    cands = np.concatenate(blocks) if blocks else q_desc[:0]
+    nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact = segment_statistics(
+        q_desc, cands, seg_start, n_image, indptr, indices, params.chunk_mb)
+
+    # ---- keypoint retrieval: per-query AP with hard negatives counted (negative) or removed (ignore)
+    policy = kernels.POLICY_CODES[params.tie_policy]
+    one = np.array([1], dtype=np.int64)
+    ap_neg = kernels.query_scores(indptr, dexact, less_img + less_dis, equal_img + equal_dis, policy, one, one)[0]
+    pos_less, pos_equal = kernels.within_row_counts(indptr, dexact)
+    ap_ign = kernels.query_scores(indptr, dexact, pos_less + less_dis, pos_equal + equal_dis, policy, one, one)[0]
+    n_pos = np.diff(indptr).astype(np.int64)
+
+    # ---- keypoint verification
+    v_query = v_seg = v_cand = v_dist = v_label = np.zeros(0)
+    conv = {}
+    if params.candidates == "nearest":
+        labels = np.full(nn_idx.shape, -1, dtype=np.int8)
+        for s, (iptr, ind) in enumerate(per_image):
+            nk = targets[s].xy.shape[0]
+            rel_keys = np.repeat(np.arange(nq, dtype=np.int64), np.diff(iptr)) * max(nk, 1) + ind
+            keys = np.arange(nq, dtype=np.int64) * max(nk, 1) + nn_idx[:, s]
+            labels[:, s] = np.where((nn_idx[:, s] >= 0) & np.isin(keys, rel_keys), 1, -1)
+        present = nn_idx >= 0
+        qq, ss = np.nonzero(present)  # row-major: query-major, then segment order
+        v_query, v_seg = qq.astype(np.int32), ss.astype(np.int8)
+        cand = nn_idx[qq, ss]
+        for s, d in enumerate(distractors, start=len(targets)):  # map back to keypoint rows
+            m = ss == s
+            cand[m] = d.rows[cand[m]]
+        v_cand, v_dist, v_label = cand.astype(np.int32), nn_d[qq, ss], labels[qq, ss]
+        conv = verification_ap(v_dist, v_label, params.quantized_bins)
+    else:
+        conv = _verification_all(q_desc, cands, indptr, dexact, apmod)
+    stats = {
+        "n_queries": nq,
+        "n_target_keypoints": n_image,
+        "n_distractor_scenes": len(distractors),
+        "n_distractors": n_dis,
+        "verification_num_positives": int((v_label == 1).sum()) if params.candidates == "nearest" else int(indices.shape[0]),
+        "verification_num_negatives": int((v_label == -1).sum()) if params.candidates == "nearest" else int(nq * (n_image + n_dis) - indices.shape[0]),
+        **conv,
+        "retrieval_n_queries_with_positive": int((n_pos > 0).sum()),
+        "retrieval_sum_ap_negative": float(np.nansum(ap_neg)),
+        "retrieval_sum_ap_ignore": float(np.nansum(ap_ign)),
+        "retrieval_num_true_positives": int(n_pos.sum()),
+        "retrieval_num_hard_negatives": int(nq * n_image - n_pos.sum()),
+        "retrieval_num_distractors": int(nq * n_dis),
+    }
+    return SceneTaskResult(v_query, v_seg, v_cand, v_dist, v_label, n_pos.astype(np.int32), ap_neg, ap_ign, stats)
+
+
+def verification_ap(distance: np.ndarray, label: np.ndarray, quantized_bins: int) -> dict:
+    """AP of a materialised pooled list under every convention, and the quantised estimate."""
+    from descbench.metrics import ap as apmod
+
+    out = {}
+    if distance.shape[0] == 0 or not (label == 1).any():
+        for c in AP_CONVENTIONS + ("quantized",):
+            out[f"verification_ap_{c}"] = float("nan")
+        return out
+    binary = (label == 1).astype(np.int8)  # the list has +1 / -1 labels only
+    out["verification_ap_step"] = apmod.ap_step(distance, binary)
+    out["verification_ap_tie_aware"] = apmod.ap_tie_aware(distance, binary)
+    out["verification_ap_vlfeat"] = apmod.ap_vlfeat(distance, label)
+    out["verification_ap_trapezoid"] = apmod.ap_trapezoid(distance, binary)
+    out["verification_ap_quantized"] = apmod.ap_quantized(distance, binary, quantized_bins)
+    return out
+
+
+def _verification_all(q_desc, cands, indptr, dexact, apmod) -> dict:
+    """``candidates: all``: AP from exact tie-group counts over every (query, candidate) pair."""
+    from descbench.metrics.classifier import threshold_histogram
+
+    out = {f"verification_ap_{c}": float("nan") for c in AP_CONVENTIONS + ("quantized",)}
+    if dexact.shape[0] == 0:
+        return out
+    thr, n_pos = np.unique(dexact, return_counts=True)
+    n_less, n_equal, _ = threshold_histogram(q_desc, cands, thr)
+    # groups in increasing distance: the negatives strictly between thresholds, then the tie group
+    gp = np.zeros(2 * thr.shape[0], dtype=np.int64)
+    gn = np.zeros(2 * thr.shape[0], dtype=np.int64)
+    gp[1::2] = n_pos
+    gn[0::2] = n_less
+    gn[1::2] = n_equal - n_pos
+    out["verification_ap_step"] = apmod.ap_from_tie_groups(gp, gn, "step")
+    out["verification_ap_tie_aware"] = apmod.ap_from_tie_groups(gp, gn, "tie_aware")
+    return out

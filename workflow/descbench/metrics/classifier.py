@@ -1,0 +1,823 @@
+"""Descriptor matching as a binary classifier over all keypoint pairs of an image pair.
+
+**Population.** For an image pair (1, k) with N1 and N2 keypoints, the population is the set of
+all N1 * N2 keypoint pairs (i, j). A pair is *positive* iff ``|H p_i - x_j| <= epsilon_px``
+(``H`` maps image-1 pixels to image-k pixels; the test is ``dx*dx + dy*dy <= epsilon_px**2`` in
+float64, see :func:`positives`). A projection behind the camera (homogeneous ``w <= 0``) or
+non-finite has no positive partner; a projection outside image k is *not* special: its distance
+to the image-k keypoints decides, exactly like for any other point. ``#P`` is the number of
+positive pairs, found with a radius search (never the N1 x N2 table); ``#N = N1 N2 - #P``.
+
+**Descriptor distance.** float32 descriptors: ``d = sqrt(s)`` with ``s = sum_k (q_k - c_k)^2``
+accumulated in float64 in index order (:func:`descbench.metrics.kernels._sqdist64`; ``s`` is the
+exact *ranking key*). uint8 packed bits: ``d = s =`` Hamming distance. These are the distances of
+:mod:`descbench.metrics.nn`. Every comparison ``d <= t`` is decided exactly, without rounding
+``t`` into key space: ``d <= t`` iff ``s <= K_le(t)`` with ``K_le(t)`` the largest double whose
+(correctly rounded, monotone) square root is ``<= t`` (:func:`_key_le`); ``d < T`` iff
+``s < K_ge(T)`` (:func:`_key_ge`).
+
+**Matchers** (a threshold ``t`` predicts Yes/No for each pair; score = the quantity compared with t):
+
+- ``threshold``: Yes iff ``d(i, j) <= t``; every pair has a finite score ``d(i, j)``.
+- ``nn``: Yes iff ``j = NN(i)`` and ``d(i, NN(i)) <= t``; score ``d(i, NN(i))``.
+- ``ratio``: Yes iff ``j = NN(i)`` and ``d1 / d2 <= t`` (Lowe's ratio; d2 = distance of the
+  second-nearest neighbour). Conventions: ``d1 == d2`` (which includes ``d2 == 0``, where
+  ``d1 = 0`` too) gives ratio 1 (the nearest neighbour is not distinctive); no second neighbour
+  (N2 == 1) gives ``d2 = inf`` and ratio 0 (nothing competes).
+- ``mutual_nn``: Yes iff i and j are mutual nearest neighbours and ``d <= t``; score d.
+
+NN(i), the second neighbour and the mutual pairs come from :mod:`descbench.metrics.nn` (exact;
+ties to the lowest index). For ``nn``, ``ratio`` and ``mutual_nn`` only the *candidate* pairs
+(N1, resp. the mutual pairs) are ever predicted Yes at a finite t. Every other pair gets score
+``+inf``: it is predicted Yes only at ``t = +inf``, where everything is Yes, which is the final
+(1, 1) point of the ROC. ``confusion(..., t=inf)`` accordingly has FN = TN = 0 for every matcher.
+
+**Counts and rates** at a threshold t: TP, FP, FN = #P - TP, TN = N1 N2 - TP - FP - FN (never by
+materialising the pair table). TPR = TP/#P, FPR = FP/#N, TNR = TN/#N (= 1 - FPR), accuracy =
+(TP + TN)/(N1 N2), precision = TP/(TP + FP), Youden J = TPR + TNR - 1 = (TP #N - FP #P)/(#P #N)
+(evaluated from the integers); an undefined ratio (zero denominator) is NaN.
+
+**ROC** (Fawcett 2006; scikit-learn's ``roc_curve(labels, -score, drop_intermediate=False)``):
+one point per distinct score, in increasing threshold order, preceded by (0, 0). We report
+thresholds in score units (Yes iff score <= t), i.e. sklearn's thresholds negated: (0, 0) has
+``t = -inf``. AUC is the trapezoid over the points (= ``roc_auc_score`` when every pair has a
+score), computed from the integer counts in exact arithmetic and rounded once. The best Youden J
+is the maximum of J over the points; ties go to the first point (smallest threshold).
+
+- ``nn``, ``ratio``, ``mutual_nn``: the full curve (at most N1 + 2 points): (0, 0) at -inf, one
+  point per distinct candidate score, and (1, 1) at +inf when some pair is not a candidate.
+- ``threshold``: the exact *corner curve* (see :func:`roc`): for each distinct positive distance
+  T_b, the point just before its group (threshold: the largest double below T_b for L2, T_b - 1
+  for Hamming; any t in [largest distance below T_b, T_b) gives this point, sklearn reports the
+  former end, which is not computed) and the point after it (threshold T_b, as sklearn),
+  plus (0, 0) at -inf and (1, 1) (threshold: T_last when no pair is farther, else +inf; sklearn
+  would use the largest distance, which is not computed). Consecutive duplicates are dropped,
+  keeping the first. The counts come from :func:`threshold_histogram`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numba
+import numpy as np
+from numba import njit, prange
+
+from descbench.errors import DataError
+from descbench.metrics.kernels import _hamming, _sqdist64, within_radius_csr
+from descbench.metrics.retrieval import pack_bits_to_words, prepare_l2_screen, project, query_blocks
+
+__all__ = [
+    "MATCHERS", "ClassifierParams", "PairPopulation", "RocCurve", "ClassifierResult",
+    "positives", "threshold_histogram", "confusion", "roc", "classify_pair",
+]
+
+MATCHERS = ("threshold", "nn", "ratio", "mutual_nn")
+
+_U64 = 2.0**-53
+# Beyond this the float32 screen could overflow (same limit as descbench.metrics.nn); such inputs
+# are binned from float64 distances directly.
+_SCREEN_LIMIT = 1e36
+
+
+@dataclass(frozen=True)
+class ClassifierParams:
+    epsilon_px: float = 2.0  # a pair is positive iff |H p_i - x_j| <= epsilon_px
+    chunk_mb: float = 64.0  # bound on the float32 screen block held in memory
+
+    @classmethod
+    def from_config(cls, section: dict) -> "ClassifierParams":
+        return cls(float(section.get("epsilon_px", 2.0)), float(section.get("chunk_mb", 64.0)))
+
+
+# --------------------------------------------------------------------------- kernels
+
+
+def _key_buckets(keys: np.ndarray):
+    """A bucket index over sorted keys for O(1) expected searches: ``edges`` are 4 B + 1 equal-width
+    buckets over [K_0, K_{B-1}], ``first[k]`` = #{keys < edges[k]} (``first[-1] = B``), ``scale``
+    = buckets per key unit (0 when there is a single key)."""
+    nb = keys.shape[0]
+    nbk = 4 * nb + 1
+    span = float(keys[-1] - keys[0])
+    scale = nbk / span if span > 0 and np.isfinite(span) and np.isfinite(nbk / span) else 0.0
+    if scale == 0.0:
+        nbk = 1
+    edges = keys[0] + np.arange(nbk, dtype=np.float64) / scale if scale else keys[:1].copy()
+    first = np.append(np.searchsorted(keys, edges), nb).astype(np.int64)
+    return edges, first, scale
+
+
+@njit(cache=True)
+def _first_key_at_least(x, keys, edges, first, scale):
+    """#{keys < x} (= index of the first key >= x), exact for any x; O(1) for spread keys.
+
+    The bucket guess from ``scale`` is corrected against ``edges`` (so rounding cannot mislead
+    it); then the answer lies in ``[first[k], first[k+1]]`` (keys < edges[k] <= x < edges[k+1]),
+    which is binary-searched.
+    """
+    nbk = edges.shape[0]
+    if x <= edges[0]:  # edges[0] == K_0
+        return 0
+    k = np.int64(min(max((x - edges[0]) * scale, 0.0), nbk - 1.0))
+    while k > 0 and x < edges[k]:
+        k -= 1
+    while k < nbk - 1 and x >= edges[k + 1]:
+        k += 1
+    a = first[k]
+    z = first[k + 1]
+    while a < z:  # first index in [first[k], first[k+1]) with keys >= x, else first[k+1]
+        m = (a + z) >> 1
+        if keys[m] < x:
+            a = m + 1
+        else:
+            z = m
+    return a
+
+
+@njit(cache=True)
+def _sqdist64_ilp(a, b):
+    """Squared L2 in float64 with four interleaved accumulators (a different summation order
+    from the definition :func:`descbench.metrics.kernels._sqdist64`, ~4x faster: no single
+    dependency chain). Both are within ``gamma_{D+2} s`` of the real value."""
+    s0 = 0.0
+    s1 = 0.0
+    s2 = 0.0
+    s3 = 0.0
+    n = a.shape[0]
+    k = 0
+    while k + 4 <= n:
+        d0 = np.float64(a[k]) - np.float64(b[k])
+        d1 = np.float64(a[k + 1]) - np.float64(b[k + 1])
+        d2 = np.float64(a[k + 2]) - np.float64(b[k + 2])
+        d3 = np.float64(a[k + 3]) - np.float64(b[k + 3])
+        s0 += d0 * d0
+        s1 += d1 * d1
+        s2 += d2 * d2
+        s3 += d3 * d3
+        k += 4
+    while k < n:
+        d0 = np.float64(a[k]) - np.float64(b[k])
+        s0 += d0 * d0
+        k += 1
+    return (s0 + s1) + (s2 + s3)
+
+
+@njit(cache=True)
+def _slot_exact(q, c, keys, rel64, abs64):
+    """Slot of the exact key ``_sqdist64(q, c)``. A fast float64 estimate first: when no key lies
+    within its error bound ``rel64 * est + abs64`` (>= the sum of both evaluations' errors), the
+    slot is that of the estimate; otherwise the definition is evaluated."""
+    est = _sqdist64_ilp(q, c)
+    e = rel64 * est + abs64
+    p = np.searchsorted(keys, est - e)  # first key >= est - e
+    if p == keys.shape[0] or keys[p] > est + e:
+        return 2 * p
+    return _bin_of(_sqdist64(q, c), keys)
+
+
+@njit(cache=True)
+def _bin_of(s, keys):
+    """Histogram slot of an exact key value: 2 b for K_{b-1} < s < K_b, 2 b + 1 for s == K_b."""
+    b = np.searchsorted(keys, s)  # number of keys < s
+    if b < keys.shape[0] and keys[b] == s:
+        return 2 * b + 1
+    return 2 * b
+
+
+@njit(cache=True, parallel=True)
+def _histogram_l2_screened(screen, rows, qdesc, cdesc, qn2, width, keys, edges, first, scale, rel64, abs64, acc):
+    """Add the slot counts of every (row, candidate) of one screen block to ``acc[chunk]``.
+
+    screen float32 [r, N]: ``g = [q, 1] . [c_j, -|c_j|^2/2]`` (larger = closer); rows int64 [r];
+    qn2 float64 [Q]: |q|^2; width float64 [Q]: the per-row half-width W of
+    :func:`threshold_histogram`; keys float64 [B] sorted distinct; acc int64 [n_chunks, 2 B + 1]
+    (slot 2 b: K_{b-1} < s < K_b, slot 2 b + 1: s == K_b, slot 2 B: s > K_{B-1});
+    edges, first, scale: the bucket index of :func:`_key_buckets`.
+
+    The estimate ``x = qn2 - 2 g`` places the exact key s in ``[x - w, x + w]`` with
+    ``w = W + 2^-48 |x|``. If no key lies in that interval, s is strictly between the two keys
+    around it; otherwise s is evaluated in float64 (:func:`_slot_exact`).
+    """
+    r = rows.shape[0]
+    nb = keys.shape[0]
+    n = cdesc.shape[0]
+    k0 = keys[0]
+    klast = keys[nb - 1]
+    nch = min(acc.shape[0], r)
+    for c in prange(nch):
+        hist = np.zeros(2 * nb + 1, dtype=np.int64)
+        for t in range(c * r // nch, (c + 1) * r // nch):
+            qi = rows[t]
+            q = qdesc[qi]
+            g = screen[t]
+            a2 = qn2[qi]
+            w0 = width[qi]
+            for j in range(n):
+                x = a2 - 2.0 * np.float64(g[j])
+                w = w0 + abs(x) * 2.0**-48
+                lo = x - w
+                hi = x + w
+                if lo > klast:  # farther than every threshold
+                    hist[2 * nb] += 1
+                elif hi < k0:  # closer than every threshold
+                    hist[0] += 1
+                else:
+                    p = _first_key_at_least(lo, keys, edges, first, scale)
+                    if p == nb or keys[p] > hi:
+                        hist[2 * p] += 1
+                    else:
+                        hist[_slot_exact(q, cdesc[j], keys, rel64, abs64)] += 1
+        for k in range(2 * nb + 1):
+            acc[c, k] += hist[k]
+
+
+@njit(cache=True, parallel=True)
+def _histogram_l2_direct(qdesc, cdesc, keys, acc):
+    """Slot counts from float64 distances of every pair (inputs too large for the float32 screen)."""
+    r = qdesc.shape[0]
+    nb = keys.shape[0]
+    nch = min(acc.shape[0], r)
+    for c in prange(nch):
+        hist = np.zeros(2 * nb + 1, dtype=np.int64)
+        for i in range(c * r // nch, (c + 1) * r // nch):
+            for j in range(cdesc.shape[0]):
+                hist[_bin_of(_sqdist64(qdesc[i], cdesc[j]), keys)] += 1
+        for k in range(2 * nb + 1):
+            acc[c, k] += hist[k]
+
+
+@njit(cache=True, parallel=True)
+def _hamming_distance_counts(qwords, cwords, nbits, acc):
+    """acc[chunk, d] += #{pairs at Hamming distance d} (d = 0..nbits)."""
+    r = qwords.shape[0]
+    nch = min(acc.shape[0], r)
+    for c in prange(nch):
+        hist = np.zeros(nbits + 1, dtype=np.int64)
+        for i in range(c * r // nch, (c + 1) * r // nch):
+            for j in range(cwords.shape[0]):
+                hist[_hamming(qwords[i], cwords[j])] += 1
+        for k in range(nbits + 1):
+            acc[c, k] += hist[k]
+
+
+@njit(cache=True)
+def _pair_keys_l2(qdesc, cdesc, rows, cols, out):
+    for e in range(rows.shape[0]):  # O(N1 + #P) pairs: serial (cheap to compile)
+        out[e] = _sqdist64(qdesc[rows[e]], cdesc[cols[e]])
+
+
+@njit(cache=True)
+def _pair_keys_hamming(qwords, cwords, rows, cols, out):
+    for e in range(rows.shape[0]):
+        out[e] = np.float64(_hamming(qwords[rows[e]], cwords[cols[e]]))
+
+
+# --------------------------------------------------------------------------- histogram
+
+
+def _check_descriptors(qdesc, cdesc) -> tuple[np.ndarray, np.ndarray]:
+    q = np.asarray(qdesc)
+    c = np.asarray(cdesc)
+    for x, name in ((q, "query"), (c, "candidate")):
+        if x.ndim != 2:
+            raise DataError(f"{name} descriptors must be a 2-D array [N, D], got shape {x.shape}")
+        if x.dtype not in (np.float32, np.uint8):
+            raise DataError(f"{name} descriptors have dtype {x.dtype}; expected float32 (L2) or uint8 packed bits (Hamming)")
+    if q.dtype != c.dtype or q.shape[1] != c.shape[1]:
+        raise DataError(
+            f"descriptor mismatch: query descriptors are {q.dtype} x {q.shape[1]}, candidate descriptors "
+            f"are {c.dtype} x {c.shape[1]}; both images must use one descriptor"
+        )
+    if q.dtype == np.float32:
+        for x, name in ((q, "query"), (c, "candidate")):
+            if x.size and not np.isfinite(x).all():
+                bad = int(np.flatnonzero(~np.isfinite(x).all(axis=1))[0])
+                raise DataError(f"{name} descriptors contain NaN or inf (first bad row {bad})")
+    return np.ascontiguousarray(q), np.ascontiguousarray(c)
+
+
+def _n_chunks() -> int:
+    return max(1, int(numba.get_num_threads()))
+
+
+def threshold_histogram(qdesc, cdesc, thresholds_sq, chunk_mb: float = 64.0):
+    """Exact counts of all N1 x N2 descriptor distances per threshold bin.
+
+    ``thresholds_sq``: sorted, strictly increasing, finite float64 *ranking keys* K_0 < ... <
+    K_{B-1}: squared L2 (float64, summed in index order, :func:`descbench.metrics.kernels._sqdist64`)
+    for float32 descriptors, Hamming distance for uint8 packed bits. With ``s_ij`` the key of pair
+    (i, j), returns ``(n_less int64[B], n_equal int64[B], n_above int64)``::
+
+        n_less[b]  = #{(i, j): K_{b-1} < s_ij < K_b}     (K_{-1} = -inf)
+        n_equal[b] = #{(i, j): s_ij == K_b}
+        n_above    = #{(i, j): s_ij > K_{B-1}}            (all pairs when B == 0)
+
+    over every pair, equal to a float64 brute force whatever the BLAS. Memory: the float32 screen
+    is held in blocks of query rows of at most ``chunk_mb`` MiB, plus O(B) per thread.
+
+    Method (float32). One BLAS product per block of query rows gives the float32 screen
+    ``g = fl32([q, 1] . [c_j, -|c_j|^2/2])``, an approximation of ``G = (|q|^2 - s)/2`` with
+    ``|g - G| <= E`` (s the real squared distance of the float32 vectors, E the bound of
+    :func:`descbench.metrics.retrieval.screen_tolerance`, which returns ``tol = 4 E``; gradual
+    underflow of the float32 products adds at most ``(D+1) 2^-150``). With ``qn2`` = |q|^2 in
+    float64 (``|qn2 - |q|^2| <= gamma_D |q|^2``) and ``x = fl64(qn2 - 2 g)`` (``2 g`` is exact,
+    the subtraction errs by ``<= 2^-52 |x|``), ``|x - s| <= 2 E + gamma_D |q|^2 + 2^-52 |x| +
+    (D+1) 2^-149``; the key itself errs by ``|s_hat - s| <= gamma_{D+2} s <= gamma_{D+2}
+    (|q| + max|c|)^2``. Hence ``|s_hat - x| <= W + 2^-52 |x|`` with the per-row width
+    ``W = (tol + 2 gamma_{D+2} (qn2 + (|q| + max|c|)^2) + 8 (D+1) 2^-149) (1 + 2^-48)`` (factors
+    of 2 of safety), and the kernel's interval ``[x - w, x + w]``, ``w = W + 2^-48 |x|``, contains
+    s_hat even after the float64 rounding of w and of its end points. If no key lies in it, s_hat
+    is strictly between the keys around it (one binary search; most values are farther than the
+    last key or closer than the first and need only two comparisons); otherwise s_hat is
+    evaluated in float64 (:func:`descbench.metrics.kernels._sqdist64`) and binary-searched. So
+    every count is that of the float64 definition. Inputs whose screen could overflow
+    (``|q| |c| + |c|^2 > 1e36``) are binned from float64 distances directly.
+
+    Method (Hamming): an exact histogram of the integer distances 0..8 * bytes, then binned.
+    """
+    q, c = _check_descriptors(qdesc, cdesc)
+    keys = np.ascontiguousarray(np.asarray(thresholds_sq, dtype=np.float64).reshape(-1))
+    if not np.isfinite(keys).all():
+        raise ValueError("threshold_histogram: thresholds_sq must be finite")
+    if keys.shape[0] > 1 and not (np.diff(keys) > 0).all():
+        raise ValueError("threshold_histogram: thresholds_sq must be sorted and distinct")
+    if not chunk_mb > 0:
+        raise ValueError(f"chunk_mb must be > 0, got {chunk_mb}")
+    nb = keys.shape[0]
+    n1, n2 = q.shape[0], c.shape[0]
+    if nb == 0 or n1 == 0 or n2 == 0:
+        return np.zeros(nb, np.int64), np.zeros(nb, np.int64), int(n1) * int(n2)
+    nch = _n_chunks()
+    if q.dtype == np.uint8:
+        nbits = 8 * q.shape[1]
+        acc = np.zeros((nch, nbits + 1), dtype=np.int64)
+        _hamming_distance_counts(pack_bits_to_words(q), pack_bits_to_words(c), nbits, acc)
+        per_d = acc.sum(axis=0)
+        d = np.arange(nbits + 1, dtype=np.float64)
+        slot = 2 * np.searchsorted(keys, d)
+        b = slot // 2
+        hit = b < nb
+        slot[hit] += keys[np.minimum(b, nb - 1)][hit] == d[hit]
+        counts = np.zeros(2 * nb + 1, dtype=np.int64)
+        np.add.at(counts, slot, per_d)
+    else:
+        acc = np.zeros((nch, 2 * nb + 1), dtype=np.int64)
+        cnorm2 = np.einsum("ij,ij->i", c, c, dtype=np.float64)
+        qn2 = np.einsum("ij,ij->i", q, q, dtype=np.float64)
+        cmax = float(np.sqrt(cnorm2.max()))
+        qn = np.sqrt(qn2)
+        if float(qn.max()) * cmax + cmax * cmax > _SCREEN_LIMIT:
+            _histogram_l2_direct(q, c, keys, acc)
+        else:
+            q, c, qaug, caug, tol = prepare_l2_screen(q, c)
+            dim = q.shape[1]
+            m = dim + 2
+            gamma = m * _U64 / (1 - m * _U64)
+            width = (0.5 * tol + 2.0 * gamma * (qn2 + (qn + cmax) ** 2) + 8.0 * (dim + 1) * 2.0**-149) * (1 + 2.0**-48)
+            rel64 = 4.0 * gamma  # |fast - definition| <= 2 gamma s, s <= est / (1 - gamma), 2x safety
+            abs64 = (dim + 2) * 2.0**-1070  # float64 gradual underflow of the squares
+            edges, first, scale = _key_buckets(keys)
+            indptr = np.arange(n1 + 1, dtype=np.int64)  # every row takes part
+            for rows in query_blocks(indptr, n2, chunk_mb):
+                screen = qaug[rows[0] : rows[-1] + 1] @ caug.T  # consecutive rows: a view, no copy
+                _histogram_l2_screened(screen, rows, q, c, qn2, width, keys, edges, first, scale, rel64, abs64, acc)
+        counts = acc.sum(axis=0)
+    return counts[0 : 2 * nb : 2].copy(), counts[1 : 2 * nb : 2].copy(), int(counts[2 * nb])
+
+
+# --------------------------------------------------------------------------- distances and keys
+
+
+def _key_le(t: np.ndarray) -> np.ndarray:
+    """Largest double s >= 0 with sqrt(s) <= t, for finite t >= 0 (sqrt is correctly rounded, so
+    monotone: ``sqrt(s) <= t`` iff ``s <= _key_le(t)``)."""
+    t = np.asarray(t, dtype=np.float64)
+    x = np.minimum(t * t, np.finfo(np.float64).max)
+    for _ in range(200):
+        m = np.sqrt(x) > t
+        if not m.any():
+            break
+        x[m] = np.nextafter(x[m], -np.inf)
+    else:  # pragma: no cover - a few steps always suffice
+        raise RuntimeError("_key_le did not converge")
+    for _ in range(200):
+        nx = np.nextafter(x, np.inf)
+        m = np.isfinite(nx) & (np.sqrt(nx) <= t)
+        if not m.any():
+            break
+        x[m] = nx[m]
+    else:  # pragma: no cover
+        raise RuntimeError("_key_le did not converge")
+    return x
+
+
+def _key_ge(t: np.ndarray) -> np.ndarray:
+    """Smallest double s >= 0 with sqrt(s) >= t, for finite t >= 0 (``sqrt(s) < t`` iff
+    ``s < _key_ge(t)``)."""
+    t = np.asarray(t, dtype=np.float64)
+    x = np.minimum(t * t, np.finfo(np.float64).max)
+    for _ in range(200):
+        m = np.sqrt(x) < t
+        if not m.any():
+            break
+        x[m] = np.nextafter(x[m], np.inf)
+    else:  # pragma: no cover
+        raise RuntimeError("_key_ge did not converge")
+    for _ in range(200):
+        px = np.nextafter(x, -np.inf)
+        m = (px >= 0) & (np.sqrt(np.maximum(px, 0.0)) >= t)
+        if not m.any():
+            break
+        x[m] = px[m]
+    else:  # pragma: no cover
+        raise RuntimeError("_key_ge did not converge")
+    return x
+
+
+def positives(q_xy, t_xy, H, epsilon_px: float = 2.0) -> tuple[np.ndarray, np.ndarray]:
+    """Positive pairs as CSR ``(indptr int64[N1+1], indices int64[#P])``, indices ascending per row.
+
+    (i, j) is positive iff the projection ``p_i = H [x_i, y_i, 1]`` (divided by its third
+    coordinate) satisfies ``(x_j - p_x)^2 + (y_j - p_y)^2 <= epsilon_px^2`` in float64. Points
+    projecting behind the camera (``w <= 0``) or to a non-finite location have no positives;
+    projections outside image k are kept (their pixel distance decides).
+    """
+    q_xy = np.asarray(q_xy, dtype=np.float64).reshape(-1, 2)
+    t_xy = np.ascontiguousarray(np.asarray(t_xy, dtype=np.float64).reshape(-1, 2))
+    p, _ = project(np.asarray(H, dtype=np.float64), q_xy, np.inf, np.inf)
+    active = np.isfinite(p).all(axis=1)
+    p = np.where(active[:, None], p, 0.0)
+    if not epsilon_px >= 0:
+        raise ValueError(f"epsilon_px must be >= 0, got {epsilon_px}")
+    return within_radius_csr(np.ascontiguousarray(p), t_xy, float(epsilon_px), active)
+
+
+# --------------------------------------------------------------------------- the population
+
+
+class PairPopulation:
+    """One image pair as a classification population (shared by every matcher and threshold).
+
+    Holds the descriptors, the positive pairs (CSR, with their exact ranking keys) and,
+    computed on first use, the nearest-neighbour candidates of each matcher.
+    """
+
+    def __init__(self, q_xy, q_desc, t_xy, t_desc, H, params: ClassifierParams = ClassifierParams()):
+        self.params = params
+        self.q_desc, self.t_desc = _check_descriptors(q_desc, t_desc)
+        self.binary = self.q_desc.dtype == np.uint8
+        self.n1 = int(self.q_desc.shape[0])
+        self.n2 = int(self.t_desc.shape[0])
+        q_xy = np.asarray(q_xy, dtype=np.float64).reshape(-1, 2)
+        t_xy = np.asarray(t_xy, dtype=np.float64).reshape(-1, 2)
+        if q_xy.shape[0] != self.n1 or t_xy.shape[0] != self.n2:
+            raise DataError(
+                f"keypoint/descriptor count mismatch: image 1 has {q_xy.shape[0]} keypoints and {self.n1} "
+                f"descriptors, image k has {t_xy.shape[0]} keypoints and {self.n2} descriptors"
+            )
+        self._qw = self._cw = None
+        self._cand: dict = {}
+        self.pos_indptr, self.pos_indices = positives(q_xy, t_xy, H, params.epsilon_px)
+        self.pos_rows = np.repeat(np.arange(self.n1, dtype=np.int64), np.diff(self.pos_indptr))
+        self.pos_id = self.pos_rows * self.n2 + self.pos_indices  # ascending (CSR order)
+        self.pos_key = self.pair_keys(self.pos_rows, self.pos_indices)
+
+    # sizes
+    @property
+    def n_pairs(self) -> int:
+        return self.n1 * self.n2
+
+    @property
+    def n_pos(self) -> int:
+        return int(self.pos_indices.shape[0])
+
+    @property
+    def n_neg(self) -> int:
+        return self.n_pairs - self.n_pos
+
+    # distances
+    def pair_keys(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        """Exact ranking keys (squared L2 in float64 / Hamming) of the pairs (rows[e], cols[e])."""
+        rows = np.ascontiguousarray(rows, dtype=np.int64)
+        cols = np.ascontiguousarray(cols, dtype=np.int64)
+        out = np.empty(rows.shape[0], dtype=np.float64)
+        if rows.shape[0] == 0:
+            return out
+        if self.binary:
+            if self._qw is None:
+                self._qw = pack_bits_to_words(self.q_desc)
+                self._cw = pack_bits_to_words(self.t_desc)
+            _pair_keys_hamming(self._qw, self._cw, rows, cols, out)
+        else:
+            _pair_keys_l2(self.q_desc, self.t_desc, rows, cols, out)
+        return out
+
+    def key_to_distance(self, key: np.ndarray) -> np.ndarray:
+        return np.asarray(key, dtype=np.float64) if self.binary else np.sqrt(key)
+
+    def key_le(self, t: np.ndarray) -> np.ndarray:
+        """Key bound K with ``d <= t`` iff ``s <= K``, for finite t (K = -1 for t < 0: nothing)."""
+        t = np.asarray(t, dtype=np.float64)
+        if self.binary:
+            return np.where(t < 0, -1.0, t)
+        out = np.full(t.shape, -1.0)
+        ok = t >= 0
+        out[ok] = _key_le(t[ok])
+        return out
+
+    def key_ge(self, t: np.ndarray) -> np.ndarray:
+        """Key bound K with ``d < t`` iff ``s < K``, for distances t = d of actual pairs."""
+        t = np.asarray(t, dtype=np.float64)
+        return t.copy() if self.binary else _key_ge(t)
+
+    def is_positive(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
+        ids = np.asarray(rows, dtype=np.int64) * self.n2 + np.asarray(cols, dtype=np.int64)
+        k = np.searchsorted(self.pos_id, ids)
+        ok = k < self.pos_id.shape[0]
+        out = np.zeros(ids.shape[0], dtype=bool)
+        out[ok] = self.pos_id[k[ok]] == ids[ok]
+        return out
+
+    def count_le(self, keys: np.ndarray) -> np.ndarray:
+        """#{all pairs with s <= K} for each finite key K (one :func:`threshold_histogram` call)."""
+        keys = np.asarray(keys, dtype=np.float64)
+        uk, inv = np.unique(keys, return_inverse=True)
+        n_less, n_equal, _ = threshold_histogram(self.q_desc, self.t_desc, uk, self.params.chunk_mb)
+        return np.cumsum(n_less + n_equal)[inv.reshape(-1)].reshape(keys.shape)
+
+    # matchers
+    def candidates(self, matcher: str):
+        """``(rows, cols, score, label)`` of the pairs that can be Yes at a finite threshold."""
+        if matcher not in ("nn", "ratio", "mutual_nn"):
+            raise ValueError(f"candidates: matcher must be nn, ratio or mutual_nn, got {matcher!r}")
+        if matcher in self._cand:
+            return self._cand[matcher]
+        from descbench.metrics.nn import mutual_nearest, nearest_two
+
+        chunk = self.params.chunk_mb
+        if matcher == "mutual_nn":
+            if self.n1 and self.n2:
+                rows, cols, _ = mutual_nearest(self.q_desc, self.t_desc, chunk)
+            else:
+                rows = cols = np.zeros(0, np.int64)
+            score = self.key_to_distance(self.pair_keys(rows, cols))
+        else:
+            if "_two" not in self._cand:
+                if self.n1 and self.n2:
+                    idx1, _, idx2, _ = nearest_two(self.q_desc, self.t_desc, chunk)
+                else:
+                    idx1 = idx2 = np.full(self.n1, -1, np.int64)
+                self._cand["_two"] = (idx1, idx2)
+            idx1, idx2 = self._cand["_two"]
+            rows = np.flatnonzero(idx1 >= 0).astype(np.int64)
+            cols = idx1[rows].astype(np.int64)
+            d1 = self.key_to_distance(self.pair_keys(rows, cols))
+            if matcher == "nn":
+                score = d1
+            else:
+                has2 = idx2[rows] >= 0
+                d2 = np.full(rows.shape[0], np.inf)
+                d2[has2] = self.key_to_distance(self.pair_keys(rows[has2], idx2[rows[has2]]))
+                with np.errstate(divide="ignore", invalid="ignore"):
+                    score = np.where(d1 == d2, 1.0, d1 / d2)  # d1 == d2 (incl. 0/0) -> 1; d2 = inf -> 0
+        out = (rows, cols, np.asarray(score, dtype=np.float64), self.is_positive(rows, cols))
+        self._cand[matcher] = out
+        return out
+
+
+# --------------------------------------------------------------------------- confusion and ROC
+
+
+def _rates(tp, fp, n_pos: int, n_neg: int) -> dict:
+    """Counts -> the confusion dictionary (arrays); undefined ratios NaN."""
+    tp = np.asarray(tp, dtype=np.int64)
+    fp = np.asarray(fp, dtype=np.int64)
+    fn = n_pos - tp
+    tn = n_neg - fp
+    n = n_pos + n_neg
+    with np.errstate(divide="ignore", invalid="ignore"):
+        tpr = tp / n_pos if n_pos else np.full(tp.shape, np.nan)
+        fpr = fp / n_neg if n_neg else np.full(tp.shape, np.nan)
+        tnr = tn / n_neg if n_neg else np.full(tp.shape, np.nan)
+        acc = (tp + tn) / n if n else np.full(tp.shape, np.nan)
+        prec = np.where(tp + fp > 0, tp / np.maximum(tp + fp, 1), np.nan)
+    if n_pos and n_neg:
+        j = np.array([(int(a) * n_neg - int(b) * n_pos) / (n_pos * n_neg) for a, b in zip(tp.reshape(-1), fp.reshape(-1))])
+        j = j.reshape(tp.shape)
+    else:
+        j = np.full(tp.shape, np.nan)
+    return {
+        "tp": tp, "fp": fp, "fn": fn, "tn": tn, "n_pos": n_pos, "n_neg": n_neg, "n_pairs": n,
+        "tpr": tpr, "fpr": fpr, "tnr": tnr, "accuracy": acc, "precision": prec, "youden_j": j,
+    }
+
+
+def confusion(pop: PairPopulation, matcher: str, t) -> dict:
+    """Confusion counts and rates of ``matcher`` at threshold(s) ``t`` (scalar or array).
+
+    Keys: threshold, tp, fp, fn, tn, n_pos, n_neg, n_pairs, tpr, fpr, tnr, accuracy, precision,
+    youden_j (scalars for a scalar t, arrays otherwise). Yes iff score <= t; ``t = +inf`` makes
+    every pair Yes (the +inf convention of the module docstring), ``t = -inf`` none.
+    """
+    if matcher not in MATCHERS:
+        raise ValueError(f"unknown matcher {matcher!r}; expected one of {MATCHERS}")
+    scalar = np.ndim(t) == 0
+    t = np.atleast_1d(np.asarray(t, dtype=np.float64))
+    if np.isnan(t).any():
+        raise ValueError("confusion: threshold is NaN")
+    tp = np.zeros(t.shape, np.int64)
+    fp = np.zeros(t.shape, np.int64)
+    inf = np.isposinf(t)
+    tp[inf] = pop.n_pos
+    fp[inf] = pop.n_neg
+    fin = np.isfinite(t)
+    if fin.any():
+        if matcher == "threshold":
+            key = pop.key_le(t[fin])
+            pos_sorted = np.sort(pop.pos_key)
+            tp_f = np.searchsorted(pos_sorted, key, side="right")
+            all_f = pop.count_le(key)
+            tp[fin] = tp_f
+            fp[fin] = all_f - tp_f
+        else:
+            _, _, score, label = pop.candidates(matcher)
+            ps = np.sort(score[label])
+            ns = np.sort(score[~label])
+            tp[fin] = np.searchsorted(ps, t[fin], side="right")
+            fp[fin] = np.searchsorted(ns, t[fin], side="right")
+    out = _rates(tp, fp, pop.n_pos, pop.n_neg)
+    out["threshold"] = t
+    if scalar:
+        out = {k: (v.reshape(-1)[0].item() if isinstance(v, np.ndarray) else v) for k, v in out.items()}
+    return out
+
+
+@dataclass
+class RocCurve:
+    """ROC points of one matcher on one pair (increasing threshold; Yes iff score <= threshold).
+
+    ``corner`` is True for the threshold matcher's corner curve (a subset of the full curve with
+    the same piecewise-linear shape, AUC and best J; see :func:`roc`).
+    """
+
+    matcher: str
+    thresholds: np.ndarray  # float64
+    tp: np.ndarray  # int64
+    fp: np.ndarray  # int64
+    n_pos: int
+    n_neg: int
+    n_candidates: int  # pairs with a finite score
+    corner: bool
+    tpr: np.ndarray = field(init=False)
+    fpr: np.ndarray = field(init=False)
+    auc: float = field(init=False)
+    best_j: float = field(init=False)
+    best_j_threshold: float = field(init=False)
+    best_j_index: int = field(init=False)
+
+    def __post_init__(self):
+        P, N = self.n_pos, self.n_neg
+        with np.errstate(divide="ignore", invalid="ignore"):
+            self.tpr = self.tp / P if P else np.full(self.tp.shape, np.nan)
+            self.fpr = self.fp / N if N else np.full(self.tp.shape, np.nan)
+        if P == 0 or N == 0:
+            self.auc = self.best_j = self.best_j_threshold = float("nan")
+            self.best_j_index = -1
+            return
+        tp = [int(v) for v in self.tp]
+        fp = [int(v) for v in self.fp]
+        num = sum((fp[k] - fp[k - 1]) * (tp[k] + tp[k - 1]) for k in range(1, len(tp)))
+        self.auc = num / (2 * P * N)  # exact integer, rounded once
+        jn = [a * N - b * P for a, b in zip(tp, fp)]
+        best = max(range(len(jn)), key=lambda k: (jn[k], -k))  # first maximum
+        self.best_j_index = int(best)
+        self.best_j = jn[best] / (P * N)
+        self.best_j_threshold = float(self.thresholds[best])
+
+    def summary(self) -> dict:
+        """One row for a per-pair table (scalars only)."""
+        k = self.best_j_index
+        return {
+            "matcher": self.matcher, "n_pairs": self.n_pos + self.n_neg, "n_pos": self.n_pos, "n_neg": self.n_neg,
+            "n_candidates": self.n_candidates, "n_roc_points": int(self.tp.shape[0]), "corner_curve": self.corner,
+            "auc": self.auc, "best_j": self.best_j, "best_j_threshold": self.best_j_threshold,
+            "best_j_tp": int(self.tp[k]) if k >= 0 else -1, "best_j_fp": int(self.fp[k]) if k >= 0 else -1,
+            "best_j_tpr": float(self.tpr[k]) if k >= 0 else float("nan"),
+            "best_j_fpr": float(self.fpr[k]) if k >= 0 else float("nan"),
+        }
+
+
+def _dedupe(thr, tp, fp):
+    """Drop points equal to their predecessor (keeping the first, i.e. the smallest threshold)."""
+    keep = np.ones(tp.shape[0], dtype=bool)
+    keep[1:] = (tp[1:] != tp[:-1]) | (fp[1:] != fp[:-1])
+    return thr[keep], tp[keep], fp[keep]
+
+
+def roc(pop: PairPopulation, matcher: str) -> RocCurve:
+    """ROC curve, AUC and best Youden J of ``matcher`` (conventions in the module docstring).
+
+    **Threshold matcher: the corner curve is exact.** Let T_0 < ... < T_{m-1} be the distinct
+    distances of positive pairs, p_b the number of positives at T_b, and (from
+    :func:`threshold_histogram`, minus the positives) ``a_b`` = #negatives with T_{b-1} < d < T_b,
+    ``e_b`` = #negatives with d == T_b. In increasing threshold order, sklearn's full curve is
+    (0, 0), then for each distinct score one point. Between the point *after* group b-1 (counts
+    (FP, TP) = (F_{b-1}, S_{b-1}), cumulative up to T_{b-1}) and the point *before* group b
+    ((F_{b-1} + a_b, S_{b-1})), every distinct score is a negative-only score, so all those points
+    have TP = S_{b-1}: they lie on the horizontal segment joining the two stored points. Group b
+    itself is one distinct score, i.e. one point, the *after* point (F_{b-1} + a_b + e_b,
+    S_{b-1} + p_b), joined to the before point by a straight segment in both curves. After the
+    last group all scores are negative-only again (horizontal to (#N, #P)). Hence:
+
+    1. every sklearn point lies on the piecewise-linear curve through the stored points, and every
+       stored point is an sklearn point (a before point is the point of the largest distance below
+       T_b, or (0, 0); after points and (1, 1) are sklearn points);
+    2. the two piecewise-linear curves are the same set, and the trapezoid rule integrates a
+       piecewise-linear function exactly whatever extra collinear points it is given, so the AUCs
+       are equal (we sum exact integers);
+    3. along a horizontal run FP strictly increases at constant TP, so J = TPR - FPR strictly
+       decreases: the first maximum of J over sklearn's points is at (0, 0) or at an after point,
+       both stored, with the same threshold (T_b; -inf for (0, 0)).
+
+    Other matchers: the full curve over the candidate scores, (1, 1) at +inf for the rest.
+    """
+    if matcher not in MATCHERS:
+        raise ValueError(f"unknown matcher {matcher!r}; expected one of {MATCHERS}")
+    P, N = pop.n_pos, pop.n_neg
+    if matcher == "threshold":
+        pos_d = pop.key_to_distance(pop.pos_key)
+        T, p_b = np.unique(pos_d, return_counts=True)
+        if T.shape[0]:
+            k_ge = pop.key_ge(T)  # d < T_b  iff  s < k_ge[b]
+            k_le = pop.key_le(T)  # d <= T_b iff  s <= k_le[b]
+            keys = np.unique(np.concatenate([k_ge, k_le]))
+            n_less, n_equal, _ = threshold_histogram(pop.q_desc, pop.t_desc, keys, pop.params.chunk_mb)
+            cum_le = np.cumsum(n_less + n_equal)
+            cum_lt = cum_le - n_equal
+            all_lt = cum_lt[np.searchsorted(keys, k_ge)]
+            all_le = cum_le[np.searchsorted(keys, k_le)]
+            s_le = np.cumsum(p_b)
+            s_lt = s_le - p_b
+            f_lt = all_lt - s_lt
+            f_le = all_le - s_le
+        else:
+            f_lt = f_le = s_lt = s_le = np.zeros(0, np.int64)
+        # a threshold giving the before point: any t in [largest distance below T_b, T_b)
+        before = T - 1.0 if pop.binary else np.nextafter(T, -np.inf)
+        thr = np.concatenate([[-np.inf], np.column_stack([before, T]).reshape(-1), [np.inf]])
+        tp = np.concatenate([[0], np.column_stack([s_lt, s_le]).reshape(-1), [P]]).astype(np.int64)
+        fp = np.concatenate([[0], np.column_stack([f_lt, f_le]).reshape(-1), [N]]).astype(np.int64)
+        n_cand = pop.n_pairs
+        corner = True
+    else:
+        _, _, score, label = pop.candidates(matcher)
+        u, inv = np.unique(score, return_inverse=True)
+        gp = np.bincount(inv, weights=label, minlength=u.shape[0]).astype(np.int64)
+        gn = np.bincount(inv, weights=~label, minlength=u.shape[0]).astype(np.int64)
+        thr = np.concatenate([[-np.inf], u, [np.inf]])
+        tp = np.concatenate([[0], np.cumsum(gp), [P]]).astype(np.int64)
+        fp = np.concatenate([[0], np.cumsum(gn), [N]]).astype(np.int64)
+        n_cand = int(score.shape[0])
+        corner = False
+    thr, tp, fp = _dedupe(thr.astype(np.float64), tp, fp)
+    return RocCurve(matcher, thr, tp, fp, P, N, n_cand, corner)
+
+
+# --------------------------------------------------------------------------- per pair
+
+
+@dataclass
+class ClassifierResult:
+    """All matchers of one image pair: :meth:`summary_rows` and :meth:`roc_rows` are table-ready."""
+
+    n1: int
+    n2: int
+    curves: dict  # matcher -> RocCurve
+
+    def summary_rows(self) -> list[dict]:
+        return [dict(n1=self.n1, n2=self.n2, **c.summary()) for c in self.curves.values()]
+
+    def roc_rows(self) -> dict:
+        """Long-format ROC points: columns matcher, point, threshold, tp, fp, tpr, fpr."""
+        cols = {"matcher": [], "point": [], "threshold": [], "tp": [], "fp": [], "tpr": [], "fpr": []}
+        for m, c in self.curves.items():
+            k = c.tp.shape[0]
+            cols["matcher"].append(np.full(k, m, dtype=object))
+            cols["point"].append(np.arange(k, dtype=np.int32))
+            cols["threshold"].append(c.thresholds)
+            cols["tp"].append(c.tp)
+            cols["fp"].append(c.fp)
+            cols["tpr"].append(c.tpr)
+            cols["fpr"].append(c.fpr)
+        return {k: (np.concatenate(v) if v else np.zeros(0)) for k, v in cols.items()}
+
+
+def classify_pair(q_xy, q_desc, t_xy, t_desc, H, params: ClassifierParams = ClassifierParams(),
+                  matchers=MATCHERS) -> ClassifierResult:
+    """ROC, AUC and best Youden J of each matcher on one image pair (see the module docstring)."""
+    for m in matchers:
+        if m not in MATCHERS:
+            raise ValueError(f"unknown matcher {m!r}; expected one of {MATCHERS}")
+    pop = PairPopulation(q_xy, q_desc, t_xy, t_desc, H, params)
+    return ClassifierResult(pop.n1, pop.n2, {m: roc(pop, m) for m in matchers})

@@ -1,0 +1,69 @@
+"""Distractor sampling for keypoint verification and keypoint retrieval (protocols section 4).
+
+For a scene s, the distractors are keypoints of *other* scenes:
+
+1. ``rng = numpy.random.default_rng(seed_s)`` with ``seed_s`` the first 8 bytes (big endian) of
+   ``SHA-256("descbench-distractors:<seed>:<s>")``: the same on every platform, run and Python.
+2. ``scenes = rng.choice(others, size=min(distractor_scenes, len(others)), replace=False)`` where
+   ``others`` is the sorted list of the evaluated scenes without s. With fewer other scenes than
+   ``distractor_scenes`` (e.g. the 8-scene demo), all of them are used; the number actually used is
+   recorded next to every result (``n_distractor_scenes``).
+3. for each chosen scene, in that order: ``image = rng.integers(1, 7)`` (one of its 6 images), then
+   ``rows = sorted(rng.choice(n, size=min(per_scene, n), replace=False))`` among that image's n
+   keypoints (``per_scene = "all"``: every keypoint, no draw).
+
+Step 2 needs only the scene list, so the workflow knows each scoring job's distractor scenes when
+it builds the DAG (:func:`distractor_scenes`); step 3 needs the keypoint counts and runs in the job.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def scene_rng(seed: int, scene: str) -> np.random.Generator:
+    digest = hashlib.sha256(f"descbench-distractors:{int(seed)}:{scene}".encode()).digest()
+    return np.random.default_rng(int.from_bytes(digest[:8], "big"))
+
+
+def _choose_scenes(rng: np.random.Generator, scene: str, all_scenes: list[str], n_scenes: int) -> list[str]:
+    others = sorted(s for s in set(all_scenes) if s != scene)
+    n = min(int(n_scenes), len(others))
+    if n == 0:
+        return []
+    return [others[i] for i in rng.choice(len(others), size=n, replace=False)]
+
+
+def distractor_scenes(scene: str, all_scenes: list[str], n_scenes: int, seed: int) -> list[str]:
+    """The other scenes that provide ``scene``'s distractors (step 2 of the module docstring)."""
+    return _choose_scenes(scene_rng(seed, scene), scene, all_scenes, n_scenes)
+
+
+@dataclass(frozen=True)
+class DistractorDraw:
+    scene: str  # the other scene
+    image: int  # its image (1..6)
+    rows: np.ndarray  # int64 indices among that image's keypoints, ascending
+
+
+def draw_distractors(scene: str, all_scenes: list[str], n_scenes: int, per_scene: int | str,
+                     seed: int, n_keypoints: dict[str, dict[int, int]]) -> list[DistractorDraw]:
+    """Steps 2 and 3: which image and keypoint rows of each distractor scene are used.
+
+    ``n_keypoints[other_scene][image]`` is the number of keypoints of that image.
+    """
+    rng = scene_rng(seed, scene)
+    out = []
+    for other in _choose_scenes(rng, scene, all_scenes, n_scenes):
+        image = int(rng.integers(1, 7))
+        n = int(n_keypoints[other][image])
+        if per_scene == "all":
+            rows = np.arange(n, dtype=np.int64)
+        else:
+            m = min(int(per_scene), n)
+            rows = np.sort(rng.choice(n, size=m, replace=False)).astype(np.int64) if m else np.zeros(0, np.int64)
+        out.append(DistractorDraw(other, image, rows))
+    return out

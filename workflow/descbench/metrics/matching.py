@@ -1,0 +1,284 @@
+"""Matching metrics of one image pair (1, k): pure functions, no file I/O.
+
+Conventions (H maps image-1 pixels to image k; sizes are ``(width, height)``; a point is inside an
+image of size W x H iff ``0 <= x < W`` and ``0 <= y < H`` and it does not map behind the camera):
+
+- **Matches**: mutual nearest neighbours of the image-1 and image-k descriptors
+  (:func:`descbench.metrics.nn.mutual_nearest`: exact float64 L2 / Hamming, ties to the lowest
+  index).
+- **Reprojection error** of a match (i, j): ``|H p1_i - p2_j|`` in image-k pixels
+  (:func:`descbench.metrics.retrieval.project`); a point mapping behind the camera (w <= 0) has
+  error inf.
+- **Legacy precision**: a match is correct iff error <= ``tau_px``; precision = correct / matches;
+  a pair without matches has precision 0 (and n_matches = 0), it is *counted*.
+- **MMA** (D2-Net ``hpatches_sequences/HPatches-Sequences-Matching-Benchmark.ipynb``; same in
+  ALIKE ``hseq/eval.py``): per pair the
+  fraction of matches with error <= thr for each thr in ``mma_thresholds`` (1..10 px); a pair
+  without matches scores 0 and is counted (D2-Net sets the distance list to ``[inf]``).
+- **Matching score**: ``ms_correct / n_shared_1`` where ``ms_correct`` = correct matches
+  (error <= tau_px) whose image-1 keypoint projects inside image k, and ``n_shared_1`` = image-1
+  keypoints whose projection lies inside image k. 0 when ``n_shared_1 = 0``. Alternatives stored
+  for re-derivation: SuperPoint (DeTone et al. 2018, appendix; KP2D
+  ``kp2d/evaluation/descriptor_evaluation.py``) averages both directions of *one-way* NN matching
+  with the shared-region counts of each image as denominators; a symmetric mutual-NN variant is
+  ``ms_correct / ((n_shared_1 + n_shared_2) / 2)``; D2-Net reports no matching score. (The one-way
+  NN numerators of the SuperPoint variant are not derivable from mutual-NN statistics.)
+- **Repeatability** (SuperPoint / KP2D ``detector_evaluation.py``): shared image-1 keypoints
+  (projection inside image k) and shared image-k keypoints (back-projection by inv(H) inside image
+  1); all distances measured in image-k pixels between ``H p1`` and ``p2``. An image-1 shared
+  keypoint is repeated iff its nearest shared image-k keypoint is within ``repeatability_px``
+  (inclusive); an image-k shared keypoint is repeated iff its nearest projected shared image-1
+  keypoint is. Repeatability = ``(n_repeated_1 + n_repeated_2) / (n_shared_1 + n_shared_2)``,
+  NaN when both shared sets are empty (undefined; SuperPoint/KP2D return -1). Nearest neighbours
+  are exact (:func:`descbench.metrics.kernels.spatial_nearest`).
+- **Homography estimation** (SuperPoint / ALIKE): ``cv2.findHomography(src, dst, cv2.RANSAC,
+  ransac_px)`` on the mutual-NN matches; fewer than 4 matches, or no model found, is a failure
+  with corner error inf (counted). Corner error = mean over the four image-1 corners
+  ``(0,0), (w-1,0), (0,h-1), (w-1,h-1)`` (w, h = image-1 size) of ``|H_est c - H_true c|``; the
+  ``-1`` convention is that of ALIKE ``hseq/eval.py`` and of rpautrat/SuperPoint
+  ``descriptor_evaluation.py`` (which uses ``shape - 1``; note its x/y order is swapped for
+  non-square images, ALIKE's is not). A corner mapped behind the camera by H_est has error inf.
+  Determinism: ``cv2.setRNGSeed(ransac_seed)`` is called before each estimation; OpenCV's RANSAC
+  (``ptsetreg.cpp``) in any case seeds its own generator with a fixed value, so the result is a
+  deterministic function of the inputs (it may differ between OpenCV versions). OpenCV converts
+  the points to float32 internally, so an exact homography is recovered to ~1e-5 px for generic
+  coordinates of ~1e3 px (exactly for float32-representable correspondences).
+  Aggregates: accuracy at thr = fraction of pairs with corner error <= thr
+  (:func:`homography_accuracy`); AUC at thr = LoFTR ``error_auc`` (:func:`homography_auc`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import cv2
+import numpy as np
+
+from descbench.errors import DataError
+from descbench.metrics import kernels
+from descbench.metrics.nn import mutual_nearest
+from descbench.metrics.retrieval import project
+
+HOMOGRAPHY_ACC_THRESHOLDS = (1.0, 3.0, 5.0)
+HOMOGRAPHY_AUC_THRESHOLDS = (3.0, 5.0, 10.0)
+
+
+@dataclass(frozen=True)
+class MatchingParams:
+    tau_px: float = 3.0  # legacy precision and matching score
+    mma_thresholds: tuple = tuple(range(1, 11))  # px
+    repeatability_px: float = 3.0
+    ransac_px: float = 3.0  # cv2.findHomography ransacReprojThreshold
+    ransac_seed: int = 0
+    chunk_mb: float = 64.0  # bound on the float32 descriptor screen block
+
+    def __post_init__(self):
+        ts = tuple(float(t) for t in self.mma_thresholds)
+        if not ts or any(not (t >= 0 and np.isfinite(t)) for t in ts):
+            raise ValueError(f"mma_thresholds must be non-empty finite values >= 0, got {self.mma_thresholds}")
+        for name in ("tau_px", "repeatability_px", "ransac_px", "chunk_mb"):
+            v = float(getattr(self, name))
+            if not (v > 0 and np.isfinite(v)):
+                raise ValueError(f"{name} must be a finite value > 0, got {getattr(self, name)}")
+
+
+def threshold_key(t) -> str:
+    """Key suffix of a pixel threshold: 1 -> '1', 1.5 -> '1.5'."""
+    return f"{float(t):g}"
+
+
+# --------------------------------------------------------------------------- building blocks
+
+
+def reprojection_errors(H: np.ndarray, xy1: np.ndarray, xy2: np.ndarray) -> np.ndarray:
+    """``|H p1 - p2|`` per row (float64); inf where p1 maps behind the camera."""
+    p, _ = project(H, xy1, 1, 1)  # the image size only affects ``inside``, unused here
+    xy2 = np.asarray(xy2, dtype=np.float64).reshape(-1, 2)
+    with np.errstate(invalid="ignore"):
+        err = np.hypot(p[:, 0] - xy2[:, 0], p[:, 1] - xy2[:, 1])
+    return np.where(np.isfinite(p).all(axis=1), err, np.inf)
+
+
+def image_corners(size) -> np.ndarray:
+    """The four pixel-centre corners ``(0,0), (w-1,0), (0,h-1), (w-1,h-1)`` of a ``(w, h)`` image."""
+    w, h = size
+    return np.array([[0.0, 0.0], [w - 1.0, 0.0], [0.0, h - 1.0], [w - 1.0, h - 1.0]])
+
+
+def corner_error(H_est: np.ndarray | None, H_true: np.ndarray, image1_size) -> float:
+    """Mean corner distance ``|H_est c - H_true c|`` over :func:`image_corners` (inf if H_est is None)."""
+    if H_est is None:
+        return float("inf")
+    c = image_corners(image1_size)
+    pe, _ = project(np.asarray(H_est, dtype=np.float64), c, 1, 1)
+    pt, _ = project(np.asarray(H_true, dtype=np.float64), c, 1, 1)
+    if not (np.isfinite(pe).all() and np.isfinite(pt).all()):
+        return float("inf")
+    return float(np.mean(np.hypot(pe[:, 0] - pt[:, 0], pe[:, 1] - pt[:, 1])))
+
+
+def estimate_homography(src: np.ndarray, dst: np.ndarray, ransac_px: float = 3.0, seed: int = 0):
+    """``(H, n_inliers)`` from ``cv2.findHomography(src, dst, cv2.RANSAC, ransac_px)``.
+
+    ``(None, 0)`` with fewer than 4 correspondences or when OpenCV finds no model.
+    ``cv2.setRNGSeed(seed)`` is called first (see the module docstring on determinism).
+    """
+    src = np.ascontiguousarray(src, dtype=np.float64).reshape(-1, 2)
+    dst = np.ascontiguousarray(dst, dtype=np.float64).reshape(-1, 2)
+    if src.shape[0] < 4:
+        return None, 0
+    cv2.setRNGSeed(int(seed))
+    try:
+        H, mask = cv2.findHomography(src, dst, cv2.RANSAC, float(ransac_px))
+    except cv2.error:
+        return None, 0
+    if H is None or H.shape != (3, 3) or not np.isfinite(H).all():
+        return None, 0
+    return H.astype(np.float64), int(mask.sum()) if mask is not None else 0
+
+
+def repeatability_counts(proj1: np.ndarray, shared1: np.ndarray, xy2: np.ndarray, shared2: np.ndarray, radius_px: float):
+    """``(n_repeated_1, n_repeated_2)`` of the shared keypoints (distances in image-k pixels)."""
+    a = np.ascontiguousarray(proj1[shared1], dtype=np.float64).reshape(-1, 2)
+    b = np.ascontiguousarray(xy2[shared2], dtype=np.float64).reshape(-1, 2)
+    _, d_ab = kernels.spatial_nearest(a, b)
+    _, d_ba = kernels.spatial_nearest(b, a)
+    return int((d_ab <= radius_px).sum()), int((d_ba <= radius_px).sum())
+
+
+# --------------------------------------------------------------------------- aggregates
+
+
+def homography_accuracy(errors, thresholds=HOMOGRAPHY_ACC_THRESHOLDS) -> np.ndarray:
+    """Fraction of pairs with corner error <= thr, per threshold (NaN for an empty list).
+
+    Failures (inf) count as pairs that never reach any threshold.
+    """
+    e = np.asarray(errors, dtype=np.float64).ravel()
+    if e.size == 0:
+        return np.full(len(thresholds), np.nan)
+    return np.array([float((e <= t).mean()) for t in thresholds])
+
+
+def homography_auc(errors, thresholds=HOMOGRAPHY_AUC_THRESHOLDS) -> np.ndarray:
+    """Area under the cumulative error curve up to thr, divided by thr (LoFTR ``error_auc``).
+
+    LoFTR (zju3dv/LoFTR ``src/utils/metrics.py``): with the N errors sorted, e_1 <= ... <= e_N,
+    the recall curve is the polyline through ``(0, 0), (e_1, 1/N), ..., (e_k, k/N)`` extended
+    flat to ``(thr, k/N)``, where ``k = #{e_i < thr}`` (``np.searchsorted`` left: an error equal to
+    thr is *not* included); AUC = trapezoidal area / thr. Failures (inf) stay in N. The
+    thresholds passed are used (LoFTR's copy overwrites them with [5, 10, 20]). NaN for an empty
+    list (LoFTR would return 0).
+    """
+    e = np.sort(np.asarray(errors, dtype=np.float64).ravel())
+    n = e.size
+    out = np.full(len(thresholds), np.nan)
+    if n == 0:
+        return out
+    if np.isnan(e).any():
+        raise ValueError("homography errors contain NaN")
+    for t_i, thr in enumerate(thresholds):
+        thr = float(thr)
+        if not thr > 0:
+            raise ValueError(f"AUC thresholds must be > 0, got {thr}")
+        k = int(np.searchsorted(e, thr, side="left"))
+        x = np.concatenate([[0.0], e[:k], [thr]])
+        y = np.concatenate([[0.0], np.arange(1, k + 1) / n, [k / n]])
+        out[t_i] = float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2.0) / thr)
+    return out
+
+
+# --------------------------------------------------------------------------- entry point
+
+
+def _check_xy(xy, desc, name):
+    xy = np.asarray(xy, dtype=np.float64)
+    if xy.ndim != 2 or xy.shape[1] != 2:
+        raise DataError(f"{name} keypoints must be an [N, 2] array of (x, y), got shape {xy.shape}")
+    if desc.ndim != 2 or xy.shape[0] != desc.shape[0]:
+        raise DataError(f"{name}: {xy.shape[0]} keypoints but descriptor array of shape {desc.shape}")
+    if not np.isfinite(xy).all():
+        raise DataError(f"{name} keypoint coordinates contain NaN or inf")
+    return xy
+
+
+def _check_size(size, name):
+    try:
+        w, h = (int(v) for v in size)
+    except (TypeError, ValueError):
+        raise DataError(f"{name} must be (width, height), got {size!r}") from None
+    if w <= 0 or h <= 0:
+        raise DataError(f"{name} must be positive (width, height), got {size!r}")
+    return w, h
+
+
+def match_pair(q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size, params: MatchingParams = MatchingParams()) -> dict:
+    """Per-pair sufficient statistics of the matching metrics (see the module docstring).
+
+    Arguments: image-1 keypoints ``q_xy`` [N1, 2] (x, y) and descriptors ``q_desc`` [N1, D];
+    image-k ``t_xy`` [N2, 2] and ``t_desc`` [N2, D] (same dtype and width); ``H`` 3x3 maps image 1
+    to image k; ``image1_size``, ``target_size`` = (width, height).
+
+    Returned keys (plain int / float):
+
+    - ``n_keypoints_1``, ``n_keypoints_2``: N1, N2
+    - ``n_matches``: mutual-NN matches
+    - ``n_correct``: matches with reprojection error <= tau_px; ``precision`` = n_correct /
+      n_matches (0.0 without matches)
+    - ``mma_correct_at_{t}`` / ``mma_at_{t}`` for t in mma_thresholds (keys via
+      :func:`threshold_key`, e.g. ``mma_at_3``): correct count at t / its fraction (0.0 without
+      matches)
+    - ``n_shared_1``: image-1 keypoints projecting inside image k; ``n_shared_2``: image-k
+      keypoints back-projecting inside image 1
+    - ``ms_correct``: correct matches whose image-1 keypoint is shared; ``matching_score`` =
+      ms_correct / n_shared_1 (0.0 when n_shared_1 = 0)
+    - ``n_repeated_1``, ``n_repeated_2``, ``repeatability`` (NaN when n_shared_1 + n_shared_2 = 0)
+    - ``homography_found`` (0/1), ``n_inliers`` (RANSAC inliers, 0 on failure),
+      ``corner_error`` (px, inf on failure)
+    """
+    q_desc = np.asarray(q_desc)
+    t_desc = np.asarray(t_desc)
+    q_xy = _check_xy(q_xy, q_desc, "image-1")
+    t_xy = _check_xy(t_xy, t_desc, "image-k")
+    H = np.asarray(H, dtype=np.float64)
+    if H.shape != (3, 3) or not np.isfinite(H).all():
+        raise DataError(f"homography must be a finite 3x3 matrix, got shape {H.shape}")
+    try:
+        H_inv = np.linalg.inv(H)
+    except np.linalg.LinAlgError:
+        raise DataError("homography is singular (cannot map image k back to image 1)") from None
+    w1, h1 = _check_size(image1_size, "image1_size")
+    wk, hk = _check_size(target_size, "target_size")
+
+    ia, ib, _ = mutual_nearest(q_desc, t_desc, chunk_mb=params.chunk_mb)
+    proj1, shared1 = project(H, q_xy, wk, hk)
+    _, shared2 = project(H_inv, t_xy, w1, h1)
+    m = int(ia.shape[0])
+    err = reprojection_errors(H, q_xy[ia], t_xy[ib])
+
+    out: dict = {"n_keypoints_1": int(q_xy.shape[0]), "n_keypoints_2": int(t_xy.shape[0]), "n_matches": m}
+    correct = err <= params.tau_px
+    out["n_correct"] = int(correct.sum())
+    out["precision"] = out["n_correct"] / m if m else 0.0
+    for t in params.mma_thresholds:
+        c = int((err <= float(t)).sum())
+        out[f"mma_correct_at_{threshold_key(t)}"] = c
+        out[f"mma_at_{threshold_key(t)}"] = c / m if m else 0.0
+
+    n_s1 = int(shared1.sum())
+    n_s2 = int(shared2.sum())
+    out["n_shared_1"] = n_s1
+    out["n_shared_2"] = n_s2
+    out["ms_correct"] = int((correct & shared1[ia]).sum())
+    out["matching_score"] = out["ms_correct"] / n_s1 if n_s1 else 0.0
+
+    r1, r2 = repeatability_counts(proj1, shared1, t_xy, shared2, params.repeatability_px)
+    out["n_repeated_1"] = r1
+    out["n_repeated_2"] = r2
+    out["repeatability"] = (r1 + r2) / (n_s1 + n_s2) if n_s1 + n_s2 else float("nan")
+
+    H_est, n_in = estimate_homography(q_xy[ia], t_xy[ib], params.ransac_px, params.ransac_seed)
+    out["homography_found"] = int(H_est is not None)
+    out["n_inliers"] = n_in
+    out["corner_error"] = corner_error(H_est, H, (w1, h1))
+    return out
