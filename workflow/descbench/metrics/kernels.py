@@ -419,7 +419,10 @@ def segment_stats_l2(screen, rows, qdesc, cdesc, tol, seg_start, n_image, indptr
       counts of own-image candidates closer than / tied with it (``less_img``, ``equal_img``,
       e itself included in ``equal_img``) and of distractors (``less_dis``, ``equal_dis``), and
       its exact squared distance ``dexact[e]``.
-    Distances are squared L2 in float64 (see :func:`rank_counts_l2` for the screen).
+    Distances are squared L2 in float64 (see :func:`rank_counts_l2` for the screen). Screen
+    values are compared in float32 against bounds rounded outward (``hi_e >= g_e + tol``,
+    ``lo_e <= g_e - tol``): above ``hi_e`` certainly closer, below ``lo_e`` certainly farther, in
+    between re-evaluated in float64; below every ``lo_e`` a candidate costs one comparison.
     """
     r = rows.shape[0]
     n_seg = seg_start.shape[0] - 1
@@ -430,10 +433,17 @@ def segment_stats_l2(screen, rows, qdesc, cdesc, tol, seg_start, n_image, indptr
         tq = tol[qi]
         e0 = indptr[qi]
         nrel = indptr[qi + 1] - e0
-        gr = np.empty(nrel, dtype=np.float64)
+        hi = np.empty(nrel, dtype=np.float32)
+        lo = np.empty(nrel, dtype=np.float32)
+        cl = np.zeros(nrel, dtype=np.int64)
+        ce = np.zeros(nrel, dtype=np.int64)
+        floor = np.float32(np.inf)
         for e in range(nrel):
             dexact[e0 + e] = _sqdist64(q, cdesc[indices[e0 + e]])
-            gr[e] = np.float64(g[indices[e0 + e]])
+            gr = np.float64(g[indices[e0 + e]])
+            hi[e] = _round_up32(gr + tq)
+            lo[e] = _round_down32(gr - tq)
+            floor = min(floor, lo[e])
             less_img[e0 + e] = 0
             equal_img[e0 + e] = 0
             less_dis[e0 + e] = 0
@@ -445,38 +455,40 @@ def segment_stats_l2(screen, rows, qdesc, cdesc, tol, seg_start, n_image, indptr
                 nn_idx[qi, s] = -1
                 nn_d[qi, s] = np.inf
                 continue
-            gmax = np.float64(g[a])
+            gmax = g[a]
             for j in range(a, b):
-                v = np.float64(g[j])
+                v = g[j]
                 if v > gmax:
                     gmax = v
-                if nrel > 0:
+                if v >= floor:
                     dj = -1.0
                     for e in range(nrel):
-                        diff = v - gr[e]
-                        closer = False
-                        tied = False
-                        if diff > tq:
-                            closer = True
-                        elif diff >= -tq:
+                        if v > hi[e]:
+                            cl[e] += 1
+                        elif v >= lo[e]:
                             if dj < 0.0:
                                 dj = _sqdist64(q, cdesc[j])
                             if dj < dexact[e0 + e]:
-                                closer = True
+                                cl[e] += 1
                             elif dj == dexact[e0 + e]:
-                                tied = True
-                        if j < n_image:
-                            less_img[e0 + e] += closer
-                            equal_img[e0 + e] += tied
-                        else:
-                            less_dis[e0 + e] += closer
-                            equal_dis[e0 + e] += tied
+                                ce[e] += 1
+            if nrel > 0:
+                own = a < n_image
+                for e in range(nrel):
+                    if own:
+                        less_img[e0 + e] += cl[e]
+                        equal_img[e0 + e] += ce[e]
+                    else:
+                        less_dis[e0 + e] += cl[e]
+                        equal_dis[e0 + e] += ce[e]
+                    cl[e] = 0
+                    ce[e] = 0
             # exact nearest of the segment: recheck the tolerance band below the maximum
-            lo = gmax - tq
+            band = _round_down32(np.float64(gmax) - tq)
             best = np.inf
             bj = -1
             for j in range(a, b):
-                if np.float64(g[j]) >= lo:
+                if g[j] >= band:
                     dj = _sqdist64(q, cdesc[j])
                     if dj < best:
                         best = dj
