@@ -213,3 +213,16 @@ def test_candidates_all_equals_the_materialised_pooled_list(binary):
         assert res.stats["verification_ap_step"] == pytest.approx(average_precision_score(lab, -dist), abs=1e-12)
         assert res.stats["verification_ap_tie_aware"] == pytest.approx(list_tie_aware(dist, lab.astype(np.int8)), abs=1e-12)
         assert np.isnan(res.stats["verification_ap_vlfeat"])  # order-dependent: not defined without the list
+
+
+def test_many_distractor_segments_keep_their_identity():
+    """More than 127 segments (int8 would wrap): every entry maps to its own distractor rows."""
+    rng = np.random.default_rng(5)
+    q_xy, q_desc, targets, _ = random_scene(rng, nq=3)
+    distractors = [Distractors(f"x{i}", 1 + i % 6, np.arange(3) * 7 + i, q_desc[:1] + np.float32(i + 1) * np.ones((3, 4), np.float32))
+                   for i in range(150)]
+    res = score_scene_tasks(q_xy, q_desc, targets, distractors, BojanicParams())
+    dis = res.v_segment >= len(targets)
+    assert res.v_segment.max() == len(targets) + 149 and (res.v_segment >= 0).all()
+    for seg, cand in zip(res.v_segment[dis], res.v_candidate[dis]):
+        assert cand in distractors[seg - len(targets)].rows

@@ -75,7 +75,7 @@ class Distractors:
 class SceneTaskResult:
     # verification list (nearest): one entry per (query, non-empty segment), query-major
     v_query: np.ndarray
-    v_segment: np.ndarray  # 0..4 = images 2..6, 5.. = distractor sets
+    v_segment: np.ndarray  # int32: 0..4 = images 2..6, 5.. = distractor sets
     v_candidate: np.ndarray  # keypoint row in that image
     v_distance: np.ndarray  # exact ranking key
     v_label: np.ndarray  # +1 / -1
@@ -180,11 +180,13 @@ def score_scene_tasks(q_xy, q_desc, targets: list[Target], distractors: list[Dis
             labels[:, s] = np.where((nn_idx[:, s] >= 0) & np.isin(keys, rel_keys), 1, -1)
         present = nn_idx >= 0
         qq, ss = np.nonzero(present)  # row-major: query-major, then segment order
-        v_query, v_seg = qq.astype(np.int32), ss.astype(np.int8)
+        v_query, v_seg = qq.astype(np.int32), ss.astype(np.int32)
         cand = nn_idx[qq, ss]
-        for s, d in enumerate(distractors, start=len(targets)):  # map back to keypoint rows
-            m = ss == s
-            cand[m] = d.rows[cand[m]]
+        if distractors:  # distractor entries: index within the drawn set -> keypoint row, one gather
+            rows_all = np.concatenate([np.asarray(d.rows, np.int64) for d in distractors])
+            start = np.concatenate([[0], np.cumsum([len(d.rows) for d in distractors])[:-1]]).astype(np.int64)
+            m = ss >= len(targets)
+            cand[m] = rows_all[start[ss[m] - len(targets)] + cand[m]]
         v_cand, v_dist, v_label = cand.astype(np.int32), nn_d[qq, ss], labels[qq, ss]
         conv = verification_ap(v_dist, v_label, params.quantized_bins)
     else:
@@ -216,6 +218,8 @@ def verification_ap(distance: np.ndarray, label: np.ndarray, quantized_bins: int
         for c in AP_CONVENTIONS + ("quantized",):
             out[f"verification_ap_{c}"] = float("nan")
         return out
+    order = np.argsort(distance, kind="stable")  # sort once; every convention's own stable sort keeps it
+    distance, label = distance[order], label[order]
     binary = (label == 1).astype(np.int8)  # the list has +1 / -1 labels only
     out["verification_ap_step"] = apmod.ap_step(distance, binary)
     out["verification_ap_tie_aware"] = apmod.ap_tie_aware(distance, binary)
