@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 from pathlib import Path
 
 import cv2
@@ -18,10 +17,9 @@ import pytest
 
 from descbench import io, stages
 from descbench.datasets import layout
-from descbench.datasets.demo import generate_scene
 from descbench.errors import DataError
 
-SCENE = "v_coins"
+SCENE = "v_coins"  # the scene of the shared `pristine` / `scene` fixtures (conftest.DEMO_SCENE)
 KP_SPEC = {"detector": "sift", "border_px": 40, "max_keypoints": None, "params": {}}
 DESC_SPEC = {"family": "sift", "params": {}}
 SCORING = {"tau_px": 3.0, "gt": "closest", "tie_policy": "expected", "chunk_mb": 64}
@@ -31,20 +29,6 @@ PRE_SPEC = {
 }
 PRE_DESC = {"family": "precomputed", "params": {}}
 
-
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("pristine")
-    generate_scene(SCENE, out, seed=0)
-    return out / SCENE
-
-
-@pytest.fixture
-def scene(pristine: Path, tmp_path: Path) -> Path:
-    """A fresh, valid copy of the scene in this test's tmp_path."""
-    dst = tmp_path / "data" / SCENE
-    shutil.copytree(pristine, dst)
-    return dst
 
 
 def _raises_naming(fn, *names: str) -> str:

@@ -6,7 +6,6 @@ added): arrays ``keypoints`` (N x 2+: x, y[, scale]), ``descriptors`` (N x D) an
 
 from __future__ import annotations
 
-import shutil
 from pathlib import Path
 
 import cv2
@@ -16,12 +15,11 @@ import pytest
 
 from descbench import io, stages
 from descbench.datasets import layout
-from descbench.datasets.demo import generate_scene
 from descbench.errors import DataError
 from descbench.metrics.retrieval import RetrievalParams, score_pair
 from descbench.precomputed import feature_path, load_features
 
-SCENE = "v_coins"
+SCENE = "v_coins"  # the scene of the shared `pristine` / `scene` fixtures (conftest.DEMO_SCENE)
 METHOD = "mynet"
 BORDER = 40
 CAP = 300
@@ -219,19 +217,6 @@ def test_pickled_object_array_refused(image: Path):
 
 # ----------------------------------------------------------------------------- end to end
 
-
-@pytest.fixture(scope="module")
-def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    out = tmp_path_factory.mktemp("pristine")
-    generate_scene(SCENE, out, seed=0)
-    return out / SCENE
-
-
-@pytest.fixture
-def scene(pristine: Path, tmp_path: Path) -> Path:
-    dst = tmp_path / "data" / SCENE
-    shutil.copytree(pristine, dst)
-    return dst
 
 
 def write_sift_npz(scene: Path, binary: bool = False, method: str = METHOD) -> dict[int, dict]:

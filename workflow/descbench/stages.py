@@ -37,6 +37,11 @@ def file_sha256(path: Path | str) -> str:
     return h.hexdigest()
 
 
+def write_timing(path: Path, scene: str, t0: float) -> None:
+    """Wall time since ``t0``: not reproducible, so it lives outside the bit-identical Parquet files."""
+    io.write_text(path, json.dumps({"scene": scene, "processing_time_ms": 1000 * (time.perf_counter() - t0)}) + "\n")
+
+
 # ----------------------------------------------------------------------------- keypoints
 
 
@@ -174,8 +179,7 @@ def score_scene(scene_dir: Path, keypoints: Path, descriptors: Path, scoring: di
     )
     io.write_table(queries, out_queries, prov)
     io.write_table(pairs, out_pairs, prov)
-    # Wall time is not reproducible, so it lives outside the (bit-identical) Parquet files.
-    io.write_text(out_timing, json.dumps({"scene": files.scene, "processing_time_ms": 1000 * (time.perf_counter() - t0)}) + "\n")
+    write_timing(out_timing, files.scene, t0)
 
 
 def score_verification_scene(scene_dir: Path, keypoints: Path, descriptors: Path, distractor_files: dict[str, tuple[Path, Path]],
@@ -249,7 +253,7 @@ def score_verification_scene(scene_dir: Path, keypoints: Path, descriptors: Path
     io.write_table(vlist, out_list, prov)
     io.write_table(queries, out_queries, prov)
     io.write_table(scene_row, out_scene, prov)
-    io.write_text(out_timing, json.dumps({"scene": files.scene, "processing_time_ms": 1000 * (time.perf_counter() - t0)}) + "\n")
+    write_timing(out_timing, files.scene, t0)
 
 
 def score_matching_scene(scene_dir: Path, keypoints: Path, descriptors: Path, scoring: dict, matching: dict,
@@ -292,4 +296,4 @@ def score_matching_scene(scene_dir: Path, keypoints: Path, descriptors: Path, sc
     io.write_table(pairs, out_pairs, prov)
     io.write_table(classifier, out_classifier, prov)
     io.write_table(roc, out_roc, prov)
-    io.write_text(out_timing, json.dumps({"scene": files.scene, "processing_time_ms": 1000 * (time.perf_counter() - t0)}) + "\n")
+    write_timing(out_timing, files.scene, t0)

@@ -22,6 +22,17 @@ from descbench.errors import DataError
 from descbench.metrics.kernels import _hamming, _round_down32, _sqdist64
 from descbench.metrics.retrieval import pack_bits_to_words, prepare_l2_screen, query_blocks, screen_tolerance
 
+
+@njit(cache=True, inline="always")
+def _push_top2(d, j, b1, j1, b2, j2):
+    """Offer candidate j at distance d to the running best two (strict '<': the earlier index
+    keeps a tie, so scanning j in ascending order gives the lowest index)."""
+    if d < b1:
+        return d, j, b1, j1
+    if d < b2:
+        return b1, j1, d, j
+    return b1, j1, b2, j2
+
 __all__ = ["nearest_two", "mutual_nearest", "l2_band_tolerance"]
 
 _U64 = 2.0**-53
@@ -66,14 +77,7 @@ def _top2_l2_screened(screen, rows, qdesc, cdesc, tol, second, idx1, dist1, idx2
         for j in range(n):  # ascending j + strict '<': lowest index wins a tie
             if g[j] >= below:
                 d = _sqdist64(q, cdesc[j])
-                if d < b1:
-                    b2 = b1
-                    j2 = j1
-                    b1 = d
-                    j1 = j
-                elif d < b2:
-                    b2 = d
-                    j2 = j
+                b1, j1, b2, j2 = _push_top2(d, j, b1, j1, b2, j2)
         idx1[qi] = j1
         dist1[qi] = b1
         idx2[qi] = j2
@@ -93,14 +97,7 @@ def _top2_l2_exact(qdesc, cdesc, idx1, dist1, idx2, dist2):
         j2 = -1
         for j in range(n):
             d = _sqdist64(q, cdesc[j])
-            if d < b1:
-                b2 = b1
-                j2 = j1
-                b1 = d
-                j1 = j
-            elif d < b2:
-                b2 = d
-                j2 = j
+            b1, j1, b2, j2 = _push_top2(d, j, b1, j1, b2, j2)
         idx1[i] = j1
         dist1[i] = b1
         idx2[i] = j2
@@ -119,14 +116,7 @@ def _top2_hamming(qwords, cwords, idx1, dist1, idx2, dist2):
         j2 = -1
         for j in range(n):
             d = _hamming(qwords[i], cwords[j])
-            if d < b1:
-                b2 = b1
-                j2 = j1
-                b1 = d
-                j1 = j
-            elif d < b2:
-                b2 = d
-                j2 = j
+            b1, j1, b2, j2 = _push_top2(d, j, b1, j1, b2, j2)
         idx1[i] = j1
         dist1[i] = np.float64(b1) if j1 >= 0 else np.inf
         idx2[i] = j2

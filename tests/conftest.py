@@ -1,0 +1,28 @@
+"""Fixtures shared by the test modules."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from descbench.datasets.demo import generate_scene
+
+DEMO_SCENE = "v_coins"
+
+
+@pytest.fixture(scope="session")
+def pristine(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One demo scene (HPatches layout), generated once per test session; never modify it."""
+    out = tmp_path_factory.mktemp("pristine")
+    generate_scene(DEMO_SCENE, out, seed=0)
+    return out / DEMO_SCENE
+
+
+@pytest.fixture
+def scene(pristine: Path, tmp_path: Path) -> Path:
+    """A fresh, valid copy of the demo scene in this test's tmp_path."""
+    dst = tmp_path / "data" / DEMO_SCENE
+    shutil.copytree(pristine, dst)
+    return dst
