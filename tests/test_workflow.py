@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import json
 import re
 import subprocess
 import sys
@@ -13,6 +14,7 @@ import pytest
 import yaml
 
 from descbench.io import read_meta
+from descbench.paths import ResultPaths, scene_batches
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.e2e
@@ -49,13 +51,19 @@ def run(tmp_path_factory):
     work = tmp_path_factory.mktemp("e2e")
     cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
     cfg["scenes"] = ["i_rocket", "v_coins"]
+    cfg["execution"]["scenes_per_job"] = 1  # two batches: distractors cross batch folders
     write_config(work, cfg)
     snakemake(work, "--cores", "2")
     return work, cfg
 
 
+def result_paths(work: Path, cfg: dict) -> ResultPaths:
+    return ResultPaths(work / "results" / "demo", scene_batches(cfg["scenes"], cfg["execution"]["scenes_per_job"]))
+
+
 def test_demo_run_produces_the_comparison_table(run):
-    work, _ = run
+    work, cfg = run
+    P = result_paths(work, cfg)
     report = work / "results" / "demo" / "report"
     table = pd.read_csv(report / "comparison.csv")
     assert table[["descriptor", "keypoint_set"]].values.tolist() == [["sift", "sift"], ["rootsift", "sift"]]
@@ -67,26 +75,26 @@ def test_demo_run_produces_the_comparison_table(run):
     assert (table.total_queries_processed > 100).all() and (table.n_scenes == 2).all()
     assert (report / "comparison.md").read_text().startswith("| descriptor | keypoint_set | true_map_micro |")
     # per-query records are consistent with the table: the micro mAP is their mean AP
-    q = pd.read_parquet(work / "results/demo/scores/sift/sift/v_coins.queries.parquet")
-    p = pd.read_parquet(work / "results/demo/scores/sift/sift/v_coins.pairs.parquet")
+    q = pd.read_parquet(P.score("sift", "sift", "v_coins", "queries.parquet"))
+    p = pd.read_parquet(P.score("sift", "sift", "v_coins", "pairs.parquet"))
     assert q.ap.sum() == pytest.approx(p.sum_ap.sum()) and (q.n_relevant > 0).sum() == p.n_relevant_queries.sum()
-    meta = read_meta(work / "results/demo/scores/sift/rootsift/i_rocket.pairs.parquet")
+    meta = read_meta(P.score("sift", "rootsift", "i_rocket", "pairs.parquet"))
     assert meta["params"]["tie_policy"] == "expected" and meta["descriptor"] == "rootsift"
     assert {"descbench", "opencv", "numpy", "numba"} <= set(meta["versions"])
-    assert (work / "results/demo/logs/score/sift/sift/i_rocket.log").exists()
-    assert (work / "results/demo/benchmarks/score/sift/sift/i_rocket.tsv").exists()
+    assert (work / "results/demo/logs/score/sift/sift/batch000.log").exists()
+    assert (work / "results/demo/benchmarks/score/sift/sift/batch001.tsv").exists()
     # keypoint verification / retrieval and matching columns, consistent with their per-scene files
     for c in ("keypoint_verification_ap", "keypoint_retrieval_ap", "mean_precision", "mma_at_3", "classifier_threshold_auc"):
         assert ((table[c] > 0) & (table[c] <= 1)).all(), c
-    vq = pd.read_parquet(work / "results/demo/verification/sift/sift/v_coins.queries.parquet")
-    vs = pd.read_parquet(work / "results/demo/verification/sift/sift/v_coins.scene.parquet")
+    vq = pd.read_parquet(P.verification("sift", "sift", "v_coins", "queries.parquet"))
+    vs = pd.read_parquet(P.verification("sift", "sift", "v_coins", "scene.parquet"))
     assert vq.ap_negative.sum() == pytest.approx(vs.retrieval_sum_ap_negative.sum())
     assert vs.n_distractor_scenes.tolist() == [1]  # one other scene in this 2-scene run
-    vmeta = read_meta(work / "results/demo/verification/sift/sift/v_coins.list.parquet")
+    vmeta = read_meta(P.verification("sift", "sift", "v_coins", "list.parquet"))
     assert [d["scene"] for d in vmeta["distractors"]] == ["i_rocket"] and len(vmeta["distractors"][0]["rows"]) == 20
-    mp = pd.read_parquet(work / "results/demo/matching/sift/sift/v_coins.pairs.parquet")
+    mp = pd.read_parquet(P.matching("sift", "sift", "v_coins", "pairs.parquet"))
     assert len(mp) == 5 and (mp.n_matches > 0).all()
-    roc = pd.read_parquet(work / "results/demo/matching/sift/sift/v_coins.roc.parquet")
+    roc = pd.read_parquet(P.matching("sift", "sift", "v_coins", "roc.parquet"))
     assert set(roc.matcher) == {"threshold", "nn", "ratio", "mutual_nn"}
 
 
@@ -104,19 +112,22 @@ def test_adding_or_changing_one_descriptor_reruns_only_its_jobs(run):
     added["descriptors"]["rootsift2"] = {"family": "rootsift"}
     write_config(work, added)
     counts = job_counts(snakemake(work, "-n"))
-    assert counts == {"descriptors": 2, "score_retrieval": 2, "score_verification": 2, "score_matching": 2, "report": 1, "all": 1}, counts
+    assert counts == {"descriptors": 2, "distractors": 1, "score": 2, "report": 1, "all": 1}, counts
 
     changed = yaml.safe_load(yaml.safe_dump(cfg))
     changed["descriptors"]["rootsift"]["keypoint_sets"] = ["sift"]  # a change of rootsift's spec
     write_config(work, changed)
     out = snakemake(work, "-n")
-    assert job_counts(out) == {"descriptors": 2, "score_retrieval": 2, "score_verification": 2, "score_matching": 2, "report": 1, "all": 1}
+    assert job_counts(out) == {"descriptors": 2, "distractors": 1, "score": 2, "report": 1, "all": 1}
     assert "sift/sift/" not in "".join(l for l in out.splitlines() if "output:" in l and "descriptors" in l)
-    # a verification option reruns only the verification jobs (and the report)
+    # a verification option reruns the scoring jobs (one job runs every task of a batch) and the
+    # report, not the features nor the distractor draw
     ver = yaml.safe_load(yaml.safe_dump(cfg))
     ver["verification"]["hard_negatives"] = "ignore"
     write_config(work, ver)
-    assert job_counts(snakemake(work, "-n")) == {"score_verification": 4, "report": 1, "all": 1}
+    assert job_counts(snakemake(work, "-n")) == {"score": 4, "report": 1, "all": 1}
+    # the job structure is not a result: the batch size only moves files (and reruns jobs)
+    assert "scenes_per_job" not in json.dumps(read_meta(result_paths(work, cfg).score("sift", "sift", "v_coins", "pairs.parquet")))
     write_config(work, cfg)
     assert "Nothing to be done" in snakemake(work, "-n")
 
@@ -124,9 +135,27 @@ def test_adding_or_changing_one_descriptor_reruns_only_its_jobs(run):
 def test_verification_job_depends_on_its_distractor_scenes(run):
     """The DAG knows which scenes' descriptors a scene's verification job reads."""
     work, cfg = run
-    # forcing the descriptor jobs a target depends on: i_rocket's verification needs v_coins's too
-    target = "results/demo/verification/sift/sift/i_rocket.list.parquet"
-    counts = job_counts(snakemake(work, target, "-n", "--forcerun", "descriptors"))
-    assert counts["descriptors"] == 2 and counts["score_verification"] == 1, counts
-    counts = job_counts(snakemake(work, "results/demo/scores/sift/sift/i_rocket.pairs.parquet", "-n", "--forcerun", "descriptors"))
-    assert counts["descriptors"] == 1 and "score_verification" not in counts, counts
+    P = result_paths(work, cfg)
+    # forcing the descriptor jobs a target depends on: i_rocket's scoring job (batch000) reads
+    # v_coins's descriptors (batch001) for its distractors
+    target = P.task_dir("verification", "sift", "sift", P.batch_of("i_rocket"))
+    counts = job_counts(snakemake(work, str(Path(target).relative_to(work)), "-n", "--forcerun", "descriptors"))
+    assert counts["descriptors"] == 2 and counts["distractors"] == 1 and counts["score"] == 1, counts
+    # a new distractor draw reruns the bank and every scoring job
+    draw = yaml.safe_load(yaml.safe_dump(cfg))
+    draw["verification"]["seed"] = 1
+    write_config(work, draw)
+    try:
+        assert job_counts(snakemake(work, "-n")) == {"distractors": 2, "score": 4, "report": 1, "all": 1}
+    finally:
+        write_config(work, cfg)
+    # without verification the scoring job reads only its own batch
+    off = yaml.safe_load(yaml.safe_dump(cfg))
+    off["verification"]["enabled"] = False
+    write_config(work, off)
+    try:
+        out = snakemake(work, str(Path(target.replace("verification", "scores")).relative_to(work)), "-n", "--forcerun", "descriptors")
+    finally:
+        write_config(work, cfg)
+    counts = job_counts(out)
+    assert counts["descriptors"] == 1 and counts["score"] == 1, counts

@@ -15,15 +15,25 @@ from pathlib import Path
 from descbench.errors import DescbenchError
 
 
-def limit_threads(n: int) -> None:
-    """Keep each job within its Snakemake ``threads``: numba, BLAS and OpenCV pools."""
-    import cv2
-    import numba
+def limit_threads(n: int, cmd: str) -> None:
+    """Keep each job within its Snakemake ``threads``: numba, BLAS and OpenCV pools.
+
+    Only the libraries the command uses are imported (an import costs a job 0.05-0.15 s):
+    OpenCV for detection/description, numba for scoring. ``NUMBA_NUM_THREADS`` (set by the
+    rules to the job's threads) already sizes numba's pool; this also covers direct calls.
+    """
+    import numpy  # noqa: F401  (BLAS must be loaded for threadpoolctl to find it)
     from threadpoolctl import threadpool_limits
 
-    numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
     threadpool_limits(n)
-    cv2.setNumThreads(n)
+    if cmd in ("keypoints", "descriptors", "demo-scene"):
+        import cv2
+
+        cv2.setNumThreads(n)
+    if cmd in ("score", "warmup"):
+        import numba
+
+        numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
 
 
 def warmup(out: Path) -> None:
@@ -63,57 +73,42 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--data-dir", type=Path, required=True)
     p.add_argument("--flag", type=Path, required=True, help="written once the layout is validated")
 
-    p = sub.add_parser("keypoints", help="detect and filter the keypoints of one scene")
-    p.add_argument("--scene-dir", type=Path, required=True)
-    p.add_argument("--name", required=True)
-    p.add_argument("--spec", required=True, help="keypoint set spec (JSON)")
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--threads", type=int, default=1)
+    def batch_args(p):
+        """Which scene batch a job works on (descbench.paths.scene_batches of the scene list)."""
+        p.add_argument("--results-root", type=Path, required=True, help="<results_dir>/<dataset tag>")
+        p.add_argument("--scene-root", type=Path, required=True, help="the folder holding the scene folders")
+        p.add_argument("--batches", required=True,
+                       help="JSON {batch: [scenes]}: this job's batch, plus (score) every other batch, whose scenes give distractors")
+        p.add_argument("--batch", required=True, help="this job's batch, e.g. batch000")
+        p.add_argument("--threads", type=int, default=1)
 
-    p = sub.add_parser("descriptors", help="compute one descriptor on one scene")
-    p.add_argument("--scene-dir", type=Path, required=True)
-    p.add_argument("--keypoints", type=Path, required=True)
-    p.add_argument("--name", required=True)
+    p = sub.add_parser("keypoints", help="detect and filter the keypoints of one scene batch")
+    batch_args(p)
+    p.add_argument("--name", required=True, help="keypoint set name")
+    p.add_argument("--spec", required=True, help="keypoint set spec (JSON)")
+
+    p = sub.add_parser("descriptors", help="compute one descriptor on one scene batch")
+    batch_args(p)
+    p.add_argument("--keypoint-set", required=True)
+    p.add_argument("--name", required=True, help="descriptor name")
     p.add_argument("--spec", required=True, help="descriptor spec (JSON)")
     p.add_argument("--keypoint-set-spec", required=True, help="keypoint set spec (JSON)")
-    p.add_argument("--out", type=Path, required=True)
-    p.add_argument("--threads", type=int, default=1)
 
-    p = sub.add_parser("score", help="keypoint retrieval scores of one scene")
-    p.add_argument("--scene-dir", type=Path, required=True)
-    p.add_argument("--keypoints", type=Path, required=True)
-    p.add_argument("--descriptors", type=Path, required=True)
+    p = sub.add_parser("score", help="every enabled metric task (retrieval, verification, matching) of one scene batch")
+    batch_args(p)
+    p.add_argument("--keypoint-set", required=True)
+    p.add_argument("--descriptor", required=True)
     p.add_argument("--scoring", required=True, help="scoring config (JSON)")
-    p.add_argument("--out-queries", type=Path, required=True)
-    p.add_argument("--out-pairs", type=Path, required=True)
-    p.add_argument("--out-timing", type=Path, required=True)
-    p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--verification", default="null", help="verification config (JSON), null: disabled")
+    p.add_argument("--matching", default="null", help="matching config (JSON), null: disabled")
 
-    p = sub.add_parser("verification", help="keypoint verification and keypoint retrieval of one scene")
-    p.add_argument("--scene-dir", type=Path, required=True)
-    p.add_argument("--keypoints", type=Path, required=True)
-    p.add_argument("--descriptors", type=Path, required=True)
-    p.add_argument("--distractors", required=True, help="JSON {scene: [keypoints, descriptors]}")
-    p.add_argument("--scenes", required=True, help="JSON list of every evaluated scene")
-    p.add_argument("--scoring", required=True)
-    p.add_argument("--verification", required=True)
-    p.add_argument("--out-list", type=Path, required=True)
-    p.add_argument("--out-queries", type=Path, required=True)
-    p.add_argument("--out-scene", type=Path, required=True)
-    p.add_argument("--out-timing", type=Path, required=True)
-    p.add_argument("--threads", type=int, default=1)
-
-    p = sub.add_parser("matching", help="matching metrics and matching as a binary classifier of one scene")
-    p.add_argument("--scene-dir", type=Path, required=True)
-    p.add_argument("--keypoints", type=Path, required=True)
-    p.add_argument("--descriptors", type=Path, required=True)
-    p.add_argument("--scoring", required=True)
-    p.add_argument("--matching", required=True)
-    p.add_argument("--out-pairs", type=Path, required=True)
-    p.add_argument("--out-classifier", type=Path, required=True)
-    p.add_argument("--out-roc", type=Path, required=True)
-    p.add_argument("--out-timing", type=Path, required=True)
-    p.add_argument("--threads", type=int, default=1)
+    p = sub.add_parser("distractors", help="draw every scene's distractor keypoints of one descriptor into one file")
+    p.add_argument("--results-root", type=Path, required=True, help="<results_dir>/<dataset tag>")
+    p.add_argument("--batches", required=True, help="JSON {batch: [scenes]} of every evaluated scene")
+    p.add_argument("--keypoint-set", required=True)
+    p.add_argument("--descriptor", required=True)
+    p.add_argument("--verification", required=True, help="the draw: JSON {seed, distractor_scenes, distractors_per_scene}")
+    p.add_argument("--out", type=Path, required=True)
 
     p = sub.add_parser("report", help="comparison table across descriptors and keypoint sets")
     p.add_argument("--results-root", type=Path, required=True, help="<results_dir>/<dataset tag>")
@@ -135,11 +130,20 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
+def _paths(a: argparse.Namespace):
+    from descbench.paths import ResultPaths
+
+    batches = json.loads(a.batches)
+    if getattr(a, "batch", None) is not None and a.batch not in batches:
+        raise DescbenchError(f"--batch {a.batch!r} is not among --batches ({', '.join(batches)})")
+    return ResultPaths(a.results_root, batches)
+
+
 def run(a: argparse.Namespace) -> None:
     from descbench import stages
 
     if getattr(a, "threads", None):
-        limit_threads(a.threads)
+        limit_threads(a.threads, a.cmd)
     if a.cmd == "demo-scene":
         from descbench.datasets.demo import generate_scene
 
@@ -149,27 +153,22 @@ def run(a: argparse.Namespace) -> None:
 
         obtain(a.urls, a.sha256, a.data_dir, a.flag)
     elif a.cmd == "keypoints":
-        stages.detect_scene(a.scene_dir, a.name, json.loads(a.spec), a.out)
+        stages.detect_batch(_paths(a), a.scene_root, a.batch, a.name, json.loads(a.spec))
     elif a.cmd == "descriptors":
-        stages.describe_scene(a.scene_dir, a.keypoints, a.name, json.loads(a.spec), json.loads(a.keypoint_set_spec), a.out)
+        stages.describe_batch(_paths(a), a.scene_root, a.batch, a.keypoint_set, a.name, json.loads(a.spec),
+                              json.loads(a.keypoint_set_spec))
     elif a.cmd == "score":
-        stages.score_scene(a.scene_dir, a.keypoints, a.descriptors, json.loads(a.scoring), a.out_queries, a.out_pairs, a.out_timing)
-    elif a.cmd == "verification":
-        stages.score_verification_scene(
-            a.scene_dir, a.keypoints, a.descriptors, json.loads(a.distractors), json.loads(a.scenes),
-            json.loads(a.scoring), json.loads(a.verification), a.out_list, a.out_queries, a.out_scene, a.out_timing,
-        )
-    elif a.cmd == "matching":
-        stages.score_matching_scene(
-            a.scene_dir, a.keypoints, a.descriptors, json.loads(a.scoring), json.loads(a.matching),
-            a.out_pairs, a.out_classifier, a.out_roc, a.out_timing,
-        )
+        stages.score_batch(_paths(a), a.scene_root, a.batch, a.keypoint_set, a.descriptor, json.loads(a.scoring),
+                           json.loads(a.verification), json.loads(a.matching))
+    elif a.cmd == "distractors":
+        stages.build_distractor_bank(_paths(a), a.keypoint_set, a.descriptor, json.loads(a.verification), a.out)
     elif a.cmd == "report":
-        from descbench.paths import ResultPaths
+        from descbench.paths import ResultPaths, scene_batches
         from descbench.report.table import entry_files, write
 
         cfg, scenes = json.loads(a.config), json.loads(a.scenes)
-        entries = [entry_files(ResultPaths(a.results_root), ks, d, scenes, cfg) for ks, d in json.loads(a.combos)]
+        paths = ResultPaths(a.results_root, scene_batches(scenes, cfg["execution"]["scenes_per_job"]))
+        entries = [entry_files(paths, ks, d, scenes, cfg) for ks, d in json.loads(a.combos)]
         table = write(entries, cfg, a.out_dir, json.loads(a.provenance))
         print(table.drop(columns=["metadata"]).to_string(index=False))
     elif a.cmd == "warmup":

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import os
 import platform
+from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
 from typing import Any
@@ -189,7 +190,8 @@ ROC_POINTS = pa.schema(
 )
 
 
-def versions() -> dict[str, str]:
+@lru_cache(maxsize=1)
+def _versions() -> tuple[tuple[str, str], ...]:
     out = {"python": platform.python_version()}
     for dist in ("descbench", "numpy", "numba", "pyarrow", "pandas"):
         try:
@@ -199,7 +201,12 @@ def versions() -> dict[str, str]:
     import cv2
 
     out["opencv"] = cv2.__version__
-    return out
+    return tuple(out.items())
+
+
+def versions() -> dict[str, str]:
+    """Versions recorded in every file's provenance (looked up once per process)."""
+    return dict(_versions())
 
 
 def provenance(stage: str, params: dict[str, Any], **extra: Any) -> dict[str, Any]:

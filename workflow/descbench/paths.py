@@ -1,36 +1,103 @@
-"""Where every stage writes its files, in one place (used by the Snakemake rules and the report).
+"""Where every stage writes its files, in one place (used by the Snakemake rules, the stages and the report).
 
-Layout under ``<results_dir>/<dataset_tag>/``: ``keypoints/<kpset>/<scene>.parquet``,
-``descriptors/<kpset>/<descriptor>/<scene>.parquet``, ``scores/…/<scene>.{queries,pairs}.parquet``
-(keypoint retrieval per pair), ``verification/…/<scene>.{list,queries,scene}.parquet`` (keypoint
-verification and keypoint retrieval with distractors), ``matching/…/<scene>.{pairs,classifier,roc}.parquet``
-(matching metrics and matching as a binary classifier), ``report/``.
+Jobs work on *scene batches* (:func:`scene_batches`): consecutive scenes of the evaluated scene
+list, ``scenes_per_job`` at a time. A job's output is one directory per stage and batch, holding
+one file per scene and kind, so results stay per scene. Layout under ``<results_dir>/<dataset_tag>/``:
+
+- ``keypoints/<kpset>/<batch>/<scene>.parquet``
+- ``descriptors/<kpset>/<descriptor>/<batch>/<scene>.parquet``
+- ``scores/<kpset>/<descriptor>/<batch>/<scene>.{queries,pairs}.parquet`` (keypoint retrieval per pair)
+- ``verification/<kpset>/<descriptor>/<batch>/<scene>.{list,queries,scene}.parquet`` (keypoint
+  verification and keypoint retrieval with distractors)
+- ``matching/<kpset>/<descriptor>/<batch>/<scene>.{pairs,classifier,roc}.parquet`` (matching
+  metrics and matching as a binary classifier)
+- ``distractors/<kpset>/<descriptor>.parquet``: every scene's drawn distractor keypoints (one
+  file, built once all of the descriptor's batches exist; the scoring jobs read it)
+- ``report/``
+
+plus ``<scene>.timing.json`` next to each task's files. ``<batch>`` is ``batch<NNN>`` (its index,
+zero-padded); which scenes a batch holds is fixed by the scene list and ``scenes_per_job``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+
+# The task directories written by the scoring job (one per task), in this order.
+SCORE_TASKS = ("scores", "verification", "matching")
+
+
+def scene_batches(scenes: list[str], scenes_per_job: int) -> dict[str, list[str]]:
+    """Split ``scenes`` (in order) into consecutive batches of at most ``scenes_per_job``.
+
+    Returns ``{batch name: scenes}`` with names ``batch000``, ``batch001``, ... in order. The
+    batches depend only on the scene list and ``scenes_per_job``, never on the machine.
+    """
+    if scenes_per_job < 1:
+        raise ValueError(f"scenes_per_job must be >= 1, got {scenes_per_job}")
+    if len(set(scenes)) != len(scenes):
+        raise ValueError("scene list has duplicates")
+    return {
+        f"batch{i // scenes_per_job:03d}": list(scenes[i : i + scenes_per_job])
+        for i in range(0, len(scenes), scenes_per_job)
+    }
+
+
+def scene_file(directory: Path | str, scene: str, kind: str) -> str:
+    """The file of one scene inside a batch directory: ``<directory>/<scene>.<kind>``."""
+    return str(Path(directory) / f"{scene}.{kind}")
 
 
 @dataclass(frozen=True)
 class ResultPaths:
-    root: Path
+    """Result paths of one dataset: ``root`` = ``<results_dir>/<dataset_tag>``, ``batches`` =
+    :func:`scene_batches` of the evaluated scenes."""
 
+    root: Path
+    batches: dict[str, list[str]]
+    _batch_of: dict[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "_batch_of", {s: b for b, ss in self.batches.items() for s in ss})
+
+    def batch_of(self, scene: str) -> str:
+        try:
+            return self._batch_of[scene]
+        except KeyError:
+            raise KeyError(f"scene {scene!r} is not in the evaluated scene list") from None
+
+    # Batch directories (the jobs' outputs).
+    def keypoints_dir(self, kpset: str, batch: str) -> str:
+        return str(Path(self.root) / "keypoints" / kpset / batch)
+
+    def descriptors_dir(self, kpset: str, descriptor: str, batch: str) -> str:
+        return str(Path(self.root) / "descriptors" / kpset / descriptor / batch)
+
+    def task_dir(self, task: str, kpset: str, descriptor: str, batch: str) -> str:
+        if task not in SCORE_TASKS:
+            raise ValueError(f"unknown task directory {task!r}; expected one of {SCORE_TASKS}")
+        return str(Path(self.root) / task / kpset / descriptor / batch)
+
+    # Per-scene files inside them.
     def keypoints(self, kpset: str, scene: str) -> str:
-        return str(Path(self.root) / "keypoints" / kpset / f"{scene}.parquet")
+        return scene_file(self.keypoints_dir(kpset, self.batch_of(scene)), scene, "parquet")
 
     def descriptors(self, kpset: str, descriptor: str, scene: str) -> str:
-        return str(Path(self.root) / "descriptors" / kpset / descriptor / f"{scene}.parquet")
+        return scene_file(self.descriptors_dir(kpset, descriptor, self.batch_of(scene)), scene, "parquet")
 
     def score(self, kpset: str, descriptor: str, scene: str, kind: str) -> str:
-        return str(Path(self.root) / "scores" / kpset / descriptor / f"{scene}.{kind}")
+        return scene_file(self.task_dir("scores", kpset, descriptor, self.batch_of(scene)), scene, kind)
 
     def verification(self, kpset: str, descriptor: str, scene: str, kind: str) -> str:
-        return str(Path(self.root) / "verification" / kpset / descriptor / f"{scene}.{kind}")
+        return scene_file(self.task_dir("verification", kpset, descriptor, self.batch_of(scene)), scene, kind)
 
     def matching(self, kpset: str, descriptor: str, scene: str, kind: str) -> str:
-        return str(Path(self.root) / "matching" / kpset / descriptor / f"{scene}.{kind}")
+        return scene_file(self.task_dir("matching", kpset, descriptor, self.batch_of(scene)), scene, kind)
+
+    def distractor_bank(self, kpset: str, descriptor: str) -> str:
+        """Every scene's distractor keypoints of one (keypoint set, descriptor) (stages.build_distractor_bank)."""
+        return str(Path(self.root) / "distractors" / kpset / f"{descriptor}.parquet")
 
     def report(self, name: str) -> str:
         return str(Path(self.root) / "report" / name)

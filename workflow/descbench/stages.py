@@ -10,6 +10,7 @@ import hashlib
 import json
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -21,9 +22,7 @@ from descbench.descriptors import compute_descriptors, get_family
 from descbench.errors import DataError
 from descbench.keypoints import ImageKeypoints, filter_keypoints
 from descbench.metrics.retrieval import RetrievalParams, pair_statistics, policy_rank, score_pair
-
-# Descriptor and keypoint files of one scene, checked to belong together.
-
+from descbench.paths import ResultPaths
 
 def warn(msg: str) -> None:
     print(f"descbench: warning: {msg}", file=sys.stderr)
@@ -133,8 +132,25 @@ def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpse
 # ----------------------------------------------------------------------------- scoring
 
 
-def load_scene_features(keypoints: Path, descriptors: Path):
-    """(keypoints per image, descriptors per image, keypoint meta, descriptor meta), checked."""
+@dataclass
+class SceneFeatures:
+    """Keypoints and descriptors of one scene, per image 1..6, checked to belong together."""
+
+    scene: str
+    per_image: dict[int, ImageKeypoints]
+    by_image: dict[int, np.ndarray]
+    kmeta: dict
+    dmeta: dict
+
+    @property
+    def nbytes(self) -> int:
+        return sum(d.nbytes for d in self.by_image.values()) + sum(
+            getattr(kp, f).nbytes for kp in self.per_image.values() for f in ImageKeypoints.__dataclass_fields__
+        )
+
+
+def read_features(keypoints: Path, descriptors: Path) -> SceneFeatures:
+    """Load one scene's keypoint and descriptor files; fail if they do not belong together."""
     per_image, kmeta = load_keypoints(keypoints)
     dtable, dmeta = io.read_table(descriptors)
     if dmeta.get("keypoints_sha256") != file_sha256(keypoints):
@@ -145,18 +161,23 @@ def load_scene_features(keypoints: Path, descriptors: Path):
     for k in range(1, 7):
         if by_image[k].shape[0] != len(per_image[k]):
             raise DataError(f"{descriptors}: image {k} has {by_image[k].shape[0]} descriptors for {len(per_image[k])} keypoints; rebuild it")
-    return per_image, by_image, kmeta, dmeta
+    return SceneFeatures(kmeta.get("scene", Path(keypoints).stem), per_image, by_image, kmeta, dmeta)
 
 
-def score_scene(scene_dir: Path, keypoints: Path, descriptors: Path, scoring: dict,
-                out_queries: Path, out_pairs: Path, out_timing: Path) -> None:
+def load_scene_features(keypoints: Path, descriptors: Path):
+    """(keypoints per image, descriptors per image, keypoint meta, descriptor meta), checked."""
+    f = read_features(keypoints, descriptors)
+    return f.per_image, f.by_image, f.kmeta, f.dmeta
+
+
+def retrieval_task(scene_dir: Path, f: SceneFeatures, scoring: dict, out_queries: Path, out_pairs: Path, out_timing: Path) -> None:
     """Keypoint retrieval scores of one scene: per-query records and per-pair statistics."""
     t0 = time.perf_counter()
     files = scene_files(scene_dir)
     params = RetrievalParams.from_config(scoring)
-    per_image, by_image, kmeta, dmeta = load_scene_features(keypoints, descriptors)
+    per_image, by_image, kmeta, dmeta = f.per_image, f.by_image, f.kmeta, f.dmeta
     q_xy = per_image[1].xy
-    qcols: dict[str, list] = {f: [] for f in io.QUERIES.names}
+    qcols: dict[str, list] = {n: [] for n in io.QUERIES.names}
     prows = []
     for k in TARGET_IMAGES:
         H = read_homography(files.homographies[k])
@@ -166,11 +187,11 @@ def score_scene(scene_dir: Path, keypoints: Path, descriptors: Path, scoring: di
         qcols["scene"].append(np.full(nq, files.scene, dtype=object))
         qcols["pair"].append(np.full(nq, k, dtype=np.int8))
         qcols["query"].append(np.arange(nq, dtype=np.int32))
-        for f in ("inside", "n_relevant", "gt_index", "gt_px", "n_closer", "n_tied", "ap"):
-            qcols[f].append(getattr(res, f))
+        for n in ("inside", "n_relevant", "gt_index", "gt_px", "n_closer", "n_tied", "ap"):
+            qcols[n].append(getattr(res, n))
         qcols["rank"].append(policy_rank(res.n_closer, res.n_tied, params.tie_policy))
         prows.append({"scene": files.scene, "pair": k, **pair_statistics(res, len(per_image[k]))})
-    queries = pa.table({f: pa.array(np.concatenate(v), type=io.QUERIES.field(f).type) for f, v in qcols.items()}, schema=io.QUERIES)
+    queries = pa.table({n: pa.array(np.concatenate(v), type=io.QUERIES.field(n).type) for n, v in qcols.items()}, schema=io.QUERIES)
     pairs = pa.Table.from_pylist(prows, schema=io.PAIRS)
     prov = io.provenance(
         "scoring", {"task": "keypoint_retrieval", **scoring}, scene=files.scene,
@@ -182,37 +203,26 @@ def score_scene(scene_dir: Path, keypoints: Path, descriptors: Path, scoring: di
     write_timing(out_timing, files.scene, t0)
 
 
-def score_verification_scene(scene_dir: Path, keypoints: Path, descriptors: Path, distractor_files: dict[str, tuple[Path, Path]],
-                             all_scenes: list[str], scoring: dict, verification: dict,
-                             out_list: Path, out_queries: Path, out_scene: Path, out_timing: Path) -> None:
+def verification_task(scene_dir: Path, f: SceneFeatures, distractors: list, scoring: dict, verification: dict,
+                      out_list: Path, out_queries: Path, out_scene: Path, out_timing: Path) -> None:
     """Keypoint verification and keypoint retrieval of one scene, with distractors of other scenes.
 
-    ``distractor_files`` maps each distractor scene (the workflow's DAG input, from
-    :func:`descbench.metrics.distractors.distractor_scenes`) to its (keypoints, descriptors) files.
+    ``distractors``: the scene's :class:`descbench.metrics.bojanic.Distractors`, in draw order
+    (:func:`descbench.metrics.distractors.draw_distractors`; from the distractor bank in the
+    workflow, :func:`distractors_from_files` otherwise).
     """
-    from descbench.metrics.bojanic import BojanicParams, Distractors, Target, score_scene_tasks
-    from descbench.metrics.distractors import distractor_scenes, draw_distractors
+    from descbench.metrics.bojanic import BojanicParams, Target, score_scene_tasks
 
     t0 = time.perf_counter()
     files = scene_files(scene_dir)
-    per_image, by_image, kmeta, dmeta = load_scene_features(keypoints, descriptors)
-    seed, n_sc, per_sc = verification["seed"], verification["distractor_scenes"], verification["distractors_per_scene"]
-    expected = distractor_scenes(files.scene, all_scenes, n_sc, seed)
-    if sorted(expected) != sorted(distractor_files):
-        raise DataError(
-            f"scene {files.scene}: distractor scenes given {sorted(distractor_files)} but the draw for seed {seed} "
-            f"is {sorted(expected)}; rerun through the workflow so the inputs match the config"
-        )
-    counts, loaded = {}, {}
-    for other in expected:
-        kp_path, desc_path = distractor_files[other]
-        o_kp, o_desc, _, o_meta = load_scene_features(Path(kp_path), Path(desc_path))
-        if o_meta["descriptor"] != dmeta["descriptor"]:
-            raise DataError(f"{desc_path} holds descriptor '{o_meta['descriptor']}', expected '{dmeta['descriptor']}'")
-        counts[other] = {k: len(o_kp[k]) for k in range(1, 7)}
-        loaded[other] = o_desc
-    draws = draw_distractors(files.scene, all_scenes, n_sc, per_sc, seed, counts)
-    distractors = [Distractors(d.scene, d.image, d.rows, loaded[d.scene][d.image][d.rows]) for d in draws]
+    per_image, by_image, kmeta, dmeta = f.per_image, f.by_image, f.kmeta, f.dmeta
+    draws = distractors
+    for d in draws:
+        if d.desc.dtype != by_image[1].dtype or d.desc.shape[1] != by_image[1].shape[1]:
+            raise DataError(
+                f"scene {files.scene}: distractors from scene {d.scene} are {d.desc.dtype} x {d.desc.shape[1]}, "
+                f"the scene's descriptors {by_image[1].dtype} x {by_image[1].shape[1]}; rebuild the distractor bank"
+            )
     targets = []
     for k in TARGET_IMAGES:
         H = read_homography(files.homographies[k])
@@ -223,7 +233,7 @@ def score_verification_scene(scene_dir: Path, keypoints: Path, descriptors: Path
         ap_convention=verification["ap_convention"], quantized_bins=int(verification["quantized_bins"]),
         chunk_mb=float(scoring["chunk_mb"]),
     )
-    res = score_scene_tasks(per_image[1].xy, by_image[1], targets, distractors, params, where=f"scene {files.scene}")
+    res = score_scene_tasks(per_image[1].xy, by_image[1], targets, list(draws), params, where=f"scene {files.scene}")
     seg_scene = [files.scene] * len(targets) + [d.scene for d in draws]
     seg_image = list(TARGET_IMAGES) + [d.image for d in draws]
     vlist = pa.table({
@@ -256,8 +266,8 @@ def score_verification_scene(scene_dir: Path, keypoints: Path, descriptors: Path
     write_timing(out_timing, files.scene, t0)
 
 
-def score_matching_scene(scene_dir: Path, keypoints: Path, descriptors: Path, scoring: dict, matching: dict,
-                         out_pairs: Path, out_classifier: Path, out_roc: Path, out_timing: Path) -> None:
+def matching_task(scene_dir: Path, f: SceneFeatures, scoring: dict, matching: dict,
+                  out_pairs: Path, out_classifier: Path, out_roc: Path, out_timing: Path) -> None:
     """Matching metrics (mutual NN: legacy precision, MMA, matching score, homography accuracy,
     repeatability) and matching as a binary classifier, for every pair (1, k) of one scene."""
     from descbench.metrics.classifier import ClassifierParams, classify_pair
@@ -265,7 +275,7 @@ def score_matching_scene(scene_dir: Path, keypoints: Path, descriptors: Path, sc
 
     t0 = time.perf_counter()
     files = scene_files(scene_dir)
-    per_image, by_image, kmeta, dmeta = load_scene_features(keypoints, descriptors)
+    per_image, by_image, kmeta, dmeta = f.per_image, f.by_image, f.kmeta, f.dmeta
     mparams = MatchingParams(
         tau_px=float(scoring["tau_px"]), mma_thresholds=tuple(matching["mma_thresholds"]),
         repeatability_px=float(matching["repeatability_px"]), ransac_px=float(matching["ransac_px"]),
@@ -287,7 +297,7 @@ def score_matching_scene(scene_dir: Path, keypoints: Path, descriptors: Path, sc
         roc_cols.append({"scene": np.full(n, files.scene, dtype=object), "pair": np.full(n, k, dtype=np.int8), **rr})
     pairs = pa.Table.from_pylist(prows, schema=io.matching_pairs_schema(mparams.mma_thresholds))
     classifier = pa.Table.from_pylist(crows, schema=io.CLASSIFIER)
-    roc = pa.table({f.name: pa.array(np.concatenate([c[f.name] for c in roc_cols]), type=f.type) for f in io.ROC_POINTS}, schema=io.ROC_POINTS)
+    roc = pa.table({c.name: pa.array(np.concatenate([r[c.name] for r in roc_cols]), type=c.type) for c in io.ROC_POINTS}, schema=io.ROC_POINTS)
     prov = io.provenance(
         "matching", {"task": "matching+binary_classifier", "scoring": scoring, "matching": matching}, scene=files.scene,
         descriptor=dmeta["descriptor"], keypoint_set=kmeta["params"]["keypoint_set"], distance=dmeta["distance"],
@@ -297,3 +307,205 @@ def score_matching_scene(scene_dir: Path, keypoints: Path, descriptors: Path, sc
     io.write_table(classifier, out_classifier, prov)
     io.write_table(roc, out_roc, prov)
     write_timing(out_timing, files.scene, t0)
+
+
+# Single-scene entry points on files (tests, scripts): the same task functions.
+
+
+def score_scene(scene_dir: Path, keypoints: Path, descriptors: Path, scoring: dict,
+                out_queries: Path, out_pairs: Path, out_timing: Path) -> None:
+    """Keypoint retrieval scores of one scene from its files (see :func:`retrieval_task`)."""
+    retrieval_task(scene_dir, read_features(keypoints, descriptors), scoring, out_queries, out_pairs, out_timing)
+
+
+def score_verification_scene(scene_dir: Path, keypoints: Path, descriptors: Path, distractor_files: dict[str, tuple[Path, Path]],
+                             all_scenes: list[str], scoring: dict, verification: dict,
+                             out_list: Path, out_queries: Path, out_scene: Path, out_timing: Path) -> None:
+    """Keypoint verification of one scene from its files; ``distractor_files`` maps each distractor
+    scene to its (keypoints, descriptors) files."""
+    f = read_features(keypoints, descriptors)
+    draws = distractors_from_files(f.scene, all_scenes, verification, distractor_files, f.dmeta["descriptor"])
+    verification_task(scene_dir, f, draws, scoring, verification, out_list, out_queries, out_scene, out_timing)
+
+
+def score_matching_scene(scene_dir: Path, keypoints: Path, descriptors: Path, scoring: dict, matching: dict,
+                         out_pairs: Path, out_classifier: Path, out_roc: Path, out_timing: Path) -> None:
+    """Matching metrics of one scene from its files (see :func:`matching_task`)."""
+    matching_task(scene_dir, read_features(keypoints, descriptors), scoring, matching, out_pairs, out_classifier, out_roc, out_timing)
+
+
+# ----------------------------------------------------------------------------- distractors
+
+# The draw parameters (descbench.metrics.distractors); the other verification options do not
+# change which keypoints are drawn.
+DRAW_KEYS = ("seed", "distractor_scenes", "distractors_per_scene")
+
+
+def image_counts(descriptors: Path) -> dict[int, int]:
+    """Keypoints per image 1..6 of a scene, from its descriptor file's ``image`` column only."""
+    import pyarrow.parquet as pq
+
+    try:
+        image = pq.read_table(descriptors, columns=["image"]).column("image").to_numpy()
+    except (OSError, pa.ArrowInvalid, KeyError) as exc:
+        raise DataError(f"cannot read {descriptors} ({exc}); delete it and rerun the workflow to rebuild it") from exc
+    return {k: int(c) for k, c in zip(range(1, 7), np.bincount(image.astype(np.int64), minlength=7)[1:])}
+
+
+def draw_all(targets: list[str], all_scenes: list[str], verification: dict, counts_of) -> dict[str, list]:
+    """The distractor draw of each target scene among ``all_scenes``
+    (:func:`descbench.metrics.distractors.draw_distractors`); ``counts_of(scene)`` gives that
+    scene's keypoints per image."""
+    from descbench.metrics.distractors import distractor_scenes, draw_distractors
+
+    seed, n_sc, per_sc = (verification[k] for k in DRAW_KEYS)
+    return {
+        s: draw_distractors(s, all_scenes, n_sc, per_sc, seed, {o: counts_of(o) for o in distractor_scenes(s, all_scenes, n_sc, seed)})
+        for s in targets
+    }
+
+
+def _take_rows(draws: dict[str, list], descriptor: str, load) -> dict[str, list]:
+    """Attach the drawn rows' descriptors: each distractor scene's file is loaded once (``load``)."""
+    from descbench.metrics.bojanic import Distractors
+
+    users: dict[str, list] = {}
+    for target, ds in draws.items():
+        for i, d in enumerate(ds):
+            users.setdefault(d.scene, []).append((target, i))
+    out = {t: [None] * len(ds) for t, ds in draws.items()}
+    for other in sorted(users):
+        by_image, dmeta, where = load(other)
+        if dmeta["descriptor"] != descriptor:
+            raise DataError(f"{where} holds descriptor '{dmeta['descriptor']}', expected '{descriptor}'")
+        for target, i in users[other]:
+            d = draws[target][i]
+            out[target][i] = Distractors(d.scene, d.image, d.rows, np.ascontiguousarray(by_image[d.image][d.rows]))
+    return out
+
+
+def distractors_from_files(scene: str, all_scenes: list[str], verification: dict,
+                           files: dict[str, tuple[Path, Path]], descriptor: str) -> list:
+    """One scene's distractors read directly from the other scenes' (keypoints, descriptors) files."""
+    from descbench.metrics.distractors import distractor_scenes
+
+    needed = distractor_scenes(scene, all_scenes, verification["distractor_scenes"], verification["seed"])
+    missing = [o for o in needed if o not in files]
+    if missing:
+        raise DataError(f"scene {scene}: distractor scenes {', '.join(missing)} were drawn but their features were not given")
+
+    def load(o):
+        f = read_features(Path(files[o][0]), Path(files[o][1]))
+        return f.by_image, f.dmeta, files[o][1]
+
+    draws = draw_all([scene], all_scenes, verification, lambda o: image_counts(Path(files[o][1])))
+    return _take_rows(draws, descriptor, load)[scene]
+
+
+def build_distractor_bank(paths: ResultPaths, kpset: str, descriptor: str, verification: dict, out: Path) -> None:
+    """The distractor keypoints of every scene of one (keypoint set, descriptor), in one file.
+
+    One row per drawn keypoint: ``target_scene`` (whose distractor it is), ``distractor_scene``,
+    ``image``, ``row`` (keypoint index in that image) and its ``descriptor``; targets in scene
+    order, then draw order. Every scoring job reads this one file instead of other scenes'
+    descriptor files (each is read once here, and the DAG gets one input instead of ~20).
+    """
+    all_scenes = [s for ss in paths.batches.values() for s in ss]
+    draw_params = {k: verification[k] for k in DRAW_KEYS}
+
+    def load(o):
+        f = read_features(Path(paths.keypoints(kpset, o)), Path(paths.descriptors(kpset, descriptor, o)))
+        return f.by_image, f.dmeta, paths.descriptors(kpset, descriptor, o)
+
+    draws = draw_all(all_scenes, all_scenes, draw_params, lambda o: image_counts(Path(paths.descriptors(kpset, descriptor, o))))
+    taken = _take_rows(draws, descriptor, load)
+    cols: dict[str, list] = {"target_scene": [], "distractor_scene": [], "image": [], "row": []}
+    blocks = []
+    for target in all_scenes:
+        for d in taken[target]:
+            n = d.rows.shape[0]
+            cols["target_scene"] += [target] * n
+            cols["distractor_scene"] += [d.scene] * n
+            cols["image"].append(np.full(n, d.image, np.int8))
+            cols["row"].append(d.rows.astype(np.int32))
+            blocks.append(d.desc)
+    if blocks:
+        desc = np.concatenate(blocks)
+    else:  # no distractor at all (a single scene): keep the dtype/width of this descriptor
+        first = read_features(Path(paths.keypoints(kpset, all_scenes[0])), Path(paths.descriptors(kpset, descriptor, all_scenes[0])))
+        desc = first.by_image[1][:0]
+    table = io.descriptors_table(np.concatenate(cols["image"]) if cols["image"] else np.zeros(0, np.int8), desc)
+    table = table.append_column("target_scene", pa.array(cols["target_scene"], pa.string()))
+    table = table.append_column("distractor_scene", pa.array(cols["distractor_scene"], pa.string()))
+    table = table.append_column("row", pa.array(np.concatenate(cols["row"]) if cols["row"] else np.zeros(0, np.int32), pa.int32()))
+    table = table.select(["target_scene", "distractor_scene", "image", "row", "descriptor"])
+    meta = io.provenance("distractors", {"keypoint_set": kpset, "descriptor": descriptor, **draw_params}, scenes=all_scenes)
+    io.write_table(table, out, meta)
+
+
+def read_distractor_bank(path: Path, all_scenes: list[str], verification: dict, descriptor: str) -> dict[str, list]:
+    """{target scene: its Distractors in draw order} from a bank; fails if it was built for
+    another scene list, draw or descriptor."""
+    from descbench.metrics.bojanic import Distractors
+
+    table, meta = io.read_table(path)
+    want = {k: verification[k] for k in DRAW_KEYS}
+    got = {k: meta["params"].get(k) for k in DRAW_KEYS}
+    if got != want or meta.get("scenes") != list(all_scenes) or meta["params"].get("descriptor") != descriptor:
+        raise DataError(
+            f"{path} was drawn for another configuration (draw {got}, {len(meta.get('scenes', []))} scenes, "
+            f"descriptor {meta['params'].get('descriptor')!r}; this job: draw {want}, {len(all_scenes)} scenes, "
+            f"descriptor {descriptor!r}); rerun its `distractors` job through the workflow"
+        )
+    desc = io.descriptors_array(table)
+    target = table.column("target_scene").to_numpy(zero_copy_only=False)
+    other = table.column("distractor_scene").to_numpy(zero_copy_only=False)
+    image = table.column("image").to_numpy()
+    row = table.column("row").to_numpy()
+    out: dict[str, list] = {s: [] for s in all_scenes}
+    n = len(target)
+    i = 0
+    while i < n:  # runs of one (target, distractor scene): one Distractors each, in file order
+        j = i + 1
+        while j < n and target[j] == target[i] and other[j] == other[i]:
+            j += 1
+        out[target[i]].append(Distractors(other[i], int(image[i]), row[i:j].astype(np.int64), np.ascontiguousarray(desc[i:j])))
+        i = j
+    return out
+
+
+# ----------------------------------------------------------------------------- scene batches (one job each)
+
+
+def detect_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, spec: dict) -> None:
+    """Keypoints of every scene of a batch (:func:`detect_scene`), one file per scene."""
+    for scene in paths.batches[batch]:
+        detect_scene(Path(scene_root) / scene, kpset, spec, Path(paths.keypoints(kpset, scene)))
+
+
+def describe_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, name: str, spec: dict, kpset_spec: dict) -> None:
+    """One descriptor on every scene of a batch (:func:`describe_scene`), one file per scene."""
+    for scene in paths.batches[batch]:
+        describe_scene(Path(scene_root) / scene, Path(paths.keypoints(kpset, scene)), name, spec, kpset_spec,
+                       Path(paths.descriptors(kpset, name, scene)))
+
+
+def score_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, descriptor: str,
+                scoring: dict, verification: dict | None, matching: dict | None) -> None:
+    """Every enabled task (keypoint retrieval; verification + keypoint retrieval with distractors,
+    from the distractor bank; matching + classifier) on every scene of a batch, in one process:
+    each scene's features are read once and shared by the tasks."""
+    all_scenes = [s for ss in paths.batches.values() for s in ss]
+    bank = None
+    if verification is not None:
+        bank = read_distractor_bank(Path(paths.distractor_bank(kpset, descriptor)), all_scenes, verification, descriptor)
+    for scene in paths.batches[batch]:
+        scene_dir = Path(scene_root) / scene
+        f = read_features(Path(paths.keypoints(kpset, scene)), Path(paths.descriptors(kpset, descriptor, scene)))
+        retrieval_task(scene_dir, f, scoring, *(Path(paths.score(kpset, descriptor, scene, k)) for k in ("queries.parquet", "pairs.parquet", "timing.json")))
+        if bank is not None:
+            verification_task(scene_dir, f, bank[scene], scoring, verification,
+                              *(Path(paths.verification(kpset, descriptor, scene, k)) for k in ("list.parquet", "queries.parquet", "scene.parquet", "timing.json")))
+        if matching is not None:
+            matching_task(scene_dir, f, scoring, matching,
+                          *(Path(paths.matching(kpset, descriptor, scene, k)) for k in ("pairs.parquet", "classifier.parquet", "roc.parquet", "timing.json")))

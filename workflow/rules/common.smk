@@ -1,12 +1,12 @@
 # Config validation, paths, input functions and wildcard constraints.
 import json
+import shlex
 from pathlib import Path
 
 from descbench.config import combinations, validate_config
 from descbench.datasets import dataset_tag, list_scenes, scene_root
 from descbench.datasets.layout import TARGET_IMAGES, scene_files
-from descbench.metrics.distractors import distractor_scenes
-from descbench.paths import ResultPaths
+from descbench.paths import SCORE_TASKS, ResultPaths, scene_batches
 from descbench.errors import DescbenchError
 
 
@@ -20,29 +20,35 @@ def _validated_config():
 CFG = _validated_config()
 DATA = scene_root(CFG)
 RES = Path(CFG["results_dir"]) / dataset_tag(CFG)
-PATHS = ResultPaths(RES)
 SCENES = list_scenes(CFG)
+EXE = CFG["execution"]
+# Jobs work on scene batches (descbench.paths); everything below is computed once, at parse time,
+# so that building the DAG costs Snakemake no input-function work per job.
+BATCHES = scene_batches(SCENES, EXE["scenes_per_job"])
+PATHS = ResultPaths(RES, BATCHES)
 COMBOS = combinations(CFG)
 WARMUP_FLAG = Path(CFG["results_dir"]) / ".numba_warmup.done"
 HPATCHES_FLAG = str(Path(CFG["data_dir"]) / "hpatches" / "validated.flag")
 ENV = "../../envs/descbench.yaml"
+# The numba kernel cache may live elsewhere (clusters): an extra assignment for the rules'
+# `export NUMBA_NUM_THREADS={threads} {params.numba_cache}` (numba's pool follows the job's threads).
+NUMBA_CACHE = f"NUMBA_CACHE_DIR={shlex.quote(str(Path(EXE['numba_cache_dir']).resolve()))}" if EXE["numba_cache_dir"] else ""
+# Which tasks the scoring job runs, each into its own folder (scores/, verification/, matching/).
+SCORE_TASKS_ON = [t for t in SCORE_TASKS if t == "scores" or CFG[t]["enabled"]]
 
 
 wildcard_constraints:
     scene=r"[A-Za-z0-9][A-Za-z0-9_.+-]*",
     kpset=r"[A-Za-z0-9][A-Za-z0-9_-]*",
     descriptor=r"[A-Za-z0-9][A-Za-z0-9_-]*",
+    batch=r"batch[0-9]+",
 
 
 def as_json(obj):
     return json.dumps(obj, sort_keys=True)
 
 
-def scene_dir(wildcards):
-    return str(DATA / wildcards.scene)
-
-
-def scene_inputs(wildcards):
+def _scene_inputs(scene):
     """The 6 images and 5 homographies of a scene (stat only, no image is read).
 
     HPatches is represented by its download rule's flag: the archive is immutable.
@@ -50,10 +56,17 @@ def scene_inputs(wildcards):
     if CFG["dataset"] == "hpatches":
         return [HPATCHES_FLAG]
     try:
-        files = scene_files(DATA / wildcards.scene, check_exists=CFG["dataset"] == "folder")
+        files = scene_files(DATA / scene, check_exists=CFG["dataset"] == "folder")
     except DescbenchError as exc:
         raise WorkflowError(str(exc))
     return [str(p) for p in files.all_paths()]
+
+
+SCENE_INPUTS = {b: sorted({p for s in ss for p in _scene_inputs(s)}) for b, ss in BATCHES.items()}
+
+
+def batch_scene_inputs(wildcards):
+    return SCENE_INPUTS[wildcards.batch]
 
 
 def precomputed_inputs(wildcards):
@@ -63,42 +76,43 @@ def precomputed_inputs(wildcards):
         return []
     from descbench.precomputed import feature_path
 
-    files = scene_files(DATA / wildcards.scene, check_exists=CFG["dataset"] == "folder")
-    if CFG["dataset"] != "folder" and not files.images[0].exists():
-        return []  # images not there yet (download/demo rule): checked again when the job runs
-    try:
-        return [str(feature_path(p, spec["params"]["method"], spec["params"]["root"])) for p in files.images]
-    except DescbenchError as exc:
-        raise WorkflowError(str(exc))
-
-
-keypoints_path = PATHS.keypoints
-descriptors_path = PATHS.descriptors
-score_path = PATHS.score
-verification_path = PATHS.verification
-matching_path = PATHS.matching
-
-
-def scene_distractors(scene):
-    """Scenes whose features provide ``scene``'s distractors (fixed by seed and scene list)."""
-    v = CFG["verification"]
-    return distractor_scenes(scene, SCENES, v["distractor_scenes"], v["seed"])
-
-
-def distractor_inputs(wildcards):
-    """Keypoints and descriptors of the distractor scenes, so the DAG orders the jobs."""
-    out = {}
-    for s in scene_distractors(wildcards.scene):
-        out[f"kp_{s}"] = keypoints_path(wildcards.kpset, s)
-        out[f"desc_{s}"] = descriptors_path(wildcards.kpset, wildcards.descriptor, s)
+    out = []
+    for scene in BATCHES[wildcards.batch]:
+        files = scene_files(DATA / scene, check_exists=CFG["dataset"] == "folder")
+        if CFG["dataset"] != "folder" and not files.images[0].exists():
+            continue  # images not there yet (download/demo rule): checked again when the job runs
+        try:
+            out += [str(feature_path(p, spec["params"]["method"], spec["params"]["root"])) for p in files.images]
+        except DescbenchError as exc:
+            raise WorkflowError(str(exc))
     return out
 
 
-def distractor_arg(wildcards):
-    return as_json({
-        s: [keypoints_path(wildcards.kpset, s), descriptors_path(wildcards.kpset, wildcards.descriptor, s)]
-        for s in scene_distractors(wildcards.scene)
-    })
+def batch_json(wildcards):
+    """This batch only: keypoint and descriptor jobs touch nothing else."""
+    return as_json({wildcards.batch: BATCHES[wildcards.batch]})
+
+
+def score_feature_inputs(wildcards):
+    """The batch's keypoints and descriptors, and (verification) the distractor bank of its
+    (keypoint set, descriptor), which is built from every scene's descriptors."""
+    out = {
+        "keypoints": PATHS.keypoints_dir(wildcards.kpset, wildcards.batch),
+        "descriptors": PATHS.descriptors_dir(wildcards.kpset, wildcards.descriptor, wildcards.batch),
+    }
+    if CFG["verification"]["enabled"]:
+        out["distractors"] = PATHS.distractor_bank(wildcards.kpset, wildcards.descriptor)
+    return out
+
+
+def task_json(task):
+    """A task's config section for the scoring job (JSON), or null when the task is disabled."""
+    return as_json({k: v for k, v in CFG[task].items() if k != "enabled"}) if CFG[task]["enabled"] else "null"
+
+
+def results_root(levels):
+    """Param: ``<results_dir>/<dataset tag>``, the ``levels``-th parent of the rule's first output."""
+    return lambda wildcards, output: str(Path(output[0]).parents[levels])
 
 
 REPORT_FILES = ("comparison.csv", "comparison.md", "comparison.parquet", "per_scene.csv", "per_scene.parquet")
@@ -109,7 +123,5 @@ def report_outputs():
 
 
 def report_inputs():
-    """Every per-scene result file the report reads (it derives the same paths from descbench.paths)."""
-    from descbench.report.table import entry_files
-
-    return [p for ks, d in COMBOS for p in entry_files(PATHS, ks, d, SCENES, CFG).all_files()]
+    """Every scoring job's task folders (the report reads their per-scene files, same paths)."""
+    return [PATHS.task_dir(t, ks, d, b) for ks, d in COMBOS for b in BATCHES for t in SCORE_TASKS_ON]

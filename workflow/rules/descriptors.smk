@@ -1,28 +1,31 @@
-# Descriptor stage: one job per (keypoint set, descriptor, scene). The descriptor's own
+# Descriptor stage: one job per (keypoint set, descriptor, scene batch). The descriptor's own
 # parameters are rule params, so editing one descriptor reruns only its jobs.
 
 
 rule descriptors:
     input:
-        scene=scene_inputs,
+        scene=batch_scene_inputs,
         features=precomputed_inputs,
-        keypoints=keypoints_path("{kpset}", "{scene}"),
+        keypoints=PATHS.keypoints_dir("{kpset}", "{batch}"),
     output:
-        descriptors_path("{kpset}", "{descriptor}", "{scene}"),
+        directory(PATHS.descriptors_dir("{kpset}", "{descriptor}", "{batch}")),
     params:
-        scene_dir=scene_dir,
+        scene_root=lambda wc: str(DATA),
+        results_root=results_root(3),  # <root>/descriptors/<kpset>/<descriptor>/<batch>
+        batches=batch_json,
         spec=lambda wc: as_json(CFG["descriptors"][wc.descriptor]),
         kpset_spec=lambda wc: as_json(CFG["keypoint_sets"][wc.kpset]),
     log:
-        str(RES / "logs" / "descriptors" / "{kpset}" / "{descriptor}" / "{scene}.log"),
+        str(RES / "logs" / "descriptors" / "{kpset}" / "{descriptor}" / "{batch}.log"),
     benchmark:
-        str(RES / "benchmarks" / "descriptors" / "{kpset}" / "{descriptor}" / "{scene}.tsv")
+        str(RES / "benchmarks" / "descriptors" / "{kpset}" / "{descriptor}" / "{batch}.tsv")
     threads: 1
     resources:
         mem_mb=2000,
     conda:
         ENV
     shell:
-        "python -m descbench descriptors --scene-dir {params.scene_dir} --keypoints {input.keypoints} "
+        "python -m descbench descriptors --results-root {params.results_root} --scene-root {params.scene_root} "
+        "--batches {params.batches:q} --batch {wildcards.batch} --keypoint-set {wildcards.kpset} "
         "--name {wildcards.descriptor} --spec {params.spec:q} --keypoint-set-spec {params.kpset_spec:q} "
-        "--out {output} --threads {threads} > {log} 2>&1"
+        "--threads {threads} > {log} 2>&1"

@@ -9,7 +9,7 @@ rule report:
     params:
         combos=as_json(COMBOS),
         scenes=as_json(SCENES),
-        root=lambda wc, output: str(Path(output[0]).parent.parent),  # <results_dir>/<dataset>
+        root=results_root(1),  # <root>/report/comparison.csv
         config=as_json(CFG),
         provenance=as_json({"dataset": dataset_tag(CFG), "scenes": SCENES, "config": CFG}),
         out_dir=lambda wc, output: str(Path(output[0]).parent),

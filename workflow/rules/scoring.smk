@@ -1,4 +1,8 @@
-# Scoring stage: numba kernels, compiled once into the on-disk cache before parallel jobs.
+# Scoring stage: one job per (keypoint set, descriptor, scene batch) runs every enabled task --
+# keypoint retrieval (scores/), keypoint verification + retrieval with distractors
+# (verification/), matching + binary classifier (matching/) -- in one process, so each scene's
+# features are read once and the fixed start-up (imports, numba cache) is paid once per batch.
+# Numba kernels are compiled once into the on-disk cache (numba_warmup) before parallel jobs.
 
 
 rule numba_warmup:
@@ -6,105 +10,73 @@ rule numba_warmup:
         str(WARMUP_FLAG),
     log:
         str(Path(CFG["results_dir"]) / "logs" / "numba_warmup.log"),
+    params:
+        numba_cache=NUMBA_CACHE,
     threads: 1
     resources:
         mem_mb=1000,
     conda:
         ENV
     shell:
-        "python -m descbench warmup --out {output} > {log} 2>&1"
+        "export NUMBA_NUM_THREADS={threads} {params.numba_cache}; python -m descbench warmup --out {output} > {log} 2>&1"
 
 
-rule score_retrieval:
+rule score:
     input:
-        scene=scene_inputs,
-        keypoints=keypoints_path("{kpset}", "{scene}"),
-        descriptors=descriptors_path("{kpset}", "{descriptor}", "{scene}"),
+        unpack(score_feature_inputs),
+        scene=batch_scene_inputs,
         warmup=str(WARMUP_FLAG),
     output:
-        queries=score_path("{kpset}", "{descriptor}", "{scene}", "queries.parquet"),
-        pairs=score_path("{kpset}", "{descriptor}", "{scene}", "pairs.parquet"),
-        timing=score_path("{kpset}", "{descriptor}", "{scene}", "timing.json"),
+        [directory(PATHS.task_dir(t, "{kpset}", "{descriptor}", "{batch}")) for t in SCORE_TASKS_ON],
     params:
-        scene_dir=scene_dir,
+        scene_root=lambda wc: str(DATA),
+        results_root=results_root(3),  # <root>/scores/<kpset>/<descriptor>/<batch>
+        # every batch: the distractor draw depends on the whole scene list
+        batches=as_json(BATCHES),
         scoring=as_json({k: v for k, v in CFG["scoring"].items() if k != "threads"}),
+        verification=task_json("verification"),
+        matching=task_json("matching"),
+        numba_cache=NUMBA_CACHE,
     log:
-        str(RES / "logs" / "score" / "{kpset}" / "{descriptor}" / "{scene}.log"),
+        str(RES / "logs" / "score" / "{kpset}" / "{descriptor}" / "{batch}.log"),
     benchmark:
-        str(RES / "benchmarks" / "score" / "{kpset}" / "{descriptor}" / "{scene}.tsv")
+        str(RES / "benchmarks" / "score" / "{kpset}" / "{descriptor}" / "{batch}.tsv")
     threads: CFG["scoring"]["threads"]
     resources:
-        # chunk_mb bounds the screen block; the rest is descriptors, keypoints and the runtime
-        mem_mb=lambda wc, threads: int(1000 + 2 * CFG["scoring"]["chunk_mb"]),
-    conda:
-        ENV
-    shell:
-        "python -m descbench score --scene-dir {params.scene_dir} --keypoints {input.keypoints} "
-        "--descriptors {input.descriptors} --scoring {params.scoring:q} --out-queries {output.queries} "
-        "--out-pairs {output.pairs} --out-timing {output.timing} --threads {threads} > {log} 2>&1"
-
-
-rule score_verification:
-    input:
-        unpack(distractor_inputs),
-        scene=scene_inputs,
-        keypoints=keypoints_path("{kpset}", "{scene}"),
-        descriptors=descriptors_path("{kpset}", "{descriptor}", "{scene}"),
-        warmup=str(WARMUP_FLAG),
-    output:
-        vlist=verification_path("{kpset}", "{descriptor}", "{scene}", "list.parquet"),
-        queries=verification_path("{kpset}", "{descriptor}", "{scene}", "queries.parquet"),
-        scene_stats=verification_path("{kpset}", "{descriptor}", "{scene}", "scene.parquet"),
-        timing=verification_path("{kpset}", "{descriptor}", "{scene}", "timing.json"),
-    params:
-        scene_dir=scene_dir,
-        distractors=distractor_arg,
-        scenes=as_json(SCENES),
-        scoring=as_json({k: v for k, v in CFG["scoring"].items() if k != "threads"}),
-        verification=as_json({k: v for k, v in CFG["verification"].items() if k != "enabled"}),
-    log:
-        str(RES / "logs" / "verification" / "{kpset}" / "{descriptor}" / "{scene}.log"),
-    benchmark:
-        str(RES / "benchmarks" / "verification" / "{kpset}" / "{descriptor}" / "{scene}.tsv")
-    threads: CFG["scoring"]["threads"]
-    resources:
+        # chunk_mb bounds the screen block; the rest is the distractor bank, one scene's features
+        # and the runtime
         mem_mb=lambda wc, threads: int(1500 + 2 * CFG["scoring"]["chunk_mb"]),
     conda:
         ENV
     shell:
-        "python -m descbench verification --scene-dir {params.scene_dir} --keypoints {input.keypoints} "
-        "--descriptors {input.descriptors} --distractors {params.distractors:q} --scenes {params.scenes:q} "
-        "--scoring {params.scoring:q} --verification {params.verification:q} --out-list {output.vlist} "
-        "--out-queries {output.queries} --out-scene {output.scene_stats} --out-timing {output.timing} "
-        "--threads {threads} > {log} 2>&1"
+        "export NUMBA_NUM_THREADS={threads} {params.numba_cache}; python -m descbench score --results-root {params.results_root} --scene-root {params.scene_root} "
+        "--batches {params.batches:q} --batch {wildcards.batch} --keypoint-set {wildcards.kpset} "
+        "--descriptor {wildcards.descriptor} --scoring {params.scoring:q} --verification {params.verification:q} "
+        "--matching {params.matching:q} --threads {threads} > {log} 2>&1"
 
 
-rule score_matching:
+# Every scene's distractor keypoints of one (keypoint set, descriptor), drawn once: the scoring
+# jobs read this one file instead of ~20 other scenes' files each (a smaller DAG, fewer reads).
+rule distractors:
     input:
-        scene=scene_inputs,
-        keypoints=keypoints_path("{kpset}", "{scene}"),
-        descriptors=descriptors_path("{kpset}", "{descriptor}", "{scene}"),
-        warmup=str(WARMUP_FLAG),
+        keypoints=[PATHS.keypoints_dir("{kpset}", b) for b in BATCHES],
+        descriptors=[PATHS.descriptors_dir("{kpset}", "{descriptor}", b) for b in BATCHES],
     output:
-        pairs=matching_path("{kpset}", "{descriptor}", "{scene}", "pairs.parquet"),
-        classifier=matching_path("{kpset}", "{descriptor}", "{scene}", "classifier.parquet"),
-        roc=matching_path("{kpset}", "{descriptor}", "{scene}", "roc.parquet"),
-        timing=matching_path("{kpset}", "{descriptor}", "{scene}", "timing.json"),
+        PATHS.distractor_bank("{kpset}", "{descriptor}"),
     params:
-        scene_dir=scene_dir,
-        scoring=as_json({k: v for k, v in CFG["scoring"].items() if k != "threads"}),
-        matching=as_json({k: v for k, v in CFG["matching"].items() if k != "enabled"}),
+        results_root=results_root(2),  # <root>/distractors/<kpset>/<descriptor>.parquet
+        batches=as_json(BATCHES),
+        draw=as_json({k: CFG["verification"][k] for k in ("seed", "distractor_scenes", "distractors_per_scene")}),
     log:
-        str(RES / "logs" / "matching" / "{kpset}" / "{descriptor}" / "{scene}.log"),
+        str(RES / "logs" / "distractors" / "{kpset}" / "{descriptor}.log"),
     benchmark:
-        str(RES / "benchmarks" / "matching" / "{kpset}" / "{descriptor}" / "{scene}.tsv")
-    threads: CFG["scoring"]["threads"]
+        str(RES / "benchmarks" / "distractors" / "{kpset}" / "{descriptor}.tsv")
+    threads: 1
     resources:
-        mem_mb=lambda wc, threads: int(1500 + 2 * CFG["scoring"]["chunk_mb"]),
+        mem_mb=1500,
     conda:
         ENV
     shell:
-        "python -m descbench matching --scene-dir {params.scene_dir} --keypoints {input.keypoints} "
-        "--descriptors {input.descriptors} --scoring {params.scoring:q} --matching {params.matching:q} "
-        "--out-pairs {output.pairs} --out-classifier {output.classifier} --out-roc {output.roc} "
-        "--out-timing {output.timing} --threads {threads} > {log} 2>&1"
+        "python -m descbench distractors --results-root {params.results_root} --batches {params.batches:q} "
+        "--keypoint-set {wildcards.kpset} --descriptor {wildcards.descriptor} --verification {params.draw:q} "
+        "--out {output} > {log} 2>&1"
