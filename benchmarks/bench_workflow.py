@@ -30,8 +30,9 @@ Figures (all modes measure one snakemake process tree):
   children); ``own + children`` is checked against ``wait4``'s total and printed. It includes
   the DAG build, scheduling, file stat-ing, the ``benchmark:`` directive's psutil sampling
   thread, and logging. **Snakemake's CPU before its first job** is its own CPU when a poller
-  (every ``--poll`` s, reading ``/proc/<pid>/task/*/children``) first sees a child: start-up
-  + config + DAG build.
+  (every ``--poll`` s) first finds a job announcement (``rule X:`` / ``localrule X:``) in the
+  log: start-up + config + DAG build (in a dry run: the DAG build, before the job listing). A
+  first child process would not do: Snakemake runs ``scontrol show config`` at start-up.
 * **cores used** = total CPU / wall. **Snakemake's share** = own CPU / total CPU.
 * **jobs**: per-rule counts of the ``Job stats`` table Snakemake prints, and the ``N of M
   steps`` line; 0 jobs run means nothing was to be done (a stale work directory).
@@ -72,6 +73,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -186,15 +188,9 @@ def machine_busy_seconds() -> float:
     return (sum(vals[:8]) - idle) / CLK_TCK  # user..steal; guest is already in user
 
 
-def has_children(pid: int) -> bool:
-    """True if any thread of ``pid`` has a child process (needs /proc/<pid>/task/*/children)."""
-    try:
-        for t in Path(f"/proc/{pid}/task").iterdir():
-            if (t / "children").read_text().strip():
-                return True
-    except (FileNotFoundError, ProcessLookupError):
-        pass
-    return False
+#: How Snakemake announces a job in its log ("rule keypoints:", "localrule all:"). A child
+#: process is no sign of a job: Snakemake runs e.g. ``scontrol show config`` at start-up.
+JOB_LINE = re.compile(r"^(local)?rule \S+:\s*$", re.M)
 
 
 @dataclass
@@ -234,16 +230,19 @@ def run_snakemake(workdir: Path, args: list[str], log_name: str, poll: float = 0
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
         stop = threading.Event()
 
-        def watch() -> None:  # Snakemake's own CPU when its first child (the first job) appears
-            while not stop.is_set():
-                if has_children(proc.pid):
-                    try:
-                        first["own"] = proc_stat_times(proc.pid)[0]
-                        first["t"] = time.monotonic() - t0
-                    except (FileNotFoundError, ProcessLookupError):
-                        pass
-                    return
-                stop.wait(poll)
+        def watch() -> None:  # Snakemake's own CPU when it announces its first job in the log
+            with open(log, errors="replace") as f:
+                seen = ""
+                while not stop.is_set():
+                    seen = seen[-200:] + f.read()
+                    if JOB_LINE.search(seen):
+                        try:
+                            first["own"] = proc_stat_times(proc.pid)[0]
+                            first["t"] = time.monotonic() - t0
+                        except (FileNotFoundError, ProcessLookupError):
+                            pass
+                        return
+                    stop.wait(poll)
 
         watcher = threading.Thread(target=watch, daemon=True)
         watcher.start()
@@ -544,16 +543,18 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--cores", type=int, default=2, help="snakemake --cores (default 2)")
     ap.add_argument("--config", nargs="*", default=[], metavar="KEY=VALUE",
                     help="config overrides, dotted keys, YAML values, e.g. matching.enabled=false")
-    ap.add_argument("--snakemake-args", nargs="*", default=[], help="extra snakemake arguments (after --)")
+    ap.add_argument("--snakemake-args", default="", metavar="'ARGS'",
+                    help="extra snakemake arguments as one string, e.g. --snakemake-args='--quiet all'")
     ap.add_argument("--workdir", type=Path, help="fresh work directory (default: a new temporary one)")
     ap.add_argument("--keypoint-rule", default="keypoints", help="rule that detects keypoints (--reference-shape step 1)")
     ap.add_argument("--repeats", type=int, default=1, help="dry-run-dag: number of timed dry runs (default 1)")
-    ap.add_argument("--startup-runs", type=int, default=5, help="runs of 'python -m descbench --help' (0: skip)")
+    ap.add_argument("--startup-runs", type=int, default=5, help="runs of each start-up floor command (default 5; 0: skip)")
     ap.add_argument("--poll", type=float, default=0.2, help="seconds between polls for the first job (default 0.2)")
     ap.add_argument("--json", type=Path, help="write every figure as JSON")
     ap.add_argument("--clean", action="store_true", help="delete the work directory at the end")
     a = ap.parse_args(argv)
     a.config = parse_overrides(a.config)
+    a.snakemake_args = shlex.split(a.snakemake_args)
     if a.descriptors is None and not a.dry_run_dag:
         a.descriptors = 1
     if not a.dry_run_dag and not a.standin:
