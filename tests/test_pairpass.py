@@ -315,3 +315,30 @@ def test_matching_path_makes_one_product_per_row_block(monkeypatch):
     counter.assert_one_product_per_block(80, 70, chunk)
     threshold_histogram(q_desc, t_desc, np.array([1.0, 50.0]), chunk)
     counter.assert_one_product_per_block(80, 70, chunk)
+
+
+# ----------------------------------------------------------------------------- radius search (positives)
+
+
+def test_within_radius_csr_equals_brute_force():
+    """The x-sorted sweep of kernels.within_radius_csr equals the all-pairs test, rows ascending."""
+    from descbench.metrics.kernels import within_radius_csr
+
+    rng = np.random.default_rng(0)
+    for trial in range(30):
+        n, m = rng.integers(0, 60, 2)
+        p = rng.integers(0, 8, (n, 2)).astype(float)  # integer grid: many points exactly at the radius
+        t = rng.integers(0, 8, (m, 2)).astype(float)
+        if trial % 3 == 0 and n:
+            p[0, 0] = np.nan
+        if trial % 4 == 0 and m:
+            t[0, 1] = np.inf
+            t[-1, 0] = np.nan
+        act = rng.random(n) < 0.8
+        for r in (0.0, 1.0, 1.5, 2.0, math.sqrt(2)):
+            indptr, indices = within_radius_csr(p, t, r, act)
+            for i in range(n):
+                dx = t[:, 0] - p[i, 0]
+                dy = t[:, 1] - p[i, 1]
+                exp = np.flatnonzero(dx * dx + dy * dy <= r * r) if act[i] else np.zeros(0, int)
+                np.testing.assert_array_equal(indices[indptr[i] : indptr[i + 1]], exp)

@@ -523,14 +523,25 @@ class RocCurve:
             self.auc = self.best_j = self.best_j_threshold = float("nan")
             self.best_j_index = -1
             return
-        tp = [int(v) for v in self.tp]
-        fp = [int(v) for v in self.fp]
-        num = sum((fp[k] - fp[k - 1]) * (tp[k] + tp[k - 1]) for k in range(1, len(tp)))
+        if 2 * P * N < 2**62:
+            # int64 is exact here: 0 <= tp <= P, fp nondecreasing in 0..N, so every partial sum of
+            # the trapezoid numerator lies in [0, 2 P N] and |J numerator| <= P N
+            tp = np.asarray(self.tp, dtype=np.int64)
+            fp = np.asarray(self.fp, dtype=np.int64)
+            num = int(np.sum(np.diff(fp) * (tp[1:] + tp[:-1])))
+            jn = tp * N - fp * P
+            best = int(np.argmax(jn))  # first maximum
+            jbest = int(jn[best])
+        else:  # Python integers (unbounded)
+            tp = [int(v) for v in self.tp]
+            fp = [int(v) for v in self.fp]
+            num = sum((fp[k] - fp[k - 1]) * (tp[k] + tp[k - 1]) for k in range(1, len(tp)))
+            jl = [a * N - b * P for a, b in zip(tp, fp)]
+            best = max(range(len(jl)), key=lambda k: (jl[k], -k))  # first maximum
+            jbest = jl[best]
         self.auc = num / (2 * P * N)  # exact integer, rounded once
-        jn = [a * N - b * P for a, b in zip(tp, fp)]
-        best = max(range(len(jn)), key=lambda k: (jn[k], -k))  # first maximum
         self.best_j_index = int(best)
-        self.best_j = jn[best] / (P * N)
+        self.best_j = jbest / (P * N)
         self.best_j_threshold = float(self.thresholds[best])
 
     def summary(self) -> dict:
