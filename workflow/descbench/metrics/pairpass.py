@@ -101,6 +101,18 @@ def _offer(d, j, b1, j1, b2, j2):
     return b1, j1, b2, j2
 
 
+@njit(cache=True, fastmath={"reassoc", "contract"})
+def _sqdist64_any_order(a, b):
+    """Squared L2 in float64, summation order left to the compiler (vectorised): an estimate of
+    the definition :func:`descbench.metrics.kernels._sqdist64`; both are within
+    ``gamma_{D+2} s`` of the real value (any order, with or without FMA)."""
+    s = 0.0
+    for k in range(a.shape[0]):
+        d = np.float64(a[k]) - np.float64(b[k])
+        s += d * d
+    return s
+
+
 @njit(cache=True)
 def _slot_dirty(x, w, lo, hi, keys, q, c):
     """Slot of the exact key of pair (q, c) given its estimate x (``|x - s_hat| <= w``) and the
@@ -111,6 +123,18 @@ def _slot_dirty(x, w, lo, hi, keys, q, c):
     while p < hi and keys[p] < lim:
         p += 1
     if p == hi or keys[p] > x + w:  # no key within the interval: s_hat lies strictly between
+        return 2 * p
+    # a closer look: a float64 estimate in any summation order (|est - s_hat| <= 2 gamma_{D+2}
+    # s_hat, with 2x safety and an absolute term for gradual underflow of the squares); the
+    # definition only when a key lies within the estimate's error bound
+    est = _sqdist64_any_order(q, c)
+    m = q.shape[0] + 2
+    err = 4.0 * (m * 2.0**-53 / (1.0 - m * 2.0**-53)) * est + m * 2.0**-1070
+    p = lo
+    lim = est - err
+    while p < hi and keys[p] < lim:
+        p += 1
+    if p == hi or keys[p] > est + err:
         return 2 * p
     s = _sqdist64(q, c)
     p = lo
