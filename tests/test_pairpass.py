@@ -207,7 +207,7 @@ def test_key_table_and_dirty_slots_equal_searchsorted():
             a = np.float32(np.sqrt(max(x, 0.0))) if abs(x) < 1e30 else np.float32(0.0)
             s = _sqdist64(np.array([a]), np.array([np.float32(0)]))
             if abs(s - x) <= w and s > -1:
-                slot = pairpass._slot_dirty(x, w, lo, hi, keys, np.array([a]), np.array([np.float32(0)]))
+                slot = pairpass._slot_dirty(x, w, lo, hi, keys, np.array([a]), np.array([np.float32(0)]), False)
                 b = np.searchsorted(keys, s)
                 assert slot == 2 * b + int(b < len(keys) and keys[b] == s)
 

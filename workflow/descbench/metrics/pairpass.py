@@ -36,9 +36,10 @@ decide, the pair is re-evaluated in float64 (the definition):
 ``max|q| max|c| + max|c|^2 / 2 < 2^22``, every partial sum of the screen dot product (in any
 order, with or without FMA or wider accumulators) is a multiple of 1/2 below 2^22 in magnitude,
 hence exactly representable in float32: the screen is exact, and so are ``|q|^2``, ``|c|^2``,
-``x`` and the float64 key (integers below 2^53). Then the tolerances are 0 (the kernels still
-use outward-rounded bounds) and no pair needs a float64 re-evaluation except exact ties with a
-key. OpenCV SIFT descriptors (integers 0..255, norm ~512) satisfy it.
+``x = |q|^2 - 2 g`` and the float64 key (integers below 2^53): ``x`` IS the key. Then the
+tolerances are 0 (the kernels still use outward-rounded bounds) and nothing is re-evaluated in
+float64 (rows, columns and bins use x). OpenCV SIFT descriptors (integers 0..255, norm ~512)
+satisfy it; real-valued descriptors (RootSIFT, learned ones) take the general path.
 
 Inputs so large that the float32 screen could overflow use a float64 brute force with the same
 outputs; Hamming distances are exact integers (one kernel, every distance computed once).
@@ -114,16 +115,22 @@ def _sqdist64_any_order(a, b):
 
 
 @njit(cache=True)
-def _slot_dirty(x, w, lo, hi, keys, q, c):
+def _slot_dirty(x, w, lo, hi, keys, q, c, exact):
     """Slot of the exact key of pair (q, c) given its estimate x (``|x - s_hat| <= w``) and the
     range ``[lo, hi]`` of key positions the bucket allows (``lo <= #{keys < x - w}``,
-    ``#{keys <= x + w} <= hi``). Slot 2 b: K_{b-1} < s < K_b; 2 b + 1: s == K_b."""
+    ``#{keys <= x + w} <= hi``). Slot 2 b: K_{b-1} < s < K_b; 2 b + 1: s == K_b. ``exact``: x is
+    the key itself (the exact-screen certificate), no evaluation needed."""
     p = lo
     lim = x - w
     while p < hi and keys[p] < lim:
         p += 1
     if p == hi or keys[p] > x + w:  # no key within the interval: s_hat lies strictly between
         return 2 * p
+    if exact:
+        p = lo
+        while p < hi and keys[p] < x:
+            p += 1
+        return 2 * p + 1 if (p < hi and keys[p] == x) else 2 * p
     # a closer look: a float64 estimate in any summation order (|est - s_hat| <= 2 gamma_{D+2}
     # s_hat, with 2x safety and an absolute term for gradual underflow of the squares); the
     # definition only when a key lies within the estimate's error bound
@@ -146,13 +153,14 @@ def _slot_dirty(x, w, lo, hi, keys, q, c):
 
 
 @njit(cache=True, parallel=True)
-def _pass_l2_block(screen, r0, qdesc, cdesc, qn2, rtol, wr, mode_rows, do_cols, do_hist,
+def _pass_l2_block(screen, r0, qdesc, cdesc, qn2, rtol, wr, exact, mode_rows, do_cols, do_hist,
                    keys, tab, lohi, e0, scale, nbk, idx1, key1, idx2, key2, col_u, col_d, col_i, acc):
     """One screen block (rows ``r0 .. r0 + r - 1``): row top-2, column running best, histogram.
 
     screen float32 [r, N2] (larger = closer); qn2 float64 [N1] = |q|^2; rtol float64 [N1]: the
     row band half-width T (screen units); wr float64 [N1]: the key-estimate width w
-    (``|x - s_hat| <= w``, x = qn2 - 2 g); mode_rows 0 / 1 / 2: no rows / nearest only /
+    (``|x - s_hat| <= w``, x = qn2 - 2 g); exact: the screen is exact (certificate), so x IS the
+    key and no float64 re-evaluation is needed; mode_rows 0 / 1 / 2: no rows / nearest only /
     nearest two; keys float64 [B] sorted distinct; tab int32 [nbk + 2], lohi int64 [nbk + 2, 2],
     e0, scale: the bucket table of :func:`key_table`; outputs: idx1..key2 [N1] (squared keys),
     col_u / col_d / col_i [n_chunks, N2] per-thread column state, acc [n_chunks, 2 B + 1]
@@ -193,7 +201,7 @@ def _pass_l2_block(screen, r0, qdesc, cdesc, qn2, rtol, wr, mode_rows, do_cols, 
                     bm = max(bm, v)
                     if do_hist:
                         z = min(max(za + zb * np.float64(v), 0.0), top)
-                        kbuf[j] = tab[np.int32(z)]
+                        kbuf[j] = np.int32(z)
                     if do_cols:
                         need += np.int32((a2 - 2.0 * np.float64(v)) - w <= cu[j])
                 bmax[jb // _CB] = bm
@@ -204,7 +212,7 @@ def _pass_l2_block(screen, r0, qdesc, cdesc, qn2, rtol, wr, mode_rows, do_cols, 
                             hv = x + w
                             if hv < cu[j]:
                                 cu[j] = hv
-                            d = _sqdist64(q, cdesc[j])
+                            d = x if exact else _sqdist64(q, cdesc[j])
                             if d < cd[j] or (d == cd[j] and qi < ci[j]):
                                 cd[j] = d
                                 ci[j] = qi
@@ -212,13 +220,13 @@ def _pass_l2_block(screen, r0, qdesc, cdesc, qn2, rtol, wr, mode_rows, do_cols, 
                                 cu[j] = d
             if do_hist:
                 for j in range(n):
-                    sl = kbuf[j]
+                    sl = tab[kbuf[j]]
                     if sl >= 0:  # no key near any value of this bucket
                         hist[sl] += 1
                     else:
                         x = a2 - 2.0 * np.float64(g[j])
                         k = np.int64(min(max(za + zb * np.float64(g[j]), 0.0), top))
-                        hist[_slot_dirty(x, w, lohi[k, 0], lohi[k, 1], keys, q, cdesc[j])] += 1
+                        hist[_slot_dirty(x, w, lohi[k, 0], lohi[k, 1], keys, q, cdesc[j], exact)] += 1
             if mode_rows > 0:
                 # g(1) = the largest block maximum (first such block b1); g(2) = the largest of the
                 # other blocks' maxima and of block b1's values after removing one copy of g(1)
@@ -250,7 +258,7 @@ def _pass_l2_block(screen, r0, qdesc, cdesc, qn2, rtol, wr, mode_rows, do_cols, 
                     if bmax[b] >= below:  # the block holds band members
                         for j in range(b * _CB, min(b * _CB + _CB, n)):  # ascending j + strict '<': lowest index wins a tie
                             if g[j] >= below:
-                                d = _sqdist64(q, cdesc[j])
+                                d = a2 - 2.0 * np.float64(g[j]) if exact else _sqdist64(q, cdesc[j])
                                 b1, j1, b2, j2 = _offer(d, j, b1, j1, b2, j2)
                 idx1[qi] = j1
                 key1[qi] = b1
@@ -525,7 +533,7 @@ def pair_pass(q: np.ndarray, c: np.ndarray, keys: np.ndarray | None = None, chun
         if qmax * cmax + cmax * cmax > _SCREEN_LIMIT:
             _pass_l2_direct(q, c, cols, hist_on, kk, i1, k1, i2, k2, col_d, col_i, acc)
         else:
-            qaug, caug, rtol, wr, _ = _l2_setup(q, c, qn2, cnorm2)
+            qaug, caug, rtol, wr, exact = _l2_setup(q, c, qn2, cnorm2)
             if hist_on:
                 tab, lohi, e0, scale, nbk = key_table(keys, float(wr.max()))
             else:
@@ -536,7 +544,7 @@ def pair_pass(q: np.ndarray, c: np.ndarray, keys: np.ndarray | None = None, chun
                 r1 = min(n1, r0 + step)
                 screen = screen_block(qaug, caug, r0, r1)
                 out.n_products += 1
-                _pass_l2_block(screen, r0, q, c, qn2, rtol, wr, rows, cols, hist_on, kk, tab, lohi, e0, scale, nbk,
+                _pass_l2_block(screen, r0, q, c, qn2, rtol, wr, exact, rows, cols, hist_on, kk, tab, lohi, e0, scale, nbk,
                                i1, k1, i2, k2, col_u, col_d, col_i, acc)
         if hist_on:
             counts = acc.sum(axis=0)
