@@ -56,7 +56,7 @@ import numpy as np
 
 from descbench.errors import DataError
 from descbench.metrics import kernels
-from descbench.metrics.nn import _validate, mutual_from, mutual_nearest
+from descbench.metrics.nn import _validate, mutual_nearest
 from descbench.metrics.retrieval import project
 
 HOMOGRAPHY_ACC_THRESHOLDS = (1.0, 3.0, 5.0)
