@@ -367,21 +367,3 @@ def test_classify_pair_tables_and_empty_cases():
     assert idx.shape == (0,)
     with pytest.raises(DataError):
         classify_pair(q_xy, q_desc, t_xy, t_desc.astype(np.float64), np.eye(3))
-
-
-def test_key_bucket_search_equals_searchsorted():
-    from descbench.metrics.classifier import _first_key_at_least, _key_buckets
-
-    rng = np.random.default_rng(11)
-    for keys in [
-        np.array([3.0]),
-        np.unique(np.concatenate([rng.normal(0, 1e-9, 50), [1e12]])),  # clustered + far outlier
-        np.unique(rng.integers(0, 40, 30).astype(np.float64)),
-        np.unique(rng.standard_normal(200)),
-    ]:
-        edges, first, scale = _key_buckets(keys)
-        xs = np.concatenate([keys, np.nextafter(keys, np.inf), np.nextafter(keys, -np.inf), rng.normal(0, 2, 50),
-                             edges, np.nextafter(edges, np.inf), np.nextafter(edges, -np.inf), [-1e300, 1e300, 0.0]])
-        for hint in (scale, 0.5 * scale, 2.0 * scale):  # a wrong bucket guess must be corrected
-            for x in xs:
-                assert _first_key_at_least(float(x), keys, edges, first, hint) == np.searchsorted(keys, x)

@@ -270,8 +270,8 @@ def matching_task(scene_dir: Path, f: SceneFeatures, scoring: dict, matching: di
                   out_pairs: Path, out_classifier: Path, out_roc: Path, out_timing: Path) -> None:
     """Matching metrics (mutual NN: legacy precision, MMA, matching score, homography accuracy,
     repeatability) and matching as a binary classifier, for every pair (1, k) of one scene."""
-    from descbench.metrics.classifier import ClassifierParams, classify_pair
-    from descbench.metrics.matching import MatchingParams, match_pair
+    from descbench.metrics.classifier import ClassifierParams
+    from descbench.metrics.matching import MatchingParams, evaluate_pair
 
     t0 = time.perf_counter()
     files = scene_files(scene_dir)
@@ -287,10 +287,9 @@ def matching_task(scene_dir: Path, f: SceneFeatures, scoring: dict, matching: di
     for k in TARGET_IMAGES:
         H = read_homography(files.homographies[k])
         size = tuple(kmeta["image_sizes"][str(k)])
-        stats = match_pair(per_image[1].xy, by_image[1], per_image[k].xy, by_image[k], H, size1, size, mparams)
+        stats, res = evaluate_pair(per_image[1].xy, by_image[1], per_image[k].xy, by_image[k], H, size1, size, mparams,
+                                   cparams, tuple(matching["classifier_matchers"]))
         prows.append({"scene": files.scene, "pair": k, **stats})
-        res = classify_pair(per_image[1].xy, by_image[1], per_image[k].xy, by_image[k], H, cparams,
-                            tuple(matching["classifier_matchers"]))
         crows += [{"scene": files.scene, "pair": k, **r} for r in res.summary_rows()]
         rr = res.roc_rows()
         n = rr["tp"].shape[0]

@@ -59,25 +59,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-import numba
 import numpy as np
-from numba import njit, prange
+from numba import njit
 
 from descbench.errors import DataError
 from descbench.metrics.kernels import _hamming, _sqdist64, within_radius_csr
-from descbench.metrics.retrieval import pack_bits_to_words, prepare_l2_screen, project, query_blocks
+from descbench.metrics.pairpass import PassResult, pair_pass
+from descbench.metrics.retrieval import pack_bits_to_words, project
 
 __all__ = [
     "MATCHERS", "ClassifierParams", "PairPopulation", "RocCurve", "ClassifierResult",
-    "positives", "threshold_histogram", "confusion", "roc", "classify_pair",
+    "positives", "threshold_histogram", "confusion", "roc", "classify_pair", "prepare",
 ]
 
 MATCHERS = ("threshold", "nn", "ratio", "mutual_nn")
-
-_U64 = 2.0**-53
-# Beyond this the float32 screen could overflow (same limit as descbench.metrics.nn); such inputs
-# are binned from float64 distances directly.
-_SCREEN_LIMIT = 1e36
 
 
 @dataclass(frozen=True)
@@ -91,174 +86,6 @@ class ClassifierParams:
 
 
 # --------------------------------------------------------------------------- kernels
-
-
-def _key_buckets(keys: np.ndarray):
-    """A bucket index over sorted keys for O(1) expected searches: ``edges`` are 4 B + 1 equal-width
-    buckets over [K_0, K_{B-1}], ``first[k]`` = #{keys < edges[k]} (``first[-1] = B``), ``scale``
-    = buckets per key unit (0 when there is a single key)."""
-    nb = keys.shape[0]
-    nbk = 4 * nb + 1
-    span = float(keys[-1] - keys[0])
-    scale = nbk / span if span > 0 and np.isfinite(span) and np.isfinite(nbk / span) else 0.0
-    if scale == 0.0:
-        nbk = 1
-    edges = keys[0] + np.arange(nbk, dtype=np.float64) / scale if scale else keys[:1].copy()
-    first = np.append(np.searchsorted(keys, edges), nb).astype(np.int64)
-    return edges, first, scale
-
-
-@njit(cache=True)
-def _first_key_at_least(x, keys, edges, first, scale):
-    """#{keys < x} (= index of the first key >= x), exact for any x; O(1) for spread keys.
-
-    The bucket guess from ``scale`` is corrected against ``edges`` (so rounding cannot mislead
-    it); then the answer lies in ``[first[k], first[k+1]]`` (keys < edges[k] <= x < edges[k+1]),
-    which is binary-searched.
-    """
-    nbk = edges.shape[0]
-    if x <= edges[0]:  # edges[0] == K_0
-        return 0
-    k = np.int64(min(max((x - edges[0]) * scale, 0.0), nbk - 1.0))
-    while k > 0 and x < edges[k]:
-        k -= 1
-    while k < nbk - 1 and x >= edges[k + 1]:
-        k += 1
-    a = first[k]
-    z = first[k + 1]
-    while a < z:  # first index in [first[k], first[k+1]) with keys >= x, else first[k+1]
-        m = (a + z) >> 1
-        if keys[m] < x:
-            a = m + 1
-        else:
-            z = m
-    return a
-
-
-@njit(cache=True)
-def _sqdist64_ilp(a, b):
-    """Squared L2 in float64 with four interleaved accumulators (a different summation order
-    from the definition :func:`descbench.metrics.kernels._sqdist64`, ~4x faster: no single
-    dependency chain). Both are within ``gamma_{D+2} s`` of the real value."""
-    s0 = 0.0
-    s1 = 0.0
-    s2 = 0.0
-    s3 = 0.0
-    n = a.shape[0]
-    k = 0
-    while k + 4 <= n:
-        d0 = np.float64(a[k]) - np.float64(b[k])
-        d1 = np.float64(a[k + 1]) - np.float64(b[k + 1])
-        d2 = np.float64(a[k + 2]) - np.float64(b[k + 2])
-        d3 = np.float64(a[k + 3]) - np.float64(b[k + 3])
-        s0 += d0 * d0
-        s1 += d1 * d1
-        s2 += d2 * d2
-        s3 += d3 * d3
-        k += 4
-    while k < n:
-        d0 = np.float64(a[k]) - np.float64(b[k])
-        s0 += d0 * d0
-        k += 1
-    return (s0 + s1) + (s2 + s3)
-
-
-@njit(cache=True)
-def _slot_exact(q, c, keys, rel64, abs64):
-    """Slot of the exact key ``_sqdist64(q, c)``. A fast float64 estimate first: when no key lies
-    within its error bound ``rel64 * est + abs64`` (>= the sum of both evaluations' errors), the
-    slot is that of the estimate; otherwise the definition is evaluated."""
-    est = _sqdist64_ilp(q, c)
-    e = rel64 * est + abs64
-    p = np.searchsorted(keys, est - e)  # first key >= est - e
-    if p == keys.shape[0] or keys[p] > est + e:
-        return 2 * p
-    return _bin_of(_sqdist64(q, c), keys)
-
-
-@njit(cache=True)
-def _bin_of(s, keys):
-    """Histogram slot of an exact key value: 2 b for K_{b-1} < s < K_b, 2 b + 1 for s == K_b."""
-    b = np.searchsorted(keys, s)  # number of keys < s
-    if b < keys.shape[0] and keys[b] == s:
-        return 2 * b + 1
-    return 2 * b
-
-
-@njit(cache=True, parallel=True)
-def _histogram_l2_screened(screen, rows, qdesc, cdesc, qn2, width, keys, edges, first, scale, rel64, abs64, acc):
-    """Add the slot counts of every (row, candidate) of one screen block to ``acc[chunk]``.
-
-    screen float32 [r, N]: ``g = [q, 1] . [c_j, -|c_j|^2/2]`` (larger = closer); rows int64 [r];
-    qn2 float64 [Q]: |q|^2; width float64 [Q]: the per-row half-width W of
-    :func:`threshold_histogram`; keys float64 [B] sorted distinct; acc int64 [n_chunks, 2 B + 1]
-    (slot 2 b: K_{b-1} < s < K_b, slot 2 b + 1: s == K_b, slot 2 B: s > K_{B-1});
-    edges, first, scale: the bucket index of :func:`_key_buckets`.
-
-    The estimate ``x = qn2 - 2 g`` places the exact key s in ``[x - w, x + w]`` with
-    ``w = W + 2^-48 |x|``. If no key lies in that interval, s is strictly between the two keys
-    around it; otherwise s is evaluated in float64 (:func:`_slot_exact`).
-    """
-    r = rows.shape[0]
-    nb = keys.shape[0]
-    n = cdesc.shape[0]
-    k0 = keys[0]
-    klast = keys[nb - 1]
-    nch = min(acc.shape[0], r)
-    for c in prange(nch):
-        hist = np.zeros(2 * nb + 1, dtype=np.int64)
-        for t in range(c * r // nch, (c + 1) * r // nch):
-            qi = rows[t]
-            q = qdesc[qi]
-            g = screen[t]
-            a2 = qn2[qi]
-            w0 = width[qi]
-            for j in range(n):
-                x = a2 - 2.0 * np.float64(g[j])
-                w = w0 + abs(x) * 2.0**-48
-                lo = x - w
-                hi = x + w
-                if lo > klast:  # farther than every threshold
-                    hist[2 * nb] += 1
-                elif hi < k0:  # closer than every threshold
-                    hist[0] += 1
-                else:
-                    p = _first_key_at_least(lo, keys, edges, first, scale)
-                    if p == nb or keys[p] > hi:
-                        hist[2 * p] += 1
-                    else:
-                        hist[_slot_exact(q, cdesc[j], keys, rel64, abs64)] += 1
-        for k in range(2 * nb + 1):
-            acc[c, k] += hist[k]
-
-
-@njit(cache=True, parallel=True)
-def _histogram_l2_direct(qdesc, cdesc, keys, acc):
-    """Slot counts from float64 distances of every pair (inputs too large for the float32 screen)."""
-    r = qdesc.shape[0]
-    nb = keys.shape[0]
-    nch = min(acc.shape[0], r)
-    for c in prange(nch):
-        hist = np.zeros(2 * nb + 1, dtype=np.int64)
-        for i in range(c * r // nch, (c + 1) * r // nch):
-            for j in range(cdesc.shape[0]):
-                hist[_bin_of(_sqdist64(qdesc[i], cdesc[j]), keys)] += 1
-        for k in range(2 * nb + 1):
-            acc[c, k] += hist[k]
-
-
-@njit(cache=True, parallel=True)
-def _hamming_distance_counts(qwords, cwords, nbits, acc):
-    """acc[chunk, d] += #{pairs at Hamming distance d} (d = 0..nbits)."""
-    r = qwords.shape[0]
-    nch = min(acc.shape[0], r)
-    for c in prange(nch):
-        hist = np.zeros(nbits + 1, dtype=np.int64)
-        for i in range(c * r // nch, (c + 1) * r // nch):
-            for j in range(cwords.shape[0]):
-                hist[_hamming(qwords[i], cwords[j])] += 1
-        for k in range(nbits + 1):
-            acc[c, k] += hist[k]
 
 
 @njit(cache=True)
@@ -297,10 +124,6 @@ def _check_descriptors(qdesc, cdesc) -> tuple[np.ndarray, np.ndarray]:
     return np.ascontiguousarray(q), np.ascontiguousarray(c)
 
 
-def _n_chunks() -> int:
-    return max(1, int(numba.get_num_threads()))
-
-
 def threshold_histogram(qdesc, cdesc, thresholds_sq, chunk_mb: float = 64.0):
     """Exact counts of all N1 x N2 descriptor distances per threshold bin.
 
@@ -325,14 +148,18 @@ def threshold_histogram(qdesc, cdesc, thresholds_sq, chunk_mb: float = 64.0):
     the subtraction errs by ``<= 2^-52 |x|``), ``|x - s| <= 2 E + gamma_D |q|^2 + 2^-52 |x| +
     (D+1) 2^-149``; the key itself errs by ``|s_hat - s| <= gamma_{D+2} s <= gamma_{D+2}
     (|q| + max|c|)^2``. Hence ``|s_hat - x| <= W + 2^-52 |x|`` with the per-row width
-    ``W = (tol + 2 gamma_{D+2} (qn2 + (|q| + max|c|)^2) + 8 (D+1) 2^-149) (1 + 2^-48)`` (factors
-    of 2 of safety), and the kernel's interval ``[x - w, x + w]``, ``w = W + 2^-48 |x|``, contains
-    s_hat even after the float64 rounding of w and of its end points. If no key lies in it, s_hat
-    is strictly between the keys around it (one binary search; most values are farther than the
-    last key or closer than the first and need only two comparisons); otherwise s_hat is
-    evaluated in float64 (:func:`descbench.metrics.kernels._sqdist64`) and binary-searched. So
-    every count is that of the float64 definition. Inputs whose screen could overflow
-    (``|q| |c| + |c|^2 > 1e36``) are binned from float64 distances directly.
+    ``W = (2 E + 2 gamma_{D+2} (qn2 + (|q| + max|c|)^2) + 8 (D+1) 2^-149) (1 + 2^-48)`` (factors
+    of 2 of safety), and the interval ``[x - w, x + w]``, ``w = W + 2^-48 (1.5 (|q| + max|c|)^2 +
+    1)`` (>= W + 2^-48 |x|), contains s_hat even after the float64 rounding of w and of its end
+    points. If no key lies in it, s_hat is strictly between the keys around it: a bucket table
+    over the key range with a margin >= w (:func:`descbench.metrics.pairpass.key_table`) proves
+    this for most x with one table load; otherwise the bucket's few keys are scanned and, if one
+    lies in the interval, s_hat is evaluated in float64 (:func:`descbench.metrics.kernels._sqdist64`).
+    So every count is that of the float64 definition. Integer descriptors with an exact float32
+    screen have E = 0 and W = 0 (the certificate of :mod:`descbench.metrics.pairpass`). Inputs
+    whose screen could overflow (``|q| |c| + |c|^2 > 1e36``) are binned from float64 distances
+    directly. The pass is :func:`descbench.metrics.pairpass.pair_pass` (histogram only here;
+    :func:`classify_pair` gets the histogram and the neighbours from one pass).
 
     Method (Hamming): an exact histogram of the integer distances 0..8 * bytes, then binned.
     """
@@ -344,46 +171,8 @@ def threshold_histogram(qdesc, cdesc, thresholds_sq, chunk_mb: float = 64.0):
         raise ValueError("threshold_histogram: thresholds_sq must be sorted and distinct")
     if not chunk_mb > 0:
         raise ValueError(f"chunk_mb must be > 0, got {chunk_mb}")
-    nb = keys.shape[0]
-    n1, n2 = q.shape[0], c.shape[0]
-    if nb == 0 or n1 == 0 or n2 == 0:
-        return np.zeros(nb, np.int64), np.zeros(nb, np.int64), int(n1) * int(n2)
-    nch = _n_chunks()
-    if q.dtype == np.uint8:
-        nbits = 8 * q.shape[1]
-        acc = np.zeros((nch, nbits + 1), dtype=np.int64)
-        _hamming_distance_counts(pack_bits_to_words(q), pack_bits_to_words(c), nbits, acc)
-        per_d = acc.sum(axis=0)
-        d = np.arange(nbits + 1, dtype=np.float64)
-        slot = 2 * np.searchsorted(keys, d)
-        b = slot // 2
-        hit = b < nb
-        slot[hit] += keys[np.minimum(b, nb - 1)][hit] == d[hit]
-        counts = np.zeros(2 * nb + 1, dtype=np.int64)
-        np.add.at(counts, slot, per_d)
-    else:
-        acc = np.zeros((nch, 2 * nb + 1), dtype=np.int64)
-        cnorm2 = np.einsum("ij,ij->i", c, c, dtype=np.float64)
-        qn2 = np.einsum("ij,ij->i", q, q, dtype=np.float64)
-        cmax = float(np.sqrt(cnorm2.max()))
-        qn = np.sqrt(qn2)
-        if float(qn.max()) * cmax + cmax * cmax > _SCREEN_LIMIT:
-            _histogram_l2_direct(q, c, keys, acc)
-        else:
-            q, c, qaug, caug, tol = prepare_l2_screen(q, c)
-            dim = q.shape[1]
-            m = dim + 2
-            gamma = m * _U64 / (1 - m * _U64)
-            width = (0.5 * tol + 2.0 * gamma * (qn2 + (qn + cmax) ** 2) + 8.0 * (dim + 1) * 2.0**-149) * (1 + 2.0**-48)
-            rel64 = 4.0 * gamma  # |fast - definition| <= 2 gamma s, s <= est / (1 - gamma), 2x safety
-            abs64 = (dim + 2) * 2.0**-1070  # float64 gradual underflow of the squares
-            edges, first, scale = _key_buckets(keys)
-            indptr = np.arange(n1 + 1, dtype=np.int64)  # every row takes part
-            for rows in query_blocks(indptr, n2, chunk_mb):
-                screen = qaug[rows[0] : rows[-1] + 1] @ caug.T  # consecutive rows: a view, no copy
-                _histogram_l2_screened(screen, rows, q, c, qn2, width, keys, edges, first, scale, rel64, abs64, acc)
-        counts = acc.sum(axis=0)
-    return counts[0 : 2 * nb : 2].copy(), counts[1 : 2 * nb : 2].copy(), int(counts[2 * nb])
+    res = pair_pass(q, c, keys, chunk_mb, rows=0, cols=False)
+    return res.n_less, res.n_equal, res.n_above
 
 
 # --------------------------------------------------------------------------- distances and keys
@@ -478,6 +267,10 @@ class PairPopulation:
             )
         self._qw = self._cw = None
         self._cand: dict = {}
+        self._two = None  # (idx1, idx2): nearest and second-nearest candidate of every query
+        self._nn1 = None  # idx1 alone (when only the nearest was computed)
+        self._col = None  # nearest query of every candidate
+        self._hist = None  # (keys, n_less, n_equal) of the threshold ROC
         self.pos_indptr, self.pos_indices = positives(q_xy, t_xy, H, params.epsilon_px)
         self.pos_rows = np.repeat(np.arange(self.n1, dtype=np.int64), np.diff(self.pos_indptr))
         self.pos_id = self.pos_rows * self.n2 + self.pos_indices  # ascending (CSR order)
@@ -546,6 +339,61 @@ class PairPopulation:
         n_less, n_equal, _ = threshold_histogram(self.q_desc, self.t_desc, uk, self.params.chunk_mb)
         return np.cumsum(n_less + n_equal)[inv.reshape(-1)].reshape(keys.shape)
 
+    # the one pass over all pairs
+    def threshold_keys(self):
+        """``(T, p_b, k_ge, k_le, keys)`` of the threshold matcher's corner curve: T the distinct
+        positive distances, p_b their counts, ``d < T_b`` iff ``s < k_ge[b]``, ``d <= T_b`` iff
+        ``s <= k_le[b]``, keys = the sorted distinct union of both (the histogram's keys)."""
+        T, p_b = np.unique(self.key_to_distance(self.pos_key), return_counts=True)
+        k_ge = self.key_ge(T)
+        k_le = self.key_le(T)
+        return T, p_b, k_ge, k_le, np.unique(np.concatenate([k_ge, k_le]))
+
+    def run_pass(self, hist: bool = True, rows: int = 2, cols: bool = True, chunk_mb: float | None = None) -> PassResult | None:
+        """Compute what the matchers need in ONE pass over the pair table
+        (:func:`descbench.metrics.pairpass.pair_pass`) and keep it: the threshold-ROC histogram
+        (``hist``), the nearest (``rows=1``) or nearest two (``rows=2``) candidates of every query,
+        and the nearest query of every candidate (``cols``, for mutual NN). Returns the pass
+        result (None when there is no pair)."""
+        keys = self.threshold_keys()[4] if hist else None
+        if self.n1 == 0 or self.n2 == 0:
+            if hist:
+                self._hist = (keys, np.zeros(keys.shape[0], np.int64), np.zeros(keys.shape[0], np.int64))
+            if rows:
+                self._two = (np.full(self.n1, -1, np.int64), np.full(self.n1, -1, np.int64))
+            if cols:
+                self._col = np.full(self.n2, -1, np.int64)
+            return None
+        res = pair_pass(self.q_desc, self.t_desc, keys, self.params.chunk_mb if chunk_mb is None else chunk_mb,
+                        rows=rows, cols=cols)
+        if hist:
+            self._hist = (keys, res.n_less, res.n_equal)
+        if rows == 2:
+            self._two = (res.idx1, res.idx2)
+        elif rows == 1:
+            self._nn1 = res.idx1
+        if cols:
+            self._col = res.col_idx
+        return res
+
+    def histogram(self, keys: np.ndarray):
+        """``(n_less, n_equal)`` of :func:`threshold_histogram` for sorted distinct keys (from the
+        pass when it was made with the same keys)."""
+        if self._hist is not None and np.array_equal(self._hist[0], keys):
+            return self._hist[1], self._hist[2]
+        n_less, n_equal, _ = threshold_histogram(self.q_desc, self.t_desc, keys, self.params.chunk_mb)
+        return n_less, n_equal
+
+    def mutual_pairs(self):
+        """``(rows, cols)`` of the mutual nearest-neighbour pairs (sorted by row)."""
+        if self._col is None or (self._two is None and self._nn1 is None):
+            self.run_pass(hist=False, rows=0 if (self._two is not None or self._nn1 is not None) else 1, cols=True)
+        from descbench.metrics.nn import mutual_from
+
+        idx1 = self._two[0] if self._two is not None else self._nn1
+        rows, cols, _ = mutual_from(idx1, self._col)
+        return rows, cols
+
     # matchers
     def candidates(self, matcher: str):
         """``(rows, cols, score, label)`` of the pairs that can be Yes at a finite threshold."""
@@ -553,23 +401,13 @@ class PairPopulation:
             raise ValueError(f"candidates: matcher must be nn, ratio or mutual_nn, got {matcher!r}")
         if matcher in self._cand:
             return self._cand[matcher]
-        from descbench.metrics.nn import mutual_nearest, nearest_two
-
-        chunk = self.params.chunk_mb
         if matcher == "mutual_nn":
-            if self.n1 and self.n2:
-                rows, cols, _ = mutual_nearest(self.q_desc, self.t_desc, chunk)
-            else:
-                rows = cols = np.zeros(0, np.int64)
+            rows, cols = self.mutual_pairs()
             score = self.key_to_distance(self.pair_keys(rows, cols))
         else:
-            if "_two" not in self._cand:
-                if self.n1 and self.n2:
-                    idx1, _, idx2, _ = nearest_two(self.q_desc, self.t_desc, chunk)
-                else:
-                    idx1 = idx2 = np.full(self.n1, -1, np.int64)
-                self._cand["_two"] = (idx1, idx2)
-            idx1, idx2 = self._cand["_two"]
+            if self._two is None:
+                self.run_pass(hist=False, rows=2, cols=False)
+            idx1, idx2 = self._two
             rows = np.flatnonzero(idx1 >= 0).astype(np.int64)
             cols = idx1[rows].astype(np.int64)
             d1 = self.key_to_distance(self.pair_keys(rows, cols))
@@ -685,14 +523,25 @@ class RocCurve:
             self.auc = self.best_j = self.best_j_threshold = float("nan")
             self.best_j_index = -1
             return
-        tp = [int(v) for v in self.tp]
-        fp = [int(v) for v in self.fp]
-        num = sum((fp[k] - fp[k - 1]) * (tp[k] + tp[k - 1]) for k in range(1, len(tp)))
+        if 2 * P * N < 2**62:
+            # int64 is exact here: 0 <= tp <= P, fp nondecreasing in 0..N, so every partial sum of
+            # the trapezoid numerator lies in [0, 2 P N] and |J numerator| <= P N
+            tp = np.asarray(self.tp, dtype=np.int64)
+            fp = np.asarray(self.fp, dtype=np.int64)
+            num = int(np.sum(np.diff(fp) * (tp[1:] + tp[:-1])))
+            jn = tp * N - fp * P
+            best = int(np.argmax(jn))  # first maximum
+            jbest = int(jn[best])
+        else:  # Python integers (unbounded)
+            tp = [int(v) for v in self.tp]
+            fp = [int(v) for v in self.fp]
+            num = sum((fp[k] - fp[k - 1]) * (tp[k] + tp[k - 1]) for k in range(1, len(tp)))
+            jl = [a * N - b * P for a, b in zip(tp, fp)]
+            best = max(range(len(jl)), key=lambda k: (jl[k], -k))  # first maximum
+            jbest = jl[best]
         self.auc = num / (2 * P * N)  # exact integer, rounded once
-        jn = [a * N - b * P for a, b in zip(tp, fp)]
-        best = max(range(len(jn)), key=lambda k: (jn[k], -k))  # first maximum
         self.best_j_index = int(best)
-        self.best_j = jn[best] / (P * N)
+        self.best_j = jbest / (P * N)
         self.best_j_threshold = float(self.thresholds[best])
 
     def summary(self) -> dict:
@@ -746,13 +595,9 @@ def roc(pop: PairPopulation, matcher: str) -> RocCurve:
         raise ValueError(f"unknown matcher {matcher!r}; expected one of {MATCHERS}")
     P, N = pop.n_pos, pop.n_neg
     if matcher == "threshold":
-        pos_d = pop.key_to_distance(pop.pos_key)
-        T, p_b = np.unique(pos_d, return_counts=True)
+        T, p_b, k_ge, k_le, keys = pop.threshold_keys()
         if T.shape[0]:
-            k_ge = pop.key_ge(T)  # d < T_b  iff  s < k_ge[b]
-            k_le = pop.key_le(T)  # d <= T_b iff  s <= k_le[b]
-            keys = np.unique(np.concatenate([k_ge, k_le]))
-            n_less, n_equal, _ = threshold_histogram(pop.q_desc, pop.t_desc, keys, pop.params.chunk_mb)
+            n_less, n_equal = pop.histogram(keys)
             cum_le = np.cumsum(n_less + n_equal)
             cum_lt = cum_le - n_equal
             all_lt = cum_lt[np.searchsorted(keys, k_ge)]
@@ -820,4 +665,20 @@ def classify_pair(q_xy, q_desc, t_xy, t_desc, H, params: ClassifierParams = Clas
         if m not in MATCHERS:
             raise ValueError(f"unknown matcher {m!r}; expected one of {MATCHERS}")
     pop = PairPopulation(q_xy, q_desc, t_xy, t_desc, H, params)
+    prepare(pop, matchers)
     return ClassifierResult(pop.n1, pop.n2, {m: roc(pop, m) for m in matchers})
+
+
+def pass_needs(matchers, mutual: bool = False) -> dict:
+    """Arguments of :meth:`PairPopulation.run_pass` covering ``matchers`` (and mutual NN if asked)."""
+    two = any(m in matchers for m in ("nn", "ratio"))
+    cols = mutual or "mutual_nn" in matchers
+    return {"hist": "threshold" in matchers, "rows": 2 if two else (1 if cols else 0), "cols": cols}
+
+
+def prepare(pop: PairPopulation, matchers, mutual: bool = False, chunk_mb: float | None = None):
+    """Everything ``matchers`` need from the pair table, in one pass (see :meth:`PairPopulation.run_pass`)."""
+    need = pass_needs(matchers, mutual)
+    if need["hist"] or need["rows"] or need["cols"]:
+        return pop.run_pass(chunk_mb=chunk_mb, **need)
+    return None

@@ -96,34 +96,51 @@ def spatial_nearest(points: np.ndarray, targets: np.ndarray):
 def within_radius_csr(points: np.ndarray, targets: np.ndarray, radius: float, active: np.ndarray):
     """All targets within ``radius`` (inclusive) of each active point, as CSR (indptr, indices).
 
-    Inactive points get no entries. Indices are ascending within a row.
+    Inactive points get no entries. Indices are ascending within a row. The test is
+    ``dx * dx + dy * dy <= radius^2`` in float64 (dx = x_target - x_point, dy likewise).
+    Targets are swept outward from the point's x position in x-sorted order while
+    ``dx * dx <= radius^2``: a necessary condition (rounding is monotone and dy * dy >= 0), and
+    ``dx`` is monotone in the target's x, so no target within the radius is skipped; the result
+    equals the brute force over all pairs.
     """
     q = points.shape[0]
     n = targets.shape[0]
     r2 = radius * radius
+    order = np.argsort(targets[:, 0], kind="mergesort")
+    xs = targets[order, 0].copy()
     counts = np.zeros(q, dtype=np.int64)
-    for i in range(q):
-        if not active[i]:
-            continue
-        for j in range(n):
-            dx = targets[j, 0] - points[i, 0]
-            dy = targets[j, 1] - points[i, 1]
-            if dx * dx + dy * dy <= r2:
-                counts[i] += 1
     indptr = np.zeros(q + 1, dtype=np.int64)
-    for i in range(q):
-        indptr[i + 1] = indptr[i] + counts[i]
-    indices = np.empty(indptr[q], dtype=np.int64)
-    for i in range(q):
-        if not active[i]:
-            continue
-        p = indptr[i]
-        for j in range(n):
-            dx = targets[j, 0] - points[i, 0]
-            dy = targets[j, 1] - points[i, 1]
-            if dx * dx + dy * dy <= r2:
-                indices[p] = j
-                p += 1
+    indices = np.empty(0, dtype=np.int64)
+    for sweep in range(2):  # 0: count, 1: fill
+        if sweep == 1:
+            for i in range(q):
+                indptr[i + 1] = indptr[i] + counts[i]
+            indices = np.empty(indptr[q], dtype=np.int64)
+        for i in range(q):
+            if not active[i]:
+                continue
+            px = points[i, 0]
+            py = points[i, 1]
+            start = np.searchsorted(xs, px)
+            m = 0
+            p0 = indptr[i]
+            for step in (-1, 1):
+                k = start - 1 if step < 0 else start
+                while 0 <= k < n:
+                    dx = xs[k] - px
+                    if not (dx * dx <= r2):
+                        break
+                    j = order[k]
+                    dy = targets[j, 1] - py
+                    if dx * dx + dy * dy <= r2:
+                        if sweep == 1:
+                            indices[p0 + m] = j
+                        m += 1
+                    k += step
+            if sweep == 0:
+                counts[i] = m
+            elif m > 1:
+                indices[p0 : p0 + m] = np.sort(indices[p0 : p0 + m])
     return indptr, indices
 
 

@@ -56,7 +56,7 @@ import numpy as np
 
 from descbench.errors import DataError
 from descbench.metrics import kernels
-from descbench.metrics.nn import mutual_nearest
+from descbench.metrics.nn import _validate, mutual_nearest
 from descbench.metrics.retrieval import project
 
 HOMOGRAPHY_ACC_THRESHOLDS = (1.0, 3.0, 5.0)
@@ -236,6 +236,13 @@ def match_pair(q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size, params: 
     - ``homography_found`` (0/1), ``n_inliers`` (RANSAC inliers, 0 on failure),
       ``corner_error`` (px, inf on failure)
     """
+    q_xy, q_desc, t_xy, t_desc, H, H_inv, size1, sizek = _check_pair(q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size)
+    ia, ib, _ = mutual_nearest(q_desc, t_desc, chunk_mb=params.chunk_mb)
+    return _match_stats(q_xy, t_xy, H, H_inv, size1, sizek, ia, ib, params)
+
+
+def _check_pair(q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size):
+    """Validated ``(q_xy, q_desc, t_xy, t_desc, H, H_inv, (w1, h1), (wk, hk))`` (DataError otherwise)."""
     q_desc = np.asarray(q_desc)
     t_desc = np.asarray(t_desc)
     q_xy = _check_xy(q_xy, q_desc, "image-1")
@@ -247,10 +254,15 @@ def match_pair(q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size, params: 
         H_inv = np.linalg.inv(H)
     except np.linalg.LinAlgError:
         raise DataError("homography is singular (cannot map image k back to image 1)") from None
-    w1, h1 = _check_size(image1_size, "image1_size")
-    wk, hk = _check_size(target_size, "target_size")
+    size1 = _check_size(image1_size, "image1_size")
+    sizek = _check_size(target_size, "target_size")
+    return q_xy, q_desc, t_xy, t_desc, H, H_inv, size1, sizek
 
-    ia, ib, _ = mutual_nearest(q_desc, t_desc, chunk_mb=params.chunk_mb)
+
+def _match_stats(q_xy, t_xy, H, H_inv, size1, sizek, ia, ib, params: MatchingParams) -> dict:
+    """The dictionary of :func:`match_pair` from the mutual-NN matches ``(ia, ib)``."""
+    w1, h1 = size1
+    wk, hk = sizek
     proj1, shared1 = project(H, q_xy, wk, hk)
     _, shared2 = project(H_inv, t_xy, w1, h1)
     m = int(ia.shape[0])
@@ -282,3 +294,32 @@ def match_pair(q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size, params: 
     out["n_inliers"] = n_in
     out["corner_error"] = corner_error(H_est, H, (w1, h1))
     return out
+
+
+def evaluate_pair(q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size, mparams: MatchingParams = MatchingParams(),
+                  cparams=None, matchers=None):
+    """Everything of one image pair's matching task, each pass over the pair table made once.
+
+    Returns ``(match_pair(...), classify_pair(...))`` with identical values: the matching
+    dictionary of :func:`match_pair` (with ``mparams``) and the
+    :class:`descbench.metrics.classifier.ClassifierResult` of
+    :func:`descbench.metrics.classifier.classify_pair` (with ``cparams``, default
+    ``ClassifierParams()``, and ``matchers``, default all). One
+    :func:`descbench.metrics.pairpass.pair_pass` gives the mutual-NN matches, the nearest /
+    second-nearest neighbours of the nn / ratio matchers and the threshold-ROC histogram (float32:
+    one BLAS product per block of image-1 rows; the block bound is the smaller chunk_mb).
+    """
+    from descbench.metrics.classifier import MATCHERS, ClassifierParams, ClassifierResult, PairPopulation, prepare, roc
+
+    cparams = ClassifierParams() if cparams is None else cparams
+    matchers = MATCHERS if matchers is None else tuple(matchers)
+    for m in matchers:
+        if m not in MATCHERS:
+            raise ValueError(f"unknown matcher {m!r}; expected one of {MATCHERS}")
+    q_xy, q_desc, t_xy, t_desc, H, H_inv, size1, sizek = _check_pair(q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size)
+    _validate(q_desc, t_desc, names=("image-a", "image-b"))  # the errors match_pair would raise
+    pop = PairPopulation(q_xy, q_desc, t_xy, t_desc, H, cparams)
+    prepare(pop, matchers, mutual=True, chunk_mb=min(float(mparams.chunk_mb), float(cparams.chunk_mb)))
+    ia, ib = pop.mutual_pairs()
+    stats = _match_stats(q_xy, t_xy, H, H_inv, size1, sizek, ia, ib, mparams)
+    return stats, ClassifierResult(pop.n1, pop.n2, {m: roc(pop, m) for m in matchers})

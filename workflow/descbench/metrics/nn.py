@@ -10,117 +10,22 @@ Method (float32): the screen ``g_j = fl32([q, 1] . [c_j, -|c_j|^2/2])`` (one BLA
 block of query rows, at most ``chunk_mb`` MiB per block) approximates ``G_j = (|q|^2 - d_j) / 2``,
 so larger screen = closer. Per query row, the two largest screen values g(1) >= g(2) are found;
 every candidate with ``g_j >= g(2) - T`` (the *band*) is re-evaluated in float64 and the best two
-in (d, index) order are returned. See :func:`nearest_two` for why this is rigorous.
+in (d, index) order are returned. See :func:`nearest_two` for why this is rigorous. The pass
+itself is :func:`descbench.metrics.pairpass.pair_pass`, which also gives the column-wise
+nearest neighbours (for mutual matches) from the same screen: one BLAS product per row block.
 """
 
 from __future__ import annotations
 
 import numpy as np
-from numba import njit, prange
 
 from descbench.errors import DataError
-from descbench.metrics.kernels import _hamming, _round_down32, _sqdist64
-from descbench.metrics.retrieval import pack_bits_to_words, prepare_l2_screen, query_blocks, screen_tolerance
-
-
-@njit(cache=True, inline="always")
-def _push_top2(d, j, b1, j1, b2, j2):
-    """Offer candidate j at distance d to the running best two (strict '<': the earlier index
-    keeps a tie, so scanning j in ascending order gives the lowest index)."""
-    if d < b1:
-        return d, j, b1, j1
-    if d < b2:
-        return b1, j1, d, j
-    return b1, j1, b2, j2
+from descbench.metrics.pairpass import pair_pass
+from descbench.metrics.retrieval import screen_tolerance
 
 __all__ = ["nearest_two", "mutual_nearest", "l2_band_tolerance"]
 
 _U64 = 2.0**-53
-# Beyond this magnitude the float32 screen could overflow (|g_j| <= |q| |c| + |c|^2 / 2 and every
-# partial sum is bounded by the same quantity); such inputs use the exact float64 brute force.
-_SCREEN_LIMIT = 1e36
-
-
-# --------------------------------------------------------------------------- kernels
-
-
-@njit(cache=True, parallel=True)
-def _top2_l2_screened(screen, rows, qdesc, cdesc, tol, second, idx1, dist1, idx2, dist2):
-    """Best two candidates (float64 squared L2, lowest index on ties) of each screened row.
-
-    screen float32 [r, N]: larger = closer; rows int64 [r]: query index of each screen row;
-    tol float64 [Q]: band half-width (see :func:`l2_band_tolerance`); second: find the
-    second-nearest too (band anchored at g(2)) or only the nearest (band anchored at g(1)).
-    Outputs squared distances (the caller takes the square root).
-    """
-    r = rows.shape[0]
-    n = cdesc.shape[0]
-    for t in prange(r):
-        qi = rows[t]
-        g = screen[t]
-        m1 = np.float32(-np.inf)
-        m2 = np.float32(-np.inf)
-        for j in range(n):  # the two largest screen values (with multiplicity)
-            v = g[j]
-            if v > m1:
-                m2 = m1
-                m1 = v
-            elif v > m2:
-                m2 = v
-        ref = m2 if (second and n >= 2) else m1
-        below = _round_down32(np.float64(ref) - tol[qi])  # a float32 <= g(ref) - T
-        q = qdesc[qi]
-        b1 = np.inf
-        j1 = -1
-        b2 = np.inf
-        j2 = -1
-        for j in range(n):  # ascending j + strict '<': lowest index wins a tie
-            if g[j] >= below:
-                d = _sqdist64(q, cdesc[j])
-                b1, j1, b2, j2 = _push_top2(d, j, b1, j1, b2, j2)
-        idx1[qi] = j1
-        dist1[qi] = b1
-        idx2[qi] = j2
-        dist2[qi] = b2
-
-
-@njit(cache=True, parallel=True)
-def _top2_l2_exact(qdesc, cdesc, idx1, dist1, idx2, dist2):
-    """Float64 brute force of the best two (squared L2); used when the screen could overflow."""
-    nq = qdesc.shape[0]
-    n = cdesc.shape[0]
-    for i in prange(nq):
-        q = qdesc[i]
-        b1 = np.inf
-        j1 = -1
-        b2 = np.inf
-        j2 = -1
-        for j in range(n):
-            d = _sqdist64(q, cdesc[j])
-            b1, j1, b2, j2 = _push_top2(d, j, b1, j1, b2, j2)
-        idx1[i] = j1
-        dist1[i] = b1
-        idx2[i] = j2
-        dist2[i] = b2
-
-
-@njit(cache=True, parallel=True)
-def _top2_hamming(qwords, cwords, idx1, dist1, idx2, dist2):
-    """Best two candidates by Hamming distance on uint64 words (lowest index on ties)."""
-    nq = qwords.shape[0]
-    n = cwords.shape[0]
-    for i in prange(nq):
-        b1 = np.int64(1) << 62
-        j1 = -1
-        b2 = np.int64(1) << 62
-        j2 = -1
-        for j in range(n):
-            d = _hamming(qwords[i], cwords[j])
-            b1, j1, b2, j2 = _push_top2(d, j, b1, j1, b2, j2)
-        idx1[i] = j1
-        dist1[i] = np.float64(b1) if j1 >= 0 else np.inf
-        idx2[i] = j2
-        dist2[i] = np.float64(b2) if j2 >= 0 else np.inf
 
 
 # --------------------------------------------------------------------------- helpers
@@ -173,36 +78,15 @@ def _validate(a: np.ndarray, b: np.ndarray, names=("query", "candidate")) -> tup
     return np.ascontiguousarray(a), np.ascontiguousarray(b)
 
 
-def _nearest(qdesc: np.ndarray, cdesc: np.ndarray, chunk_mb: float, second: bool):
-    """Validated inputs -> (idx1, dist1, idx2, dist2); with second=False idx2/dist2 are not exact."""
-    if not chunk_mb > 0:
-        raise ValueError(f"chunk_mb must be > 0, got {chunk_mb}")
-    nq = qdesc.shape[0]
-    n = cdesc.shape[0]
-    idx1 = np.full(nq, -1, dtype=np.int64)
-    idx2 = np.full(nq, -1, dtype=np.int64)
-    dist1 = np.full(nq, np.inf)
-    dist2 = np.full(nq, np.inf)
-    if nq == 0 or n == 0:
-        return idx1, dist1, idx2, dist2
-    if qdesc.dtype == np.uint8:
-        _top2_hamming(pack_bits_to_words(qdesc), pack_bits_to_words(cdesc), idx1, dist1, idx2, dist2)
-        return idx1, dist1, idx2, dist2
-    cnorm2 = np.einsum("ij,ij->i", cdesc, cdesc, dtype=np.float64)
-    qmax = float(np.sqrt(np.einsum("ij,ij->i", qdesc, qdesc, dtype=np.float64).max()))
-    cmax = float(np.sqrt(cnorm2.max()))
-    if qmax * cmax + cmax * cmax > _SCREEN_LIMIT:
-        _top2_l2_exact(qdesc, cdesc, idx1, dist1, idx2, dist2)
-    else:
-        qdesc, cdesc, qaug, caug, _ = prepare_l2_screen(qdesc, cdesc)
-        tol = l2_band_tolerance(qdesc, cnorm2)
-        indptr = np.arange(nq + 1, dtype=np.int64)  # every row takes part
-        for rows in query_blocks(indptr, n, chunk_mb):
-            screen = qaug[rows[0] : rows[-1] + 1] @ caug.T  # consecutive rows: a view, no copy
-            _top2_l2_screened(screen, rows, qdesc, cdesc, tol, second, idx1, dist1, idx2, dist2)
-    np.sqrt(dist1, out=dist1)
-    np.sqrt(dist2, out=dist2)
-    return idx1, dist1, idx2, dist2
+def _nearest(qdesc: np.ndarray, cdesc: np.ndarray, chunk_mb: float, second: bool, cols: bool = False):
+    """Validated inputs -> (idx1, dist1, idx2, dist2, col_idx) from one
+    :func:`descbench.metrics.pairpass.pair_pass`; with second=False idx2/dist2 are not exact."""
+    res = pair_pass(qdesc, cdesc, None, chunk_mb, rows=2 if second else 1, cols=cols)
+    dist1, dist2 = res.key1, res.key2
+    if qdesc.dtype != np.uint8:
+        np.sqrt(dist1, out=dist1)
+        np.sqrt(dist2, out=dist2)
+    return res.idx1, dist1, res.idx2, dist2, res.col_idx
 
 
 # --------------------------------------------------------------------------- public API
@@ -232,7 +116,7 @@ def nearest_two(qdesc: np.ndarray, cdesc: np.ndarray, chunk_mb: float = 64.0):
     force. Hamming distances are integers computed exactly (no screen).
     """
     q, c = _validate(qdesc, cdesc)
-    return _nearest(q, c, chunk_mb, second=True)
+    return _nearest(q, c, chunk_mb, second=True)[:4]
 
 
 def mutual_nearest(a_desc: np.ndarray, b_desc: np.ndarray, chunk_mb: float = 64.0):
@@ -241,12 +125,18 @@ def mutual_nearest(a_desc: np.ndarray, b_desc: np.ndarray, chunk_mb: float = 64.
     ``(ia, ib, dist)``: a[ia] and b[ib] are each other's nearest neighbour (exact, ties to the
     lowest index, as :func:`nearest_two`); int64, int64, float64 distance; sorted by ia.
     The nearest neighbour alone is found with the band anchored at the largest screen value
-    (same argument as :func:`nearest_two` with one candidate instead of two).
+    (same argument as :func:`nearest_two` with one candidate instead of two); the nearest a of
+    every b comes from the same screen blocks (column-wise, see
+    :mod:`descbench.metrics.pairpass`): one BLAS product per block of a's rows, no b -> a product.
     """
     a, b = _validate(a_desc, b_desc, names=("image-a", "image-b"))
-    ab, dab, _, _ = _nearest(a, b, chunk_mb, second=False)
-    ba, _, _, _ = _nearest(b, a, chunk_mb, second=False)
+    ab, dab, _, _, ba = _nearest(a, b, chunk_mb, second=False, cols=True)
+    return mutual_from(ab, ba, dab)
+
+
+def mutual_from(ab: np.ndarray, ba: np.ndarray, dab: np.ndarray | None = None):
+    """Mutual pairs from the two nearest-neighbour maps: ``(ia, ib, dist)`` with ``ba[ab[ia]] == ia``
+    (ab: nearest b of each a, -1 if none; ba: nearest a of each b; dist = dab[ia], or None)."""
     ia = np.flatnonzero(ab >= 0)
     ia = ia[ba[ab[ia]] == ia].astype(np.int64)
-    ib = ab[ia]
-    return ia, ib, dab[ia]
+    return ia, ab[ia], (dab[ia] if dab is not None else None)
