@@ -254,7 +254,10 @@ def read_table(path: Path | str, schema: pa.Schema | None = None) -> tuple[pa.Ta
     """Read a descbench Parquet file and its provenance; check columns against ``schema``."""
     path = Path(path)
     try:
-        table = pq.read_table(path)
+        # ParquetFile, not pq.read_table: the latter imports pyarrow.dataset and pandas (~0.15 s
+        # of every job's start-up) for features descbench does not use.
+        with pq.ParquetFile(path) as fh:
+            table = fh.read()
     except (OSError, pa.ArrowInvalid) as exc:
         raise DataError(f"cannot read {path} ({exc}); delete it and rerun the workflow to rebuild it") from exc
     md = table.schema.metadata or {}
@@ -283,7 +286,35 @@ def descriptors_table(image: np.ndarray, desc: np.ndarray) -> pa.Table:
     return pa.table({"image": pa.array(image, type=pa.int8()), "descriptor": col})
 
 
+_PRIMITIVE = {
+    pa.int8(): np.int8, pa.int32(): np.int32, pa.int64(): np.int64, pa.uint8(): np.uint8,
+    pa.float32(): np.float32, pa.float64(): np.float64,
+}
+
+
+def column_array(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    """A column as a NumPy array: numbers from the Arrow data buffer (read-only views), strings as
+    an object array.
+
+    Why not ``to_numpy()``: in pyarrow it imports pandas, ~0.15 s of every job's start-up, for
+    columns that are plain null-free buffers here.
+    """
+    if isinstance(col, pa.ChunkedArray):
+        if col.num_chunks == 1:
+            return column_array(col.chunk(0))
+        col = col.combine_chunks()
+    if col.null_count:
+        raise DataError(f"unexpected nulls in a {col.type} column ({col.null_count} of {len(col)})")
+    if pa.types.is_string(col.type):
+        return np.array(col.to_pylist(), dtype=object)
+    dtype = _PRIMITIVE.get(col.type)
+    if dtype is None:
+        return col.to_numpy(zero_copy_only=False)
+    itemsize = np.dtype(dtype).itemsize
+    return np.frombuffer(col.buffers()[1], dtype=dtype, count=len(col), offset=col.offset * itemsize)
+
+
 def descriptors_array(table: pa.Table) -> np.ndarray:
     col = table.column("descriptor").combine_chunks()
     d = col.type.list_size
-    return col.flatten().to_numpy(zero_copy_only=False).reshape(len(col), d)
+    return column_array(col.flatten()).reshape(len(col), d)

@@ -87,8 +87,8 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
 
 def load_keypoints(path: Path) -> tuple[dict[int, ImageKeypoints], dict]:
     table, meta = io.read_table(path, io.KEYPOINTS)
-    image = table.column("image").to_numpy()
-    arrays = {f: table.column(f).to_numpy() for f in ImageKeypoints.__dataclass_fields__}
+    image = io.column_array(table.column("image"))
+    arrays = {f: io.column_array(table.column(f)) for f in ImageKeypoints.__dataclass_fields__}
     per_image = {}
     for k in range(1, 7):
         sel = np.flatnonzero(image == k)
@@ -156,7 +156,7 @@ def read_features(keypoints: Path, descriptors: Path) -> SceneFeatures:
     if dmeta.get("keypoints_sha256") != file_sha256(keypoints):
         raise DataError(f"{descriptors} was computed from a different version of {keypoints}; rerun its descriptor job")
     desc = io.descriptors_array(dtable)
-    dimage = dtable.column("image").to_numpy()
+    dimage = io.column_array(dtable.column("image"))
     by_image = {k: desc[dimage == k] for k in range(1, 7)}
     for k in range(1, 7):
         if by_image[k].shape[0] != len(per_image[k]):
@@ -345,7 +345,8 @@ def image_counts(descriptors: Path) -> dict[int, int]:
     import pyarrow.parquet as pq
 
     try:
-        image = pq.read_table(descriptors, columns=["image"]).column("image").to_numpy()
+        with pq.ParquetFile(descriptors) as fh:
+            image = io.column_array(fh.read(columns=["image"]).column("image"))
     except (OSError, pa.ArrowInvalid, KeyError) as exc:
         raise DataError(f"cannot read {descriptors} ({exc}); delete it and rerun the workflow to rebuild it") from exc
     return {k: int(c) for k, c in zip(range(1, 7), np.bincount(image.astype(np.int64), minlength=7)[1:])}
@@ -457,10 +458,7 @@ def read_distractor_bank(path: Path, all_scenes: list[str], verification: dict, 
             f"descriptor {descriptor!r}); rerun its `distractors` job through the workflow"
         )
     desc = io.descriptors_array(table)
-    target = table.column("target_scene").to_numpy(zero_copy_only=False)
-    other = table.column("distractor_scene").to_numpy(zero_copy_only=False)
-    image = table.column("image").to_numpy()
-    row = table.column("row").to_numpy()
+    target, other, image, row = (io.column_array(table.column(c)) for c in ("target_scene", "distractor_scene", "image", "row"))
     out: dict[str, list] = {s: [] for s in all_scenes}
     n = len(target)
     i = 0

@@ -48,8 +48,8 @@ def as_json(obj):
     return json.dumps(obj, sort_keys=True)
 
 
-def _scene_inputs(scene):
-    """The 6 images and 5 homographies of a scene (stat only, no image is read).
+def _scene_inputs(scene, images=True):
+    """The 6 images (``images``) and 5 homographies of a scene (stat only, no image is read).
 
     HPatches is represented by its download rule's flag: the archive is immutable.
     """
@@ -59,14 +59,20 @@ def _scene_inputs(scene):
         files = scene_files(DATA / scene, check_exists=CFG["dataset"] == "folder")
     except DescbenchError as exc:
         raise WorkflowError(str(exc))
-    return [str(p) for p in files.all_paths()]
+    return [str(p) for p in (files.all_paths() if images else files.homographies.values())]
 
 
 SCENE_INPUTS = {b: sorted({p for s in ss for p in _scene_inputs(s)}) for b, ss in BATCHES.items()}
+# Scoring reads keypoints, descriptors and homographies, never an image.
+HOMOGRAPHY_INPUTS = {b: sorted({p for s in ss for p in _scene_inputs(s, images=False)}) for b, ss in BATCHES.items()}
 
 
 def batch_scene_inputs(wildcards):
     return SCENE_INPUTS[wildcards.batch]
+
+
+def batch_homography_inputs(wildcards):
+    return HOMOGRAPHY_INPUTS[wildcards.batch]
 
 
 def precomputed_inputs(wildcards):

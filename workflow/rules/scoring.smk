@@ -24,7 +24,7 @@ rule numba_warmup:
 rule score:
     input:
         unpack(score_feature_inputs),
-        scene=batch_scene_inputs,
+        homographies=batch_homography_inputs,
         warmup=str(WARMUP_FLAG),
     output:
         [directory(PATHS.task_dir(t, "{kpset}", "{descriptor}", "{batch}")) for t in SCORE_TASKS_ON],
