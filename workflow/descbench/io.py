@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from descbench.columns import threshold_key
 from descbench.errors import DataError
 
 META_KEY = b"descbench"
@@ -122,8 +123,6 @@ VERIFICATION_SCENE = pa.schema(
 
 def matching_pairs_schema(mma_thresholds) -> pa.Schema:
     """Per-pair matching statistics (``descbench.metrics.matching.match_pair``), one row per pair."""
-    from descbench.metrics.matching import threshold_key
-
     ts = [threshold_key(t) for t in mma_thresholds]
     return pa.schema(
         [

@@ -209,7 +209,8 @@ def matching_scene_values(pairs: pd.DataFrame) -> pd.DataFrame:
 
 
 def matching_summary(pairs: pd.DataFrame, classifier: pd.DataFrame | None, mma_thresholds, hom_thresholds, auc_thresholds) -> dict:
-    from descbench.metrics.matching import homography_accuracy, homography_auc, threshold_key
+    from descbench.columns import threshold_key
+    from descbench.metrics.matching import homography_accuracy, homography_auc
 
     is_i = pairs.scene.str.startswith("i_")
     is_v = pairs.scene.str.startswith("v_")

@@ -54,6 +54,7 @@ from dataclasses import dataclass
 import cv2
 import numpy as np
 
+from descbench.columns import threshold_key
 from descbench.errors import DataError
 from descbench.metrics import kernels
 from descbench.metrics.nn import _validate, mutual_nearest
@@ -80,11 +81,6 @@ class MatchingParams:
             v = float(getattr(self, name))
             if not (v > 0 and np.isfinite(v)):
                 raise ValueError(f"{name} must be a finite value > 0, got {getattr(self, name)}")
-
-
-def threshold_key(t) -> str:
-    """Key suffix of a pixel threshold: 1 -> '1', 1.5 -> '1.5'."""
-    return f"{float(t):g}"
 
 
 # --------------------------------------------------------------------------- building blocks
