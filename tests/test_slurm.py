@@ -1,9 +1,10 @@
 """profiles/slurm on a real single-node SLURM: the tiny demo through SLURM equals a local run.
 
 Starts munged/slurmctld/slurmd from tests/slurm/ in a scratch directory (root only; no
-accounting, hence `--slurm-status-command squeue`, the README's command), runs the demo on 2
-scenes with `snakemake --profile profiles/slurm` in one copy of the project and with
-`snakemake --cores 2` in another, and compares every Parquet file byte for byte.
+accounting, hence `--slurm-status-command squeue`: the README's command), runs the tiny demo of
+tests/test_workflow.py (2 scenes, one per batch) with `snakemake --profile profiles/slurm` in one
+copy of the project and with `snakemake --cores 2` in another, and compares every Parquet file
+byte for byte.
 Skips (with the install command) when SLURM, munge or the executor plugin is missing.
 """
 
@@ -22,15 +23,15 @@ import time
 from pathlib import Path
 
 import pytest
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 HARNESS = ROOT / "tests" / "slurm"
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 
-SCENES = "scenes=[i_rocket,v_coins]"
 # Exactly the README's "Clusters" command (no accounting on the test cluster: squeue status).
-SLURM_ARGS = ["--profile", "profiles/slurm", "--slurm-status-command", "squeue", "--config", SCENES]
-LOCAL_ARGS = ["--cores", "2", "--config", SCENES]
+SLURM_ARGS = ["--profile", "profiles/slurm", "--slurm-status-command", "squeue"]
+LOCAL_ARGS = ["--cores", "2"]
 TIMEOUT_S = 1200  # wall-clock limit of each snakemake run
 BINARIES = ("slurmctld", "slurmd", "munged", "mungekey", "sbatch", "squeue", "scancel", "sinfo")
 INSTALL_HINT = (
@@ -55,8 +56,13 @@ def _skip_unless_runnable() -> None:
 
 
 def _copy_project(dest: Path) -> Path:
+    """The project without results, with tests/test_workflow.py's tiny demo in its config.yaml."""
     ignore = shutil.ignore_patterns(".git", "results", "data", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info")
     shutil.copytree(ROOT, dest, ignore=ignore)
+    cfg = yaml.safe_load((dest / "config.yaml").read_text())
+    cfg["scenes"] = ["i_rocket", "v_coins"]
+    cfg["execution"]["scenes_per_job"] = 1  # two batches: two prep components, 4 score jobs
+    (dest / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     return dest
 
 
