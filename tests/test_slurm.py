@@ -102,15 +102,15 @@ def parquet_digests(root: Path) -> dict[str, str]:
 def test_demo_through_slurm_profile_equals_local_run(tmp_path):
     _skip_unless_runnable()
     # short path: the munge socket path must stay below 108 characters
-    slurm_dir = Path(tempfile.mkdtemp(prefix="dbslurm-"))
+    slurm_dir = Path(tempfile.mkdtemp(prefix="dbslurm-", dir="/tmp"))
     env = dict(os.environ, SLURM_TEST_DIR=str(slurm_dir), PATH=os.environ["PATH"] + ":/usr/sbin:/sbin")
     procs: list[subprocess.Popen] = []
     started = False
     try:
         started = True
+        env["SLURM_CONF"] = str(slurm_dir / "slurm.conf")  # written by start_slurm.sh
         res = subprocess.run([str(HARNESS / "start_slurm.sh")], env=env, capture_output=True, text=True, timeout=180)
         assert res.returncode == 0, res.stdout + res.stderr
-        env["SLURM_CONF"] = str(slurm_dir / "slurm.conf")
 
         slurm_proj = _copy_project(tmp_path / "on_slurm")
         local_proj = _copy_project(tmp_path / "local")
@@ -143,13 +143,15 @@ def test_demo_through_slurm_profile_equals_local_run(tmp_path):
         assert len(local) >= 20 and (slurm_proj / "results/demo/report/comparison.csv").exists()
         assert on_slurm == local
     finally:
+        # also on failure or timeout: no snakemake, no job, no daemon of ours is left behind
         for proc in procs:
             _kill_group(proc)
         if started:
-            if "SLURM_CONF" in env:  # our private cluster: every job in it is ours
+            try:  # our private cluster: every job in it is ours
                 q = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True, timeout=30)
-                ids = q.stdout.split()
-                if ids:
-                    subprocess.run(["scancel", *ids], env=env, timeout=30)
-            subprocess.run([str(HARNESS / "stop_slurm.sh")], env=env, timeout=120)
+                if q.returncode == 0 and q.stdout.split():
+                    subprocess.run(["scancel", *q.stdout.split()], env=env, timeout=30)
+            except (OSError, subprocess.SubprocessError):
+                pass
+            subprocess.run([str(HARNESS / "stop_slurm.sh")], env=env, timeout=120)  # by recorded PIDs
         shutil.rmtree(slurm_dir, ignore_errors=True)
