@@ -1,6 +1,9 @@
 import os
+import resource
 import sys
+import time
 
+_T0 = time.perf_counter()
 # OpenBLAS worker threads otherwise busy-wait ~100 ms after every product, sharing the cores with
 # the numba kernel that reads the product next (measured in benchmarks/README.md). Must be set
 # before numpy is imported; a value already in the environment wins.
@@ -9,6 +12,15 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 from descbench.cli import main  # noqa: E402
 
 code = main()
+# The job's own exact resource use, as the last line of its log (Snakemake's `benchmark:` files
+# sample the process tree and miss the end of a job's CPU time).
+_ru = resource.getrusage(resource.RUSAGE_SELF)
+print(
+    f"descbench: {sys.argv[1] if len(sys.argv) > 1 else ''} {'done' if code == 0 else f'failed (exit {code})'} "
+    f"in {time.perf_counter() - _T0:.2f} s wall, "
+    f"{_ru.ru_utime + _ru.ru_stime:.2f} s CPU, max RSS {_ru.ru_maxrss / 1024:.0f} MiB",
+    file=sys.stderr,
+)
 # Every output is written atomically and closed by now. Skipping the interpreter's teardown
 # (module clean-up plus a full garbage collection of numba's and pandas' object graphs, ~0.3 s)
 # is a fixed saving on every job; buffered output is flushed first.

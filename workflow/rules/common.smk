@@ -10,6 +10,19 @@ from descbench.paths import SCORE_TASKS, ResultPaths, scene_batches
 from descbench.errors import DescbenchError
 
 
+# `benchmark:` files: Snakemake samples each job's process tree (psutil memory_full_info, which
+# parses /proc/<pid>/smaps_rollup) every 0.5 s for the first 30 samples, in its own process: 45 %
+# of Snakemake's CPU on a 48-scene run, for jobs that last 10-60 s. Every 5 s is enough for them
+# (wall time `s` is exact either way; max_rss and cpu_time are sampled values in any case).
+try:
+    import snakemake.benchmark as _smk_benchmark
+
+    if getattr(_smk_benchmark, "BENCHMARK_INTERVAL_SHORT", 0) < 5:
+        _smk_benchmark.BENCHMARK_INTERVAL_SHORT = 5
+except ImportError:  # pragma: no cover - a Snakemake without this module: keep its default
+    pass
+
+
 def _validated_config():
     try:
         return validate_config(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
@@ -48,8 +61,8 @@ def as_json(obj):
     return json.dumps(obj, sort_keys=True)
 
 
-def _scene_inputs(scene, images=True):
-    """The 6 images (``images``) and 5 homographies of a scene (stat only, no image is read).
+def _scene_inputs(scene):
+    """The 6 images and 5 homographies of a scene (stat only, no image is read).
 
     HPatches is represented by its download rule's flag: the archive is immutable.
     """
@@ -59,20 +72,18 @@ def _scene_inputs(scene, images=True):
         files = scene_files(DATA / scene, check_exists=CFG["dataset"] == "folder")
     except DescbenchError as exc:
         raise WorkflowError(str(exc))
-    return [str(p) for p in (files.all_paths() if images else files.homographies.values())]
+    return [str(p) for p in files.all_paths()]
 
 
+# Only the keypoint jobs list the scene files (and precomputed feature files): descriptor and
+# scoring jobs depend on the keypoint folder, which is rebuilt whenever a scene file changes, so
+# their own copies of these inputs would add nothing but work: Snakemake re-stats every input of
+# every ready job each time a job finishes, which cost 60 CPU-s of its own on 116 scenes.
 SCENE_INPUTS = {b: sorted({p for s in ss for p in _scene_inputs(s)}) for b, ss in BATCHES.items()}
-# Scoring reads keypoints, descriptors and homographies, never an image.
-HOMOGRAPHY_INPUTS = {b: sorted({p for s in ss for p in _scene_inputs(s, images=False)}) for b, ss in BATCHES.items()}
 
 
 def batch_scene_inputs(wildcards):
     return SCENE_INPUTS[wildcards.batch]
-
-
-def batch_homography_inputs(wildcards):
-    return HOMOGRAPHY_INPUTS[wildcards.batch]
 
 
 def precomputed_inputs(wildcards):

@@ -4,8 +4,7 @@
 
 rule descriptors:
     input:
-        scene=batch_scene_inputs,
-        features=precomputed_inputs,
+        # the scene files and precomputed features are the keypoint job's inputs (common.smk)
         keypoints=PATHS.keypoints_dir("{kpset}", "{batch}"),
     output:
         directory(PATHS.descriptors_dir("{kpset}", "{descriptor}", "{batch}")),

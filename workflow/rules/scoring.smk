@@ -23,8 +23,8 @@ rule numba_warmup:
 
 rule score:
     input:
+        # keypoints, descriptors, distractor bank; the homographies are the keypoint job's inputs
         unpack(score_feature_inputs),
-        homographies=batch_homography_inputs,
         warmup=str(WARMUP_FLAG),
     output:
         [directory(PATHS.task_dir(t, "{kpset}", "{descriptor}", "{batch}")) for t in SCORE_TASKS_ON],
