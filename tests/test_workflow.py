@@ -159,3 +159,23 @@ def test_verification_job_depends_on_its_distractor_scenes(run):
         write_config(work, cfg)
     counts = job_counts(out)
     assert counts["descriptors"] == 1 and counts["score"] == 1, counts
+
+
+def test_numba_threads_and_cache_dir_reach_every_kernel_job(run, tmp_path):
+    """The scoring and warm-up jobs export NUMBA_NUM_THREADS = their threads and, when
+    execution.numba_cache_dir is set, NUMBA_CACHE_DIR (shared by the nodes of a cluster)."""
+    work, cfg = run
+    moved = yaml.safe_load(yaml.safe_dump(cfg))
+    moved["execution"]["numba_cache_dir"] = str(tmp_path / "numba cache")
+    moved["scoring"]["threads"] = 2
+    write_config(work, moved)
+    try:
+        out = snakemake(work, "-n", "-p", "--forceall", "--cores", "2")
+    finally:
+        write_config(work, cfg)
+    shells = [l.strip().removeprefix("Shell command: ") for l in out.splitlines() if "python -m descbench" in l]
+    kernel_jobs = [s for s in shells if " descbench score " in s or " descbench warmup " in s]
+    assert len(kernel_jobs) == 2 * 2 + 1, shells  # 2 batches x 2 descriptors + warm-up
+    quoted = f"NUMBA_CACHE_DIR='{tmp_path / 'numba cache'}'"
+    assert all(s.startswith("export NUMBA_NUM_THREADS=") and quoted in s for s in kernel_jobs), kernel_jobs
+    assert all("NUMBA_NUM_THREADS=2 " in s for s in kernel_jobs if " score " in s)

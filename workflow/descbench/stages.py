@@ -21,7 +21,6 @@ from descbench.datasets.layout import TARGET_IMAGES, read_homography, read_image
 from descbench.descriptors import compute_descriptors, get_family
 from descbench.errors import DataError
 from descbench.keypoints import ImageKeypoints, filter_keypoints
-from descbench.metrics.retrieval import RetrievalParams, pair_statistics, policy_rank, score_pair
 from descbench.paths import ResultPaths
 
 def warn(msg: str) -> None:
@@ -172,6 +171,9 @@ def load_scene_features(keypoints: Path, descriptors: Path):
 
 def retrieval_task(scene_dir: Path, f: SceneFeatures, scoring: dict, out_queries: Path, out_pairs: Path, out_timing: Path) -> None:
     """Keypoint retrieval scores of one scene: per-query records and per-pair statistics."""
+    # metrics (numba) imported here, not at the top: keypoint/descriptor jobs never load numba
+    from descbench.metrics.retrieval import RetrievalParams, pair_statistics, policy_rank, score_pair
+
     t0 = time.perf_counter()
     files = scene_files(scene_dir)
     params = RetrievalParams.from_config(scoring)
