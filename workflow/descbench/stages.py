@@ -169,12 +169,17 @@ def load_scene_features(keypoints: Path, descriptors: Path):
     return f.per_image, f.by_image, f.kmeta, f.dmeta
 
 
-def retrieval_task(scene_dir: Path, f: SceneFeatures, scoring: dict, out_queries: Path, out_pairs: Path, out_timing: Path) -> None:
-    """Keypoint retrieval scores of one scene: per-query records and per-pair statistics."""
+def retrieval_task(scene_dir: Path, f: SceneFeatures, scoring: dict, out_queries: Path, out_pairs: Path, out_timing: Path,
+                   results: list | None = None, t0: float | None = None) -> None:
+    """Keypoint retrieval scores of one scene: per-query records and per-pair statistics.
+
+    ``results``: the pairs' :class:`descbench.metrics.retrieval.PairResult` (2..6) already
+    computed by :func:`scene_pass` (None: computed here); ``t0``: start of the timing.
+    """
     # metrics (numba) imported here, not at the top: keypoint/descriptor jobs never load numba
     from descbench.metrics.retrieval import RetrievalParams, pair_statistics, policy_rank, score_pair
 
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() if t0 is None else t0
     files = scene_files(scene_dir)
     params = RetrievalParams.from_config(scoring)
     per_image, by_image, kmeta, dmeta = f.per_image, f.by_image, f.kmeta, f.dmeta
@@ -184,7 +189,7 @@ def retrieval_task(scene_dir: Path, f: SceneFeatures, scoring: dict, out_queries
     for k in TARGET_IMAGES:
         H = read_homography(files.homographies[k])
         size = tuple(kmeta["image_sizes"][str(k)])
-        res = score_pair(q_xy, by_image[1], per_image[k].xy, by_image[k], H, size, params)
+        res = results[k - 2] if results is not None else score_pair(q_xy, by_image[1], per_image[k].xy, by_image[k], H, size, params)
         nq = q_xy.shape[0]
         qcols["scene"].append(np.full(nq, files.scene, dtype=object))
         qcols["pair"].append(np.full(nq, k, dtype=np.int8))
@@ -205,20 +210,11 @@ def retrieval_task(scene_dir: Path, f: SceneFeatures, scoring: dict, out_queries
     write_timing(out_timing, files.scene, t0)
 
 
-def verification_task(scene_dir: Path, f: SceneFeatures, distractors: list, scoring: dict, verification: dict,
-                      out_list: Path, out_queries: Path, out_scene: Path, out_timing: Path) -> None:
-    """Keypoint verification and keypoint retrieval of one scene, with distractors of other scenes.
+def _verification_inputs(files, f: SceneFeatures, draws: list, scoring: dict, verification: dict):
+    """``(targets, BojanicParams)`` of a scene's verification task (DataError for foreign distractors)."""
+    from descbench.metrics.bojanic import BojanicParams, Target
 
-    ``distractors``: the scene's :class:`descbench.metrics.bojanic.Distractors`, in draw order
-    (:func:`descbench.metrics.distractors.draw_distractors`; from the distractor bank in the
-    workflow, :func:`distractors_from_files` otherwise).
-    """
-    from descbench.metrics.bojanic import BojanicParams, Target, score_scene_tasks
-
-    t0 = time.perf_counter()
-    files = scene_files(scene_dir)
-    per_image, by_image, kmeta, dmeta = f.per_image, f.by_image, f.kmeta, f.dmeta
-    draws = distractors
+    per_image, by_image, kmeta = f.per_image, f.by_image, f.kmeta
     for d in draws:
         if d.desc.dtype != by_image[1].dtype or d.desc.shape[1] != by_image[1].shape[1]:
             raise DataError(
@@ -235,7 +231,44 @@ def verification_task(scene_dir: Path, f: SceneFeatures, distractors: list, scor
         ap_convention=verification["ap_convention"], quantized_bins=int(verification["quantized_bins"]),
         chunk_mb=float(scoring["chunk_mb"]),
     )
-    res = score_scene_tasks(per_image[1].xy, by_image[1], targets, list(draws), params, where=f"scene {files.scene}")
+    return targets, params
+
+
+def _matching_params(scoring: dict, matching: dict):
+    from descbench.metrics.classifier import ClassifierParams
+    from descbench.metrics.matching import MatchingParams
+
+    mparams = MatchingParams(
+        tau_px=float(scoring["tau_px"]), mma_thresholds=tuple(matching["mma_thresholds"]),
+        repeatability_px=float(matching["repeatability_px"]), ransac_px=float(matching["ransac_px"]),
+        ransac_seed=int(matching["ransac_seed"]), chunk_mb=float(scoring["chunk_mb"]),
+    )
+    cparams = ClassifierParams(epsilon_px=float(matching["classifier_epsilon_px"]), chunk_mb=float(scoring["chunk_mb"]))
+    return mparams, cparams
+
+
+def verification_task(scene_dir: Path, f: SceneFeatures, distractors: list, scoring: dict, verification: dict,
+                      out_list: Path, out_queries: Path, out_scene: Path, out_timing: Path,
+                      result=None, t0: float | None = None) -> None:
+    """Keypoint verification and keypoint retrieval of one scene, with distractors of other scenes.
+
+    ``distractors``: the scene's :class:`descbench.metrics.bojanic.Distractors`, in draw order
+    (:func:`descbench.metrics.distractors.draw_distractors`; from the distractor bank in the
+    workflow, :func:`distractors_from_files` otherwise). ``result``: the
+    :class:`descbench.metrics.bojanic.SceneTaskResult` already computed by :func:`scene_pass`
+    (None: computed here); ``t0``: start of the timing.
+    """
+    from descbench.metrics.bojanic import score_scene_tasks
+
+    t0 = time.perf_counter() if t0 is None else t0
+    files = scene_files(scene_dir)
+    per_image, by_image, kmeta, dmeta = f.per_image, f.by_image, f.kmeta, f.dmeta
+    draws = distractors
+    if result is None:
+        targets, params = _verification_inputs(files, f, draws, scoring, verification)
+        res = score_scene_tasks(per_image[1].xy, by_image[1], targets, list(draws), params, where=f"scene {files.scene}")
+    else:
+        targets, res = TARGET_IMAGES, result
     seg_scene = [files.scene] * len(targets) + [d.scene for d in draws]
     seg_image = list(TARGET_IMAGES) + [d.image for d in draws]
     vlist = pa.table({
@@ -269,28 +302,30 @@ def verification_task(scene_dir: Path, f: SceneFeatures, distractors: list, scor
 
 
 def matching_task(scene_dir: Path, f: SceneFeatures, scoring: dict, matching: dict,
-                  out_pairs: Path, out_classifier: Path, out_roc: Path, out_timing: Path) -> None:
+                  out_pairs: Path, out_classifier: Path, out_roc: Path, out_timing: Path,
+                  results: list | None = None, t0: float | None = None) -> None:
     """Matching metrics (mutual NN: legacy precision, MMA, matching score, homography accuracy,
-    repeatability) and matching as a binary classifier, for every pair (1, k) of one scene."""
-    from descbench.metrics.classifier import ClassifierParams
-    from descbench.metrics.matching import MatchingParams, evaluate_pair
+    repeatability) and matching as a binary classifier, for every pair (1, k) of one scene.
 
-    t0 = time.perf_counter()
+    ``results``: the pairs' ``(stats, ClassifierResult)`` (2..6) already computed by
+    :func:`scene_pass` (None: computed here); ``t0``: start of the timing.
+    """
+    from descbench.metrics.matching import evaluate_pair
+
+    t0 = time.perf_counter() if t0 is None else t0
     files = scene_files(scene_dir)
     per_image, by_image, kmeta, dmeta = f.per_image, f.by_image, f.kmeta, f.dmeta
-    mparams = MatchingParams(
-        tau_px=float(scoring["tau_px"]), mma_thresholds=tuple(matching["mma_thresholds"]),
-        repeatability_px=float(matching["repeatability_px"]), ransac_px=float(matching["ransac_px"]),
-        ransac_seed=int(matching["ransac_seed"]), chunk_mb=float(scoring["chunk_mb"]),
-    )
-    cparams = ClassifierParams(epsilon_px=float(matching["classifier_epsilon_px"]), chunk_mb=float(scoring["chunk_mb"]))
+    mparams, cparams = _matching_params(scoring, matching)
     size1 = tuple(kmeta["image_sizes"]["1"])
     prows, crows, roc_cols = [], [], []
     for k in TARGET_IMAGES:
         H = read_homography(files.homographies[k])
         size = tuple(kmeta["image_sizes"][str(k)])
-        stats, res = evaluate_pair(per_image[1].xy, by_image[1], per_image[k].xy, by_image[k], H, size1, size, mparams,
-                                   cparams, tuple(matching["classifier_matchers"]))
+        if results is not None:
+            stats, res = results[k - 2]
+        else:
+            stats, res = evaluate_pair(per_image[1].xy, by_image[1], per_image[k].xy, by_image[k], H, size1, size, mparams,
+                                       cparams, tuple(matching["classifier_matchers"]))
         prows.append({"scene": files.scene, "pair": k, **stats})
         crows += [{"scene": files.scene, "pair": k, **r} for r in res.summary_rows()]
         rr = res.roc_rows()
@@ -308,6 +343,30 @@ def matching_task(scene_dir: Path, f: SceneFeatures, scoring: dict, matching: di
     io.write_table(classifier, out_classifier, prov)
     io.write_table(roc, out_roc, prov)
     write_timing(out_timing, files.scene, t0)
+
+
+def scene_pass(scene_dir: Path, f: SceneFeatures, scoring: dict, distractors: list | None,
+               verification: dict | None, matching: dict | None):
+    """Keypoint retrieval, verification (when ``verification`` and ``distractors`` are given) and
+    matching (when ``matching`` is given) of one scene with ONE float32 screen product per block
+    of image-1 rows for all of them: :func:`descbench.metrics.scenepass.score_scene` on the
+    scene's files (a :class:`descbench.metrics.scenepass.SceneResults`)."""
+    from descbench.metrics import scenepass
+    from descbench.metrics.bojanic import Target
+
+    files = scene_files(scene_dir)
+    per_image, by_image, kmeta = f.per_image, f.by_image, f.kmeta
+    bparams = mm = None
+    if verification is not None and distractors is not None:
+        targets, bparams = _verification_inputs(files, f, distractors, scoring, verification)
+    else:
+        targets = [Target(per_image[k].xy, by_image[k], read_homography(files.homographies[k]), tuple(kmeta["image_sizes"][str(k)]))
+                   for k in TARGET_IMAGES]
+        distractors = None
+    if matching is not None:
+        mm = (*_matching_params(scoring, matching), tuple(matching["classifier_matchers"]))
+    return scenepass.score_scene(per_image[1].xy, by_image[1], targets, RetrievalParams.from_config(scoring),
+                                 distractors, bparams, mm, tuple(kmeta["image_sizes"]["1"]), where=f"scene {files.scene}")
 
 
 # Single-scene entry points on files (tests, scripts): the same task functions.
@@ -501,10 +560,16 @@ def score_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, de
     for scene in paths.batches[batch]:
         scene_dir = Path(scene_root) / scene
         f = read_features(Path(paths.keypoints(kpset, scene)), Path(paths.descriptors(kpset, descriptor, scene)))
-        retrieval_task(scene_dir, f, scoring, *(Path(paths.score(kpset, descriptor, scene, k)) for k in ("queries.parquet", "pairs.parquet", "timing.json")))
+        # one screen product per row block for all tasks; each task's timing file gets its share
+        sp = scene_pass(scene_dir, f, scoring, bank[scene] if bank is not None else None, verification, matching)
+        now = time.perf_counter
+        retrieval_task(scene_dir, f, scoring, *(Path(paths.score(kpset, descriptor, scene, k)) for k in ("queries.parquet", "pairs.parquet", "timing.json")),
+                       results=sp.retrieval, t0=now() - sp.seconds["retrieval"])
         if bank is not None:
             verification_task(scene_dir, f, bank[scene], scoring, verification,
-                              *(Path(paths.verification(kpset, descriptor, scene, k)) for k in ("list.parquet", "queries.parquet", "scene.parquet", "timing.json")))
+                              *(Path(paths.verification(kpset, descriptor, scene, k)) for k in ("list.parquet", "queries.parquet", "scene.parquet", "timing.json")),
+                              result=sp.verification, t0=now() - sp.seconds["verification"])
         if matching is not None:
             matching_task(scene_dir, f, scoring, matching,
-                          *(Path(paths.matching(kpset, descriptor, scene, k)) for k in ("pairs.parquet", "classifier.parquet", "roc.parquet", "timing.json")))
+                          *(Path(paths.matching(kpset, descriptor, scene, k)) for k in ("pairs.parquet", "classifier.parquet", "roc.parquet", "timing.json")),
+                          results=sp.matching, t0=now() - sp.seconds["matching"])

@@ -116,49 +116,106 @@ def _check(q_desc, arrays, where):
             )
 
 
+class SegmentStats:
+    """:func:`segment_statistics` in steps, so a scene pass can feed it screen blocks it computed
+    once for several consumers (:mod:`descbench.metrics.scenepass`).
+
+    ``needs_screen``: float32 descriptors, queries and candidates; then :meth:`consume` takes the
+    screen ``[q_i, 1] . [c_j, -|c_j|^2/2]`` of query rows ``rows`` against ALL of ``cands`` (in
+    candidate order), whichever BLAS call made it: ``tol`` (from max |c| over ``cands``) bounds
+    the error of any summation order, so the results are exact for any such screen. Every query
+    row must be consumed exactly once. Hamming descriptors are done at construction.
+    """
+
+    def __init__(self, q_desc, cands, seg_start, n_image, indptr, indices):
+        nq, n_seg, nnz = q_desc.shape[0], seg_start.shape[0] - 1, indices.shape[0]
+        self.seg_start, self.n_image, self.indptr, self.indices = seg_start, n_image, indptr, indices
+        self.nn_idx = np.full((nq, n_seg), -1, dtype=np.int64)
+        self.nn_d = np.full((nq, n_seg), np.inf)
+        self.less_img, self.equal_img, self.less_dis, self.equal_dis = (np.zeros(nnz, np.int64) for _ in range(4))
+        self.dexact = np.zeros(nnz)
+        self.needs_screen = False
+        if nq == 0:
+            return
+        if q_desc.dtype == np.uint8:
+            kernels.segment_stats_hamming(pack_bits_to_words(q_desc), pack_bits_to_words(cands), seg_start, n_image,
+                                          indptr, indices, *self._outputs())
+            return
+        if cands.shape[0] == 0:
+            return
+        self.needs_screen = True
+        self.qd, self.cd, self.qaug, self.caug, self.tol = prepare_l2_screen(q_desc, cands)
+
+    def _outputs(self):
+        return (self.nn_idx, self.nn_d, self.less_img, self.equal_img, self.less_dis, self.equal_dis, self.dexact)
+
+    def consume(self, screen, rows):
+        """One screen block: ``screen[t]`` is query ``rows[t]`` against every candidate."""
+        kernels.segment_stats_l2(screen, rows, self.qd, self.cd, self.tol, self.seg_start, self.n_image,
+                                 self.indptr, self.indices, *self._outputs())
+
+    def result(self):
+        return self._outputs()
+
+
 def segment_statistics(q_desc, cands, seg_start, n_image, indptr, indices, chunk_mb):
     """Run the one-pass kernel: per-segment exact NN and class-split rank counts of positives."""
-    nq, n_seg, nnz = q_desc.shape[0], seg_start.shape[0] - 1, indices.shape[0]
-    nn_idx = np.full((nq, n_seg), -1, dtype=np.int64)
-    nn_d = np.full((nq, n_seg), np.inf)
-    less_img, equal_img, less_dis, equal_dis = (np.zeros(nnz, np.int64) for _ in range(4))
-    dexact = np.zeros(nnz)
-    if nq == 0:
-        return nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact
-    if q_desc.dtype == np.uint8:
-        kernels.segment_stats_hamming(pack_bits_to_words(q_desc), pack_bits_to_words(cands), seg_start, n_image,
-                                      indptr, indices, nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact)
-        return nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact
-    if cands.shape[0] == 0:
-        return nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact
-    qd, cd, qaug, caug, tol = prepare_l2_screen(q_desc, cands)
-    all_rows = np.ones(nq + 1, dtype=np.int64)  # every query needs its nearest neighbours
-    all_rows[0] = 0
-    for rows in query_blocks(np.cumsum(all_rows), cd.shape[0], chunk_mb):
-        screen = qaug[rows] @ caug.T
-        kernels.segment_stats_l2(screen, rows, qd, cd, tol, seg_start, n_image, indptr, indices,
-                                 nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact)
-    return nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact
+    st = SegmentStats(q_desc, cands, seg_start, n_image, indptr, indices)
+    if st.needs_screen:
+        nq = q_desc.shape[0]
+        all_rows = np.ones(nq + 1, dtype=np.int64)  # every query needs its nearest neighbours
+        all_rows[0] = 0
+        for rows in query_blocks(np.cumsum(all_rows), st.cd.shape[0], chunk_mb):
+            st.consume(st.qaug[rows] @ st.caug.T, rows)
+    return st.result()
+
+
+class SceneTasks:
+    """:func:`score_scene_tasks` in steps: ground truth and candidates at construction, the
+    screen consumer in ``segments`` (a :class:`SegmentStats`, fed by :func:`score_scene_tasks` or
+    by a scene pass), :meth:`finish`."""
+
+    def __init__(self, q_xy, q_desc, targets: list[Target], distractors: list[Distractors],
+                 params: BojanicParams, where: str = "scene"):
+        q_xy = np.asarray(q_xy, np.float64).reshape(-1, 2)
+        _check(q_desc, [(f"image {k}", t.desc) for k, t in enumerate(targets, start=2)]
+               + [(f"distractor {d.scene}/{d.image}", d.desc) for d in distractors], where)
+        self.q_desc, self.targets, self.distractors, self.params = q_desc, targets, distractors, params
+        self.nq = q_xy.shape[0]
+        self.indptr, self.indices, self.per_image = _positive_csr(q_xy, targets, params)
+        blocks = [t.desc for t in targets] + [d.desc for d in distractors]
+        sizes = np.array([b.shape[0] for b in blocks], dtype=np.int64)
+        self.seg_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+        self.n_image = int(sizes[: len(targets)].sum())
+        self.n_dis = int(sizes[len(targets):].sum())
+        self.cands = np.concatenate(blocks) if blocks else q_desc[:0]
+        self.segments = SegmentStats(q_desc, self.cands, self.seg_start, self.n_image, self.indptr, self.indices)
+
+    def finish(self) -> SceneTaskResult:
+        return _finish_scene_tasks(self)
 
 
 def score_scene_tasks(q_xy, q_desc, targets: list[Target], distractors: list[Distractors],
                       params: BojanicParams, where: str = "scene") -> SceneTaskResult:
     """Keypoint verification and keypoint retrieval of one scene (module docstring)."""
+    st = SceneTasks(q_xy, q_desc, targets, distractors, params, where)
+    seg = st.segments
+    if seg.needs_screen:
+        nq = st.nq
+        all_rows = np.ones(nq + 1, dtype=np.int64)  # every query needs its nearest neighbours
+        all_rows[0] = 0
+        for rows in query_blocks(np.cumsum(all_rows), seg.cd.shape[0], params.chunk_mb):
+            seg.consume(seg.qaug[rows] @ seg.caug.T, rows)
+    return st.finish()
+
+
+def _finish_scene_tasks(st: SceneTasks) -> SceneTaskResult:
     from descbench.metrics import ap as apmod
 
-    q_xy = np.asarray(q_xy, np.float64).reshape(-1, 2)
-    _check(q_desc, [(f"image {k}", t.desc) for k, t in enumerate(targets, start=2)]
-           + [(f"distractor {d.scene}/{d.image}", d.desc) for d in distractors], where)
-    nq = q_xy.shape[0]
-    indptr, indices, per_image = _positive_csr(q_xy, targets, params)
-    blocks = [t.desc for t in targets] + [d.desc for d in distractors]
-    sizes = np.array([b.shape[0] for b in blocks], dtype=np.int64)
-    seg_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
-    n_image = int(sizes[: len(targets)].sum())
-    n_dis = int(sizes[len(targets):].sum())
-    cands = np.concatenate(blocks) if blocks else q_desc[:0]
-    nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact = segment_statistics(
-        q_desc, cands, seg_start, n_image, indptr, indices, params.chunk_mb)
+    q_desc, targets, distractors, params = st.q_desc, st.targets, st.distractors, st.params
+    nq, indptr, indices, per_image = st.nq, st.indptr, st.indices, st.per_image
+    n_image, n_dis, cands = st.n_image, st.n_dis, st.cands
+    nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact = st.segments.result()
 
     # ---- keypoint retrieval: per-query AP with hard negatives counted (negative) or removed (ignore)
     policy = kernels.POLICY_CODES[params.tie_policy]

@@ -64,7 +64,7 @@ from numba import njit
 
 from descbench.errors import DataError
 from descbench.metrics.kernels import _hamming, _sqdist64, within_radius_csr
-from descbench.metrics.pairpass import PassResult, pair_pass
+from descbench.metrics.pairpass import PairPass, PassResult, pair_pass
 from descbench.metrics.retrieval import pack_bits_to_words, project
 
 __all__ = [
@@ -355,7 +355,26 @@ class PairPopulation:
         (``hist``), the nearest (``rows=1``) or nearest two (``rows=2``) candidates of every query,
         and the nearest query of every candidate (``cols``, for mutual NN). Returns the pass
         result (None when there is no pair)."""
+        pp = self.begin_pass(hist, rows, cols)
+        if pp is None:
+            return None
+        chunk = self.params.chunk_mb if chunk_mb is None else chunk_mb
+        if not chunk > 0:
+            raise ValueError(f"chunk_mb must be > 0, got {chunk}")
+        if pp.needs_screen:
+            from descbench.metrics.pairpass import _block_rows, screen_block
+
+            step = _block_rows(self.n2, chunk)
+            for r0 in range(0, self.n1, step):
+                pp.consume(screen_block(pp.qaug, pp.caug, r0, min(self.n1, r0 + step)), r0)
+                pp.out.n_products += 1
+        return self.end_pass(pp)
+
+    def begin_pass(self, hist: bool = True, rows: int = 2, cols: bool = True) -> PairPass | None:
+        """:meth:`run_pass` in steps: the :class:`descbench.metrics.pairpass.PairPass` to feed
+        (None, with the empty results kept, when there is no pair); then :meth:`end_pass`."""
         keys = self.threshold_keys()[4] if hist else None
+        self._pass_request = (hist, rows, cols, keys)
         if self.n1 == 0 or self.n2 == 0:
             if hist:
                 self._hist = (keys, np.zeros(keys.shape[0], np.int64), np.zeros(keys.shape[0], np.int64))
@@ -364,8 +383,12 @@ class PairPopulation:
             if cols:
                 self._col = np.full(self.n2, -1, np.int64)
             return None
-        res = pair_pass(self.q_desc, self.t_desc, keys, self.params.chunk_mb if chunk_mb is None else chunk_mb,
-                        rows=rows, cols=cols)
+        return PairPass(self.q_desc, self.t_desc, keys, rows, cols)
+
+    def end_pass(self, pp: PairPass) -> PassResult:
+        """Keep the results of a pass begun by :meth:`begin_pass` once every row was consumed."""
+        hist, rows, cols, keys = self._pass_request
+        res = pp.finish()
         if hist:
             self._hist = (keys, res.n_less, res.n_equal)
         if rows == 2:
@@ -681,4 +704,13 @@ def prepare(pop: PairPopulation, matchers, mutual: bool = False, chunk_mb: float
     need = pass_needs(matchers, mutual)
     if need["hist"] or need["rows"] or need["cols"]:
         return pop.run_pass(chunk_mb=chunk_mb, **need)
+    return None
+
+
+def begin_prepare(pop: PairPopulation, matchers, mutual: bool = False) -> PairPass | None:
+    """:func:`prepare` in steps: the pass to feed (None when nothing is needed or there is no
+    pair); after feeding it, :meth:`PairPopulation.end_pass`."""
+    need = pass_needs(matchers, mutual)
+    if need["hist"] or need["rows"] or need["cols"]:
+        return pop.begin_pass(**need)
     return None

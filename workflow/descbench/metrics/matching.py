@@ -305,17 +305,40 @@ def evaluate_pair(q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size, mpara
     second-nearest neighbours of the nn / ratio matchers and the threshold-ROC histogram (float32:
     one BLAS product per block of image-1 rows; the block bound is the smaller chunk_mb).
     """
-    from descbench.metrics.classifier import MATCHERS, ClassifierParams, ClassifierResult, PairPopulation, prepare, roc
+    from descbench.metrics.classifier import prepare
 
-    cparams = ClassifierParams() if cparams is None else cparams
-    matchers = MATCHERS if matchers is None else tuple(matchers)
-    for m in matchers:
-        if m not in MATCHERS:
-            raise ValueError(f"unknown matcher {m!r}; expected one of {MATCHERS}")
-    q_xy, q_desc, t_xy, t_desc, H, H_inv, size1, sizek = _check_pair(q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size)
-    _validate(q_desc, t_desc, names=("image-a", "image-b"))  # the errors match_pair would raise
-    pop = PairPopulation(q_xy, q_desc, t_xy, t_desc, H, cparams)
-    prepare(pop, matchers, mutual=True, chunk_mb=min(float(mparams.chunk_mb), float(cparams.chunk_mb)))
-    ia, ib = pop.mutual_pairs()
-    stats = _match_stats(q_xy, t_xy, H, H_inv, size1, sizek, ia, ib, mparams)
-    return stats, ClassifierResult(pop.n1, pop.n2, {m: roc(pop, m) for m in matchers})
+    ev = PairEvaluation(q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size, mparams, cparams, matchers, begin=False)
+    prepare(ev.pop, ev.matchers, mutual=True, chunk_mb=min(float(mparams.chunk_mb), float(ev.cparams.chunk_mb)))
+    return ev.finish()
+
+
+class PairEvaluation:
+    """:func:`evaluate_pair` in steps: validation and the classifier population at construction,
+    the pair pass to feed in ``pass_`` (a :class:`descbench.metrics.pairpass.PairPass`, or None
+    when there is nothing to feed; ``begin=True``), then :meth:`finish` -> ``(stats, result)``."""
+
+    def __init__(self, q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size, mparams: MatchingParams = MatchingParams(),
+                 cparams=None, matchers=None, begin: bool = True):
+        from descbench.metrics.classifier import MATCHERS, ClassifierParams, PairPopulation, begin_prepare
+
+        cparams = ClassifierParams() if cparams is None else cparams
+        matchers = MATCHERS if matchers is None else tuple(matchers)
+        for m in matchers:
+            if m not in MATCHERS:
+                raise ValueError(f"unknown matcher {m!r}; expected one of {MATCHERS}")
+        q_xy, q_desc, t_xy, t_desc, H, H_inv, size1, sizek = _check_pair(q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size)
+        _validate(q_desc, t_desc, names=("image-a", "image-b"))  # the errors match_pair would raise
+        self.mparams, self.cparams, self.matchers = mparams, cparams, matchers
+        self.geometry = (q_xy, t_xy, H, H_inv, size1, sizek)
+        self.pop = PairPopulation(q_xy, q_desc, t_xy, t_desc, H, cparams)
+        self.pass_ = begin_prepare(self.pop, matchers, mutual=True) if begin else None
+
+    def finish(self):
+        from descbench.metrics.classifier import ClassifierResult, roc
+
+        if self.pass_ is not None:
+            self.pop.end_pass(self.pass_)
+        pop = self.pop
+        ia, ib = pop.mutual_pairs()
+        stats = _match_stats(*self.geometry, ia, ib, self.mparams)
+        return stats, ClassifierResult(pop.n1, pop.n2, {m: roc(pop, m) for m in self.matchers})

@@ -56,7 +56,7 @@ from numba import njit, prange
 from descbench.metrics.kernels import _hamming, _round_down32, _sqdist64
 from descbench.metrics.retrieval import pack_bits_to_words, screen_tolerance
 
-__all__ = ["PassResult", "pair_pass", "screen_block", "key_table"]
+__all__ = ["PassResult", "PairPass", "pair_pass", "screen_block", "key_table"]
 
 _U64 = 2.0**-53
 # Beyond this magnitude the float32 screen could overflow (|g_j| <= |q| |c| + |c|^2 / 2 and every
@@ -467,6 +467,116 @@ def key_table(keys: np.ndarray, margin: float, n_buckets: int | None = None):
 # --------------------------------------------------------------------------- entry point
 
 
+class PairPass:
+    """:func:`pair_pass` in steps, so a scene pass can feed it screen blocks computed once for
+    several consumers (:mod:`descbench.metrics.scenepass`).
+
+    Construction validates, allocates the outputs and makes the per-row tolerances from THIS
+    pair's descriptors (``rtol``, ``wr``, the exact-screen certificate: each bounds the screen
+    value of a column j from |q_i| and max |c| over this pair's candidates, for any summation
+    order, so they hold for a screen made by any BLAS call over a wider candidate matrix).
+    Hamming descriptors, empty inputs and the float64 fallback are done here as well. When
+    ``needs_screen``, :meth:`consume` takes the screen ``[q_i, 1] . [c_j, -|c_j|^2/2]`` of the
+    consecutive query rows ``r0 .. r0 + r - 1`` against every candidate of ``c`` (C-contiguous
+    float32 [r, N2]); every row must be consumed exactly once (any blocking: the row, column and
+    histogram states are exact whatever the split). :meth:`finish` merges and returns the
+    :class:`PassResult`.
+    """
+
+    def __init__(self, q: np.ndarray, c: np.ndarray, keys: np.ndarray | None = None, rows: int = 2, cols: bool = True):
+        n1, n2 = q.shape[0], c.shape[0]
+        self.q, self.c, self.rows, self.cols = q, c, rows, cols
+        out = self.out = PassResult()
+        self.needs_screen = False
+        do_hist = keys is not None
+        nb = 0
+        if do_hist:
+            keys = np.ascontiguousarray(keys, dtype=np.float64)
+            nb = keys.shape[0]
+        self.keys, self.nb = keys, nb
+        if rows:
+            out.idx1 = np.full(n1, -1, np.int64)
+            out.idx2 = np.full(n1, -1, np.int64)
+            out.key1 = np.full(n1, np.inf)
+            out.key2 = np.full(n1, np.inf)
+        if cols:
+            out.col_idx = np.full(n2, -1, np.int64)
+            out.col_key = np.full(n2, np.inf)
+        if do_hist:
+            out.n_less = np.zeros(nb, np.int64)
+            out.n_equal = np.zeros(nb, np.int64)
+            out.n_above = int(n1) * int(n2)
+        self.done = n1 == 0 or n2 == 0 or not (rows or cols or (do_hist and nb > 0))
+        if self.done:
+            return
+        hist_on = self.hist_on = do_hist and nb > 0
+        nch = min(_n_chunks(), n1)
+        # row outputs are always written by the kernels; scratch arrays when rows are not wanted
+        self.i1 = out.idx1 if rows else np.full(n1, -1, np.int64)
+        self.i2 = out.idx2 if rows else np.full(n1, -1, np.int64)
+        self.k1 = out.key1 if rows else np.full(n1, np.inf)
+        self.k2 = out.key2 if rows else np.full(n1, np.inf)
+        ncol = n2 if cols else 1
+        self.col_i = np.full((nch, ncol), -1, np.int64)
+        self.counts = None
+        if q.dtype == np.uint8:
+            nbits = 8 * q.shape[1]
+            acc = np.zeros((nch, nbits + 1 if hist_on else 1), np.int64)
+            col_d = np.full((nch, ncol), np.int64(1) << 62, np.int64)
+            _pass_hamming(pack_bits_to_words(q), pack_bits_to_words(c), cols, hist_on, self.i1, self.k1, self.i2, self.k2,
+                          col_d, self.col_i, acc)
+            if hist_on:
+                per_d = acc.sum(axis=0)
+                d = np.arange(nbits + 1, dtype=np.float64)
+                slot = 2 * np.searchsorted(keys, d)
+                b = slot // 2
+                hit = b < nb
+                slot[hit] += keys[np.minimum(b, nb - 1)][hit] == d[hit]
+                counts = np.zeros(2 * nb + 1, dtype=np.int64)
+                np.add.at(counts, slot, per_d)
+                self.counts = counts
+            self.col_d = col_d.astype(np.float64)
+            return
+        self.acc = np.zeros((nch, 2 * nb + 1 if hist_on else 1), np.int64)
+        self.col_d = np.full((nch, ncol), np.inf)
+        qn2 = self.qn2 = np.einsum("ij,ij->i", q, q, dtype=np.float64)
+        cnorm2 = np.einsum("ij,ij->i", c, c, dtype=np.float64)
+        qmax = float(np.sqrt(qn2.max()))
+        cmax = float(np.sqrt(cnorm2.max()))
+        self.kk = keys if hist_on else np.zeros(1)
+        if qmax * cmax + cmax * cmax > _SCREEN_LIMIT:
+            _pass_l2_direct(q, c, cols, hist_on, self.kk, self.i1, self.k1, self.i2, self.k2, self.col_d, self.col_i, self.acc)
+            return
+        self.qaug, self.caug, self.rtol, self.wr, self.exact = _l2_setup(q, c, qn2, cnorm2)
+        if hist_on:
+            self.table = key_table(keys, float(self.wr.max()))
+        else:
+            self.table = np.zeros(3, np.int32), np.zeros((3, 2), np.int64), 0.0, 0.0, 1
+        self.col_u = np.full((nch, ncol), np.inf)
+        self.needs_screen = True
+
+    def consume(self, screen: np.ndarray, r0: int) -> None:
+        """One screen block of the consecutive query rows ``r0 .. r0 + screen.shape[0] - 1``."""
+        tab, lohi, e0, scale, nbk = self.table
+        _pass_l2_block(screen, r0, self.q, self.c, self.qn2, self.rtol, self.wr, self.exact, self.rows, self.cols,
+                       self.hist_on, self.kk, tab, lohi, e0, scale, nbk,
+                       self.i1, self.k1, self.i2, self.k2, self.col_u, self.col_d, self.col_i, self.acc)
+
+    def finish(self) -> PassResult:
+        out = self.out
+        if self.done:
+            return out
+        nb = self.nb
+        if self.hist_on:
+            counts = self.counts if self.counts is not None else self.acc.sum(axis=0)
+            out.n_less = counts[0 : 2 * nb : 2].copy()
+            out.n_equal = counts[1 : 2 * nb : 2].copy()
+            out.n_above = int(counts[2 * nb])
+        if self.cols:
+            _merge_columns(self.col_d, self.col_i, out.col_key, out.col_idx)
+        return out
+
+
 def pair_pass(q: np.ndarray, c: np.ndarray, keys: np.ndarray | None = None, chunk_mb: float = 64.0,
               rows: int = 2, cols: bool = True) -> PassResult:
     """Everything of one descriptor pair in one pass (validated, C-contiguous inputs).
@@ -478,80 +588,12 @@ def pair_pass(q: np.ndarray, c: np.ndarray, keys: np.ndarray | None = None, chun
     """
     if not chunk_mb > 0:
         raise ValueError(f"chunk_mb must be > 0, got {chunk_mb}")
-    n1, n2 = q.shape[0], c.shape[0]
-    out = PassResult()
-    do_hist = keys is not None
-    if do_hist:
-        keys = np.ascontiguousarray(keys, dtype=np.float64)
-        nb = keys.shape[0]
-    if rows:
-        out.idx1 = np.full(n1, -1, np.int64)
-        out.idx2 = np.full(n1, -1, np.int64)
-        out.key1 = np.full(n1, np.inf)
-        out.key2 = np.full(n1, np.inf)
-    if cols:
-        out.col_idx = np.full(n2, -1, np.int64)
-        out.col_key = np.full(n2, np.inf)
-    if do_hist:
-        out.n_less = np.zeros(nb, np.int64)
-        out.n_equal = np.zeros(nb, np.int64)
-        out.n_above = int(n1) * int(n2)
-    if n1 == 0 or n2 == 0 or not (rows or cols or (do_hist and nb > 0)):
-        return out
-    hist_on = do_hist and nb > 0
-    nch = min(_n_chunks(), n1)
-    # row outputs are always written by the kernels; scratch arrays when rows are not wanted
-    i1 = out.idx1 if rows else np.full(n1, -1, np.int64)
-    i2 = out.idx2 if rows else np.full(n1, -1, np.int64)
-    k1 = out.key1 if rows else np.full(n1, np.inf)
-    k2 = out.key2 if rows else np.full(n1, np.inf)
-    ncol = n2 if cols else 1
-    col_i = np.full((nch, ncol), -1, np.int64)
-    if q.dtype == np.uint8:
-        nbits = 8 * q.shape[1]
-        acc = np.zeros((nch, nbits + 1 if hist_on else 1), np.int64)
-        col_d = np.full((nch, ncol), np.int64(1) << 62, np.int64)
-        _pass_hamming(pack_bits_to_words(q), pack_bits_to_words(c), cols, hist_on, i1, k1, i2, k2, col_d, col_i, acc)
-        if hist_on:
-            per_d = acc.sum(axis=0)
-            d = np.arange(nbits + 1, dtype=np.float64)
-            slot = 2 * np.searchsorted(keys, d)
-            b = slot // 2
-            hit = b < nb
-            slot[hit] += keys[np.minimum(b, nb - 1)][hit] == d[hit]
-            counts = np.zeros(2 * nb + 1, dtype=np.int64)
-            np.add.at(counts, slot, per_d)
-        col_d = col_d.astype(np.float64)
-    else:
-        acc = np.zeros((nch, 2 * nb + 1 if hist_on else 1), np.int64)
-        col_d = np.full((nch, ncol), np.inf)
-        qn2 = np.einsum("ij,ij->i", q, q, dtype=np.float64)
-        cnorm2 = np.einsum("ij,ij->i", c, c, dtype=np.float64)
-        qmax = float(np.sqrt(qn2.max()))
-        cmax = float(np.sqrt(cnorm2.max()))
-        kk = keys if hist_on else np.zeros(1)
-        if qmax * cmax + cmax * cmax > _SCREEN_LIMIT:
-            _pass_l2_direct(q, c, cols, hist_on, kk, i1, k1, i2, k2, col_d, col_i, acc)
-        else:
-            qaug, caug, rtol, wr, exact = _l2_setup(q, c, qn2, cnorm2)
-            if hist_on:
-                tab, lohi, e0, scale, nbk = key_table(keys, float(wr.max()))
-            else:
-                tab, lohi, e0, scale, nbk = np.zeros(3, np.int32), np.zeros((3, 2), np.int64), 0.0, 0.0, 1
-            col_u = np.full((nch, ncol), np.inf)
-            step = _block_rows(n2, chunk_mb)
-            for r0 in range(0, n1, step):
-                r1 = min(n1, r0 + step)
-                screen = screen_block(qaug, caug, r0, r1)
-                out.n_products += 1
-                _pass_l2_block(screen, r0, q, c, qn2, rtol, wr, exact, rows, cols, hist_on, kk, tab, lohi, e0, scale, nbk,
-                               i1, k1, i2, k2, col_u, col_d, col_i, acc)
-        if hist_on:
-            counts = acc.sum(axis=0)
-    if hist_on:
-        out.n_less = counts[0 : 2 * nb : 2].copy()
-        out.n_equal = counts[1 : 2 * nb : 2].copy()
-        out.n_above = int(counts[2 * nb])
-    if cols:
-        _merge_columns(col_d, col_i, out.col_key, out.col_idx)
-    return out
+    pp = PairPass(q, c, keys, rows, cols)
+    if pp.needs_screen:
+        n1, n2 = q.shape[0], c.shape[0]
+        step = _block_rows(n2, chunk_mb)
+        for r0 in range(0, n1, step):
+            r1 = min(n1, r0 + step)
+            pp.consume(screen_block(pp.qaug, pp.caug, r0, r1), r0)
+            pp.out.n_products += 1
+    return pp.finish()

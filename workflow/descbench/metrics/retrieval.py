@@ -93,26 +93,54 @@ def pack_bits_to_words(desc: np.ndarray) -> np.ndarray:
     return buf.view(np.uint64)
 
 
+class RankCounts:
+    """:func:`rank_statistics` in steps, so a scene pass can feed it screen blocks it computed once
+    for several consumers (:mod:`descbench.metrics.scenepass`).
+
+    ``needs_screen``: float32 descriptors with relevant entries; then :meth:`consume` takes the
+    screen ``[q_i, 1] . [c_j, -|c_j|^2/2]`` of query rows ``rows`` against ALL of ``cdesc``
+    (columns in candidate order), whichever BLAS call made it: ``tol`` bounds the screen error
+    of any summation order (:func:`screen_tolerance`), so the counts are exact for any such screen.
+    Every query row with R >= 1 must be consumed exactly once; rows with R = 0 are skipped.
+    Hamming descriptors are counted at construction (exact integers, no screen).
+    """
+
+    def __init__(self, qdesc, cdesc, indptr, indices):
+        nnz = indices.shape[0]
+        self.indptr, self.indices = indptr, indices
+        self.less = np.zeros(nnz, dtype=np.int64)
+        self.equal = np.zeros(nnz, dtype=np.int64)
+        self.dexact = np.zeros(nnz, dtype=np.float64)
+        self.needs_screen = False
+        if nnz == 0:
+            return
+        if qdesc.dtype == np.uint8:
+            kernels.rank_counts_hamming(pack_bits_to_words(qdesc), pack_bits_to_words(cdesc), indptr, indices,
+                                        self.less, self.equal, self.dexact)
+            return
+        self.needs_screen = True
+        self.qdesc, self.cdesc, self.qaug, self.caug, self.tol = prepare_l2_screen(qdesc, cdesc)
+
+    def consume(self, screen, rows):
+        """Count one screen block: ``screen[t]`` is query ``rows[t]`` against every candidate."""
+        kernels.rank_counts_l2(screen, rows, self.qdesc, self.cdesc, self.tol, self.indptr, self.indices,
+                               self.less, self.equal, self.dexact)
+
+    def result(self):
+        return self.less, self.equal, self.dexact
+
+
 def rank_statistics(qdesc, cdesc, indptr, indices, chunk_mb: float = 64.0):
     """Exact (less, equal, dexact) for every relevant entry; float32 -> L2, uint8 -> Hamming.
 
     The float32 screen is computed by BLAS in blocks of query rows holding at most ``chunk_mb``
     MiB, and only for queries with R >= 1, so memory is bounded whatever N is.
     """
-    nnz = indices.shape[0]
-    less = np.zeros(nnz, dtype=np.int64)
-    equal = np.zeros(nnz, dtype=np.int64)
-    dexact = np.zeros(nnz, dtype=np.float64)
-    if nnz == 0:
-        return less, equal, dexact
-    if qdesc.dtype == np.uint8:
-        kernels.rank_counts_hamming(pack_bits_to_words(qdesc), pack_bits_to_words(cdesc), indptr, indices, less, equal, dexact)
-        return less, equal, dexact
-    qdesc, cdesc, qaug, caug, tol = prepare_l2_screen(qdesc, cdesc)
-    for rows in query_blocks(indptr, cdesc.shape[0], chunk_mb):
-        screen = qaug[rows] @ caug.T  # BLAS reads the transposed view, no copy
-        kernels.rank_counts_l2(screen, rows, qdesc, cdesc, tol, indptr, indices, less, equal, dexact)
-    return less, equal, dexact
+    rc = RankCounts(qdesc, cdesc, indptr, indices)
+    if rc.needs_screen:
+        for rows in query_blocks(indptr, rc.cdesc.shape[0], chunk_mb):
+            rc.consume(rc.qaug[rows] @ rc.caug.T, rows)  # BLAS reads the transposed view, no copy
+    return rc.result()
 
 
 def prepare_l2_screen(qdesc: np.ndarray, cdesc: np.ndarray):
@@ -160,22 +188,41 @@ def screen_tolerance(qdesc: np.ndarray, cnorm2: np.ndarray) -> np.ndarray:
     return 4.0 * one + 1e-300
 
 
+class PairScoring:
+    """:func:`score_pair` in steps: ground truth at construction, the rank counts in ``ranks``
+    (a :class:`RankCounts`, fed by :func:`score_pair` or by a scene pass), :meth:`finish`."""
+
+    def __init__(self, q_xy, q_desc, t_xy, t_desc, H, target_size, params: RetrievalParams):
+        if q_desc.shape[1:] != t_desc.shape[1:] or q_desc.dtype != t_desc.dtype:
+            raise DataError(
+                f"descriptor mismatch: image 1 has {q_desc.dtype} x {q_desc.shape[1:]}, image k has "
+                f"{t_desc.dtype} x {t_desc.shape[1:]}; every image of a scene must use one descriptor"
+            )
+        self.params = params
+        width, height = target_size
+        proj, self.inside = project(H, q_xy, width, height)
+        self.nn_idx, self.nn_px, self.indptr, indices = relevance(
+            proj, self.inside, np.asarray(t_xy, dtype=np.float64).reshape(-1, 2), params.tau_px, params.gt)
+        self.ranks = RankCounts(q_desc, t_desc, self.indptr, indices)
+
+    def finish(self) -> PairResult:
+        less, equal, dexact = self.ranks.result()
+        params = self.params
+        ap, hit, rec, n_closer, n_tied = kernels.query_scores(
+            self.indptr, dexact, less, equal, kernels.POLICY_CODES[params.tie_policy],
+            np.array(HIT_KS, dtype=np.int64), np.array(RECALL_KS, dtype=np.int64),
+        )
+        return PairResult(self.inside, np.diff(self.indptr).astype(np.int32), self.nn_idx, self.nn_px, n_closer, n_tied, ap, hit, rec)
+
+
 def score_pair(q_xy, q_desc, t_xy, t_desc, H, target_size, params: RetrievalParams) -> PairResult:
     """Score every query of image 1 against image k (see the module docstring for definitions)."""
-    if q_desc.shape[1:] != t_desc.shape[1:] or q_desc.dtype != t_desc.dtype:
-        raise DataError(
-            f"descriptor mismatch: image 1 has {q_desc.dtype} x {q_desc.shape[1:]}, image k has "
-            f"{t_desc.dtype} x {t_desc.shape[1:]}; every image of a scene must use one descriptor"
-        )
-    width, height = target_size
-    proj, inside = project(H, q_xy, width, height)
-    nn_idx, nn_px, indptr, indices = relevance(proj, inside, np.asarray(t_xy, dtype=np.float64).reshape(-1, 2), params.tau_px, params.gt)
-    less, equal, dexact = rank_statistics(q_desc, t_desc, indptr, indices, params.chunk_mb)
-    ap, hit, rec, n_closer, n_tied = kernels.query_scores(
-        indptr, dexact, less, equal, kernels.POLICY_CODES[params.tie_policy],
-        np.array(HIT_KS, dtype=np.int64), np.array(RECALL_KS, dtype=np.int64),
-    )
-    return PairResult(inside, np.diff(indptr).astype(np.int32), nn_idx, nn_px, n_closer, n_tied, ap, hit, rec)
+    ps = PairScoring(q_xy, q_desc, t_xy, t_desc, H, target_size, params)
+    rc = ps.ranks
+    if rc.needs_screen:
+        for rows in query_blocks(ps.indptr, rc.cdesc.shape[0], params.chunk_mb):
+            rc.consume(rc.qaug[rows] @ rc.caug.T, rows)
+    return ps.finish()
 
 
 def policy_rank(n_closer: np.ndarray, n_tied: np.ndarray, tie_policy: str) -> np.ndarray:
