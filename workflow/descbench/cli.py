@@ -40,20 +40,30 @@ def warmup(out: Path) -> None:
     """Compile (and cache on disk) every numba kernel once, before parallel jobs use them."""
     import numpy as np
 
+    from descbench.metrics import scenepass
     from descbench.metrics.bojanic import BojanicParams, Distractors, Target, score_scene_tasks
-    from descbench.metrics.classifier import classify_pair
-    from descbench.metrics.matching import match_pair
+    from descbench.metrics.classifier import ClassifierParams, classify_pair
+    from descbench.metrics.matching import MatchingParams, match_pair
     from descbench.metrics.retrieval import RetrievalParams, score_pair
 
     rng = np.random.default_rng(0)
     xy = rng.uniform(0, 50, (20, 2))
-    for desc in (rng.standard_normal((20, 8)).astype(np.float32), rng.integers(0, 255, (20, 4), dtype=np.uint8)):
+    real = rng.standard_normal((20, 8)).astype(np.float32)
+    integer = rng.integers(0, 255, (20, 8)).astype(np.float32)  # SIFT-like: the exact-screen path
+    binary = rng.integers(0, 255, (20, 4), dtype=np.uint8)
+    for desc in (real, integer, binary):
         for gt in ("closest", "all_within_tau"):
             score_pair(xy, desc, xy, desc, np.eye(3), (60, 60), RetrievalParams(gt=gt))
         t = Target(xy, desc, np.eye(3), (60, 60))
-        score_scene_tasks(xy, desc, [t, t], [Distractors("x", 1, np.arange(5), desc[:5])], BojanicParams())
+        dis = [Distractors("x", 1, np.arange(5), desc[:5])]
+        score_scene_tasks(xy, desc, [t, t], dis, BojanicParams())
         match_pair(xy, desc, xy, desc, np.eye(3), (60, 60), (60, 60))
         classify_pair(xy, desc, xy, desc, np.eye(3))
+        # the scoring job's path: one screen per row block for every task (tiny blocks: several)
+        for ver in (True, False):
+            scenepass.score_scene(xy, desc, [t, t], RetrievalParams(), dis if ver else None, BojanicParams() if ver else None,
+                                  (MatchingParams(), ClassifierParams(), ("threshold", "nn", "ratio", "mutual_nn")), (60, 60),
+                                  chunk_mb=1e-4)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("numba kernels compiled\n")
 

@@ -353,6 +353,7 @@ def scene_pass(scene_dir: Path, f: SceneFeatures, scoring: dict, distractors: li
     scene's files (a :class:`descbench.metrics.scenepass.SceneResults`)."""
     from descbench.metrics import scenepass
     from descbench.metrics.bojanic import Target
+    from descbench.metrics.retrieval import RetrievalParams
 
     files = scene_files(scene_dir)
     per_image, by_image, kmeta = f.per_image, f.by_image, f.kmeta
