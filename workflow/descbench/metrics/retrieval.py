@@ -149,6 +149,13 @@ def prepare_l2_screen(qdesc: np.ndarray, cdesc: np.ndarray):
     ``[q, 1] . [c_j, -|c_j|^2/2] = q.c_j - |c_j|^2/2``: one BLAS product gives the screen value,
     so the kernel only compares floats.
     """
+    qdesc, cdesc, qaug, caug, cnorm2 = augment_l2(qdesc, cdesc)
+    return qdesc, cdesc, qaug, caug, screen_tolerance(qdesc, cnorm2)
+
+
+def augment_l2(qdesc: np.ndarray, cdesc: np.ndarray):
+    """``(q, c, [q, 1], [c, -|c|^2/2], |c|^2)``: float32 descriptors and their augmented forms,
+    with ``|c|^2`` accumulated in float64 (the one definition every screen uses)."""
     qdesc = np.ascontiguousarray(qdesc, dtype=np.float32)
     cdesc = np.ascontiguousarray(cdesc, dtype=np.float32)
     c64 = cdesc.astype(np.float64)
@@ -159,7 +166,7 @@ def prepare_l2_screen(qdesc: np.ndarray, cdesc: np.ndarray):
     qaug = np.empty((qdesc.shape[0], qdesc.shape[1] + 1), dtype=np.float32)
     qaug[:, :-1] = qdesc
     qaug[:, -1] = 1.0
-    return qdesc, cdesc, qaug, caug, screen_tolerance(qdesc, cnorm2)
+    return qdesc, cdesc, qaug, caug, cnorm2
 
 
 def query_blocks(indptr: np.ndarray, n_candidates: int, chunk_mb: float):

@@ -66,17 +66,10 @@ def block_product(qaug: np.ndarray, caug: np.ndarray, rows: np.ndarray) -> np.nd
 
 def augment(q: np.ndarray, c: np.ndarray):
     """``([q, 1], [c, -|c|^2/2])`` in float32, with |c|^2 in float64 exactly as every consumer
-    builds its own (:func:`descbench.metrics.retrieval.prepare_l2_screen`)."""
-    q = np.ascontiguousarray(q, dtype=np.float32)
-    c = np.ascontiguousarray(c, dtype=np.float32)
-    c64 = c.astype(np.float64)
-    cnorm2 = np.einsum("ij,ij->i", c64, c64)
-    caug = np.empty((c.shape[0], c.shape[1] + 1), dtype=np.float32)
-    caug[:, :-1] = c
-    caug[:, -1] = -0.5 * cnorm2
-    qaug = np.empty((q.shape[0], q.shape[1] + 1), dtype=np.float32)
-    qaug[:, :-1] = q
-    qaug[:, -1] = 1.0
+    builds its own (:func:`descbench.metrics.retrieval.augment_l2`)."""
+    from descbench.metrics.retrieval import augment_l2
+
+    _, _, qaug, caug, _ = augment_l2(q, c)
     return qaug, caug
 
 
