@@ -314,30 +314,54 @@ def num(x) -> float:
         return 0.0
 
 
-def fixed_costs(res_root: Path) -> dict[str, list[float]]:
-    """Benchmark group -> [job wall s - processing_time_ms / 1000] for jobs with a timing.json.
+JOB_LINE = re.compile(r"descbench: (\S+) done in ([0-9.]+) s wall, ([0-9.]+) s CPU, max RSS ([0-9]+) MiB")
 
-    A benchmark file ``benchmarks/<group>/<tail>.tsv`` is paired with ``<dir>/<tail>.timing.json``
-    for an output folder ``<dir>`` whose name shares its first 5 letters with ``<group>``.
-    """
-    bench_root = res_root / "benchmarks"
-    timings: dict[tuple[str, str], float] = {}
-    for p in res_root.rglob("*.timing.json"):
-        rel = p.relative_to(res_root)
-        if rel.parts[0] == "benchmarks":
-            continue
-        tail = str(Path(*rel.parts[1:])).removesuffix(".timing.json")
-        timings[(rel.parts[0][:5], tail)] = json.loads(p.read_text())["processing_time_ms"] / 1000
-    out: dict[str, list[float]] = defaultdict(list)
-    if not bench_root.is_dir():
+
+def read_job_logs(res_root: Path) -> dict[str, dict[str, float]]:
+    """Each job's own exact figures, from the last line of its log (written by
+    ``python -m descbench`` from ``getrusage``): per rule folder under ``logs/``: jobs, wall s,
+    CPU s, max RSS MiB. Unlike Snakemake's sampled ``benchmark:`` files, nothing is missed."""
+    out: dict[str, dict[str, float]] = defaultdict(lambda: {"jobs": 0, "wall_s": 0.0, "cpu_s": 0.0, "max_rss_mib": 0.0})
+    logs = res_root / "logs"
+    if not logs.is_dir():
         return {}
-    for p in bench_root.rglob("*.tsv"):
-        rel = p.relative_to(bench_root)
-        key = (rel.parts[0][:5], str(Path(*rel.parts[1:])).removesuffix(".tsv"))
-        if key in timings:
-            rows = read_tsv(p)
-            if rows:
-                out[rel.parts[0]].append(num(rows[0].get("s")) - timings[key])
+    for p in sorted(logs.rglob("*.log")):
+        m = None
+        for m in JOB_LINE.finditer(p.read_text(errors="replace")):
+            pass
+        if m is None:
+            continue
+        rel = p.relative_to(logs)
+        g = out[rel.parts[0] if len(rel.parts) > 1 else rel.stem]
+        g["jobs"] += 1
+        g["wall_s"] += float(m.group(2))
+        g["cpu_s"] += float(m.group(3))
+        g["max_rss_mib"] = max(g["max_rss_mib"], float(m.group(4)))
+    return dict(out)
+
+
+def fixed_costs(res_root: Path) -> dict[str, list[float]]:
+    """Scoring jobs: [job wall (its log) - the tasks' processing_time_ms of its batch] in s.
+
+    A job ``logs/score/<set>/<descriptor>/<batch>.log`` wrote the ``*.timing.json`` files of
+    ``{scores,verification,matching}/<set>/<descriptor>/<batch>/``; what its wall time has beyond
+    their sum is start-up, imports, numba's first dispatch and cache loads, the distractor bank
+    and the exit.
+    """
+    out: dict[str, list[float]] = defaultdict(list)
+    logs = res_root / "logs" / "score"
+    if not logs.is_dir():
+        return {}
+    for p in sorted(logs.rglob("*.log")):
+        m = None
+        for m in JOB_LINE.finditer(p.read_text(errors="replace")):
+            pass
+        if m is None:
+            continue
+        tail = p.relative_to(logs).with_suffix("")
+        spent = sum(json.loads(t.read_text())["processing_time_ms"] / 1000
+                    for task in ("scores", "verification", "matching") for t in (res_root / task / tail).glob("*.timing.json"))
+        out["score"].append(float(m.group(2)) - spent)
     return dict(out)
 
 
@@ -364,7 +388,8 @@ def startup_floor(runs: int) -> dict[str, list[float]]:
 # Reporting
 
 
-def summary_lines(title: str, r: RunResult, bench: dict | None = None, fixed: dict | None = None) -> list[str]:
+def summary_lines(title: str, r: RunResult, bench: dict | None = None, fixed: dict | None = None,
+                  jobs: dict | None = None) -> list[str]:
     """A readable block of figures for one run."""
     njobs = sum(r.job_counts.values())
     lines = [
@@ -391,10 +416,16 @@ def summary_lines(title: str, r: RunResult, bench: dict | None = None, fixed: di
             lines.append(f"  {k:22s} {g['jobs']:5d} {g['s']:10.2f} {g['cpu_time']:10.2f} {g['max_rss_mb']:9.1f}")
         lines.append(f"  {'all':22s} {sum(g['jobs'] for g in bench.values()):5d} {tot_s:10.2f} {tot_cpu:10.2f}")
         lines.append(f"other CPU (jobs without benchmark files, shells): {r.total_cpu_s - r.own_cpu_s - tot_cpu:.2f} s")
+    if jobs:
+        lines.append("job logs (exact, per rule): jobs, sum of wall s, sum of CPU s, max RSS MiB")
+        for k, g in sorted(jobs.items()):
+            lines.append(f"  {k:22s} {g['jobs']:5d} {g['wall_s']:10.2f} {g['cpu_s']:10.2f} {g['max_rss_mib']:9.0f}")
+        lines.append(f"  {'all':22s} {sum(g['jobs'] for g in jobs.values()):5d} {sum(g['wall_s'] for g in jobs.values()):10.2f} "
+                     f"{sum(g['cpu_s'] for g in jobs.values()):10.2f}")
     if fixed:
         for k, v in sorted(fixed.items()):
             lines.append(f"fixed cost per job, {k:14s}: median {statistics.median(v):.2f} s, "
-                         f"min {min(v):.2f}, max {max(v):.2f} (n={len(v)}; job wall - processing_time)")
+                         f"min {min(v):.2f}, max {max(v):.2f} (n={len(v)}; job wall - its tasks' processing_time)")
     return lines
 
 
@@ -445,15 +476,16 @@ def mode_run(a: argparse.Namespace, workdir: Path) -> dict:
     res_root = results / "folder-standin"
     bench = read_benchmarks(res_root / "benchmarks")
     fixed = fixed_costs(res_root)
+    jobs = read_job_logs(res_root)
     startup = startup_floor(a.startup_runs) if a.startup_runs else {}
     lines = summary_lines(f"end-to-end run: {len(scenes) if scenes else 'all'} scenes of {a.standin}, "
-                          f"{a.descriptors} descriptor(s), --cores {a.cores}", r, bench, fixed)
+                          f"{a.descriptors} descriptor(s), --cores {a.cores}", r, bench, fixed, jobs)
     for name, v in startup.items():
         lines.append(f"start-up floor    : {name}: median {statistics.median(v):.2f} s "
                      f"(min {min(v):.2f}, max {max(v):.2f}, {len(v)} runs)")
     print("\n".join(lines))
     return {"mode": "run", "run": asdict(r) | {"cores_used": r.cores_used, "own_share": r.own_share},
-            "benchmarks": bench, "fixed_cost_s": fixed, "startup_floor_s": startup}
+            "benchmarks": bench, "job_logs": jobs, "fixed_cost_s": fixed, "startup_floor_s": startup}
 
 
 def mode_dag(a: argparse.Namespace, workdir: Path) -> dict:
