@@ -317,6 +317,15 @@ def num(x) -> float:
 JOB_LINE = re.compile(r"descbench: (\S+) done in ([0-9.]+) s wall, ([0-9.]+) s CPU, max RSS ([0-9]+) MiB")
 
 
+def last_job_line(log: Path):
+    """The last ``descbench: <cmd> done in ...`` match of a job log, or None (job still running,
+    failed, or written before jobs logged this line)."""
+    m = None
+    for m in JOB_LINE.finditer(log.read_text(errors="replace")):
+        pass
+    return m
+
+
 def read_job_logs(res_root: Path) -> dict[str, dict[str, float]]:
     """Each job's own exact figures, from the last line of its log (written by
     ``python -m descbench`` from ``getrusage``): per rule folder under ``logs/``: jobs, wall s,
@@ -326,9 +335,7 @@ def read_job_logs(res_root: Path) -> dict[str, dict[str, float]]:
     if not logs.is_dir():
         return {}
     for p in sorted(logs.rglob("*.log")):
-        m = None
-        for m in JOB_LINE.finditer(p.read_text(errors="replace")):
-            pass
+        m = last_job_line(p)
         if m is None:
             continue
         rel = p.relative_to(logs)
@@ -353,9 +360,7 @@ def fixed_costs(res_root: Path) -> dict[str, list[float]]:
     if not logs.is_dir():
         return {}
     for p in sorted(logs.rglob("*.log")):
-        m = None
-        for m in JOB_LINE.finditer(p.read_text(errors="replace")):
-            pass
+        m = last_job_line(p)
         if m is None:
             continue
         tail = p.relative_to(logs).with_suffix("")
