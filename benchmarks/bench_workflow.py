@@ -317,13 +317,15 @@ def num(x) -> float:
 JOB_LINE = re.compile(r"descbench: (\S+) done in ([0-9.]+) s wall, ([0-9.]+) s CPU, max RSS ([0-9]+) MiB")
 
 
-def last_job_line(log: Path):
-    """The last ``descbench: <cmd> done in ...`` match of a job log, or None (job still running,
-    failed, or written before jobs logged this line)."""
-    m = None
-    for m in JOB_LINE.finditer(log.read_text(errors="replace")):
-        pass
-    return m
+def job_lines(logs: Path):
+    """(log path, its last ``descbench: <cmd> done in ...`` match) for every job log below
+    ``logs`` that has one (a job still running or failed has none)."""
+    for p in sorted(logs.rglob("*.log")):
+        m = None
+        for m in JOB_LINE.finditer(p.read_text(errors="replace")):
+            pass
+        if m is not None:
+            yield p, m
 
 
 def read_job_logs(res_root: Path) -> dict[str, dict[str, float]]:
@@ -334,10 +336,7 @@ def read_job_logs(res_root: Path) -> dict[str, dict[str, float]]:
     logs = res_root / "logs"
     if not logs.is_dir():
         return {}
-    for p in sorted(logs.rglob("*.log")):
-        m = last_job_line(p)
-        if m is None:
-            continue
+    for p, m in job_lines(logs):
         rel = p.relative_to(logs)
         g = out[rel.parts[0] if len(rel.parts) > 1 else rel.stem]
         g["jobs"] += 1
@@ -359,10 +358,7 @@ def fixed_costs(res_root: Path) -> dict[str, list[float]]:
     logs = res_root / "logs" / "score"
     if not logs.is_dir():
         return {}
-    for p in sorted(logs.rglob("*.log")):
-        m = last_job_line(p)
-        if m is None:
-            continue
+    for p, m in job_lines(logs):
         tail = p.relative_to(logs).with_suffix("")
         spent = sum(json.loads(t.read_text())["processing_time_ms"] / 1000
                     for task in ("scores", "verification", "matching") for t in (res_root / task / tail).glob("*.timing.json"))

@@ -141,12 +141,6 @@ class SceneFeatures:
     kmeta: dict
     dmeta: dict
 
-    @property
-    def nbytes(self) -> int:
-        return sum(d.nbytes for d in self.by_image.values()) + sum(
-            getattr(kp, f).nbytes for kp in self.per_image.values() for f in ImageKeypoints.__dataclass_fields__
-        )
-
 
 def read_features(keypoints: Path, descriptors: Path) -> SceneFeatures:
     """Load one scene's keypoint and descriptor files; fail if they do not belong together."""
@@ -161,12 +155,6 @@ def read_features(keypoints: Path, descriptors: Path) -> SceneFeatures:
         if by_image[k].shape[0] != len(per_image[k]):
             raise DataError(f"{descriptors}: image {k} has {by_image[k].shape[0]} descriptors for {len(per_image[k])} keypoints; rebuild it")
     return SceneFeatures(kmeta.get("scene", Path(keypoints).stem), per_image, by_image, kmeta, dmeta)
-
-
-def load_scene_features(keypoints: Path, descriptors: Path):
-    """(keypoints per image, descriptors per image, keypoint meta, descriptor meta), checked."""
-    f = read_features(keypoints, descriptors)
-    return f.per_image, f.by_image, f.kmeta, f.dmeta
 
 
 def retrieval_task(scene_dir: Path, f: SceneFeatures, scoring: dict, out_queries: Path, out_pairs: Path, out_timing: Path,
