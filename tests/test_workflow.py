@@ -179,3 +179,16 @@ def test_numba_threads_and_cache_dir_reach_every_kernel_job(run, tmp_path):
     quoted = f"NUMBA_CACHE_DIR='{tmp_path / 'numba cache'}'"
     assert all(s.startswith("export NUMBA_NUM_THREADS=") and quoted in s for s in kernel_jobs), kernel_jobs
     assert all("NUMBA_NUM_THREADS=2 " in s for s in kernel_jobs if " score " in s)
+
+
+def test_a_failing_jobs_own_message_reaches_the_terminal(tmp_path):
+    """profiles/default sets show-failed-logs: the descbench error, not only 'Error in rule'."""
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg["scenes"] = ["v_coins"]
+    write_config(tmp_path, cfg)
+    snakemake(tmp_path, "--cores", "1", "--until", "demo_scene")
+    (tmp_path / "data/demo/seed0/v_coins/H_1_3").write_text("garbage\n")
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--cores", "1"]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+    assert res.returncode != 0
+    assert "descbench: error: homography data/demo/seed0/v_coins/H_1_3 is malformed" in res.stdout + res.stderr
