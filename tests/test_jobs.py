@@ -38,6 +38,12 @@ def test_scene_batches_partition_the_scene_list_in_order():
         assert [s for ss in b.values() for s in ss] == scenes
         assert all(1 <= len(ss) <= n for ss in b.values())
         assert len(b) == -(-len(scenes) // n)
+        sizes = [len(ss) for ss in b.values()]
+        assert max(sizes) - min(sizes) <= 1 and sizes == sorted(sizes, reverse=True)
+    # hand-worked: 9 scenes at 8 per job -> 5 + 4; 11 at 4 -> 4 + 4 + 3; 116 at 8 -> 11 x 8 + 4 x 7
+    assert [len(ss) for ss in scene_batches(scenes[:9], 8).values()] == [5, 4]
+    assert [len(ss) for ss in scene_batches(scenes, 4).values()] == [4, 4, 3]
+    assert sorted(len(ss) for ss in scene_batches([str(i) for i in range(116)], 8).values()) == [7] * 4 + [8] * 11
     assert scene_batches([], 4) == {}
     with pytest.raises(ValueError, match="scenes_per_job"):
         scene_batches(scenes, 0)

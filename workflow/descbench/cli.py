@@ -15,6 +15,33 @@ from pathlib import Path
 from descbench.errors import DescbenchError
 
 
+_SCIPY_BLAS = "scipy.linalg.cython_blas"
+
+
+def import_numba_without_blas_probe():
+    """Import numba so that its numpy support does not import SciPy's linear algebra.
+
+    When ``numba.np.arraymath`` is first imported (at a process's first numba dispatch), numba
+    imports ``scipy.linalg.cython_blas`` to see whether jitted code may call BLAS (``np.dot``,
+    ``np.linalg``). With SciPy installed that import is ~0.2 s of every scoring job's CPU. descbench's
+    kernels never call BLAS inside numba (every product is a numpy ``@`` on a bounded row block,
+    outside the kernels), so the probe is answered "no BLAS": a kernel that did call it would fail
+    to compile with numba's "scipy 0.16+ is required for linear algebra", loudly, in the
+    ``numba_warmup`` job. Only that one import is blocked, only while numba's module loads;
+    ``import scipy.linalg`` works as usual afterwards. If numpy support is already loaded, nothing
+    changes.
+    """
+    import numba
+
+    if "numba.np.arraymath" not in sys.modules and _SCIPY_BLAS not in sys.modules:
+        sys.modules[_SCIPY_BLAS] = None  # makes `import scipy.linalg.cython_blas` raise ImportError
+        try:
+            import numba.np.arraymath  # noqa: F401
+        finally:
+            del sys.modules[_SCIPY_BLAS]
+    return numba
+
+
 def limit_threads(n: int, cmd: str) -> None:
     """Keep each job within its Snakemake ``threads``: numba, BLAS and OpenCV pools.
 
@@ -31,8 +58,7 @@ def limit_threads(n: int, cmd: str) -> None:
 
         cv2.setNumThreads(n)
     if cmd in ("score", "warmup"):
-        import numba
-
+        numba = import_numba_without_blas_probe()
         numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))
 
 

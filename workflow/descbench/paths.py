@@ -29,19 +29,26 @@ SCORE_TASKS = ("scores", "verification", "matching")
 
 
 def scene_batches(scenes: list[str], scenes_per_job: int) -> dict[str, list[str]]:
-    """Split ``scenes`` (in order) into consecutive batches of at most ``scenes_per_job``.
+    """Split ``scenes`` (in order) into the fewest consecutive batches of at most
+    ``scenes_per_job``, of balanced sizes.
 
-    Returns ``{batch name: scenes}`` with names ``batch000``, ``batch001``, ... in order. The
-    batches depend only on the scene list and ``scenes_per_job``, never on the machine.
+    ``n = ceil(len(scenes) / scenes_per_job)`` batches; their sizes differ by at most one, the
+    first ``len(scenes) % n`` batches taking the extra scene (9 scenes at 8 per job: 5 + 4, not
+    8 + 1, so the two jobs of a stage finish together). Returns ``{batch name: scenes}`` with names
+    ``batch000``, ``batch001``, ... in order. The batches depend only on the scene list and
+    ``scenes_per_job``, never on the machine.
     """
     if scenes_per_job < 1:
         raise ValueError(f"scenes_per_job must be >= 1, got {scenes_per_job}")
     if len(set(scenes)) != len(scenes):
         raise ValueError("scene list has duplicates")
-    return {
-        f"batch{i // scenes_per_job:03d}": list(scenes[i : i + scenes_per_job])
-        for i in range(0, len(scenes), scenes_per_job)
-    }
+    n_batches = -(-len(scenes) // scenes_per_job)
+    batches, start = {}, 0
+    for i in range(n_batches):
+        size = len(scenes) // n_batches + (i < len(scenes) % n_batches)
+        batches[f"batch{i:03d}"] = list(scenes[start : start + size])
+        start += size
+    return batches
 
 
 def scene_file(directory: Path | str, scene: str, kind: str) -> str:

@@ -8,19 +8,17 @@ from descbench.datasets import dataset_tag, list_scenes, scene_root
 from descbench.datasets.layout import TARGET_IMAGES, scene_files
 from descbench.paths import SCORE_TASKS, ResultPaths, scene_batches
 from descbench.errors import DescbenchError
+from descbench import smktuning
+from snakemake.logging import logger
 
 
-# `benchmark:` files: Snakemake samples each job's process tree (psutil memory_full_info, which
-# parses /proc/<pid>/smaps_rollup) every 0.5 s for the first 30 samples, in its own process: 45 %
-# of Snakemake's CPU on a 48-scene run, for jobs that last 10-60 s. Every 5 s is enough for them
-# (wall time `s` is exact either way; max_rss and cpu_time are sampled values in any case).
-try:
-    import snakemake.benchmark as _smk_benchmark
-
-    if getattr(_smk_benchmark, "BENCHMARK_INTERVAL_SHORT", 0) < 5:
-        _smk_benchmark.BENCHMARK_INTERVAL_SHORT = 5
-except ImportError:  # pragma: no cover - a Snakemake without this module: keep its default
-    pass
+# Snakemake's own CPU on runs with many jobs: benchmark sampling every 5 s, and one pending
+# scheduler re-evaluation timer instead of one more timer chain per finished job (the module's
+# docstring says why; neither changes which jobs run or any output).
+_SMK_TUNING = smktuning.apply()
+if not all(_SMK_TUNING.values()):
+    logger.warning(f"descbench: this Snakemake lacks what descbench.smktuning adjusts ({_SMK_TUNING}); "
+                   "runs are correct but Snakemake's own process may use more CPU")
 
 
 def _validated_config():
