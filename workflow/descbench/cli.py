@@ -122,6 +122,14 @@ def main(argv: list[str] | None = None) -> int:
     batch_args(p)
     p.add_argument("--name", required=True, help="keypoint set name")
     p.add_argument("--spec", required=True, help="keypoint set spec (JSON)")
+    p.add_argument("--cutoff", type=Path, default=None, help="the set's global_top_n_by_size cutoff (keypoint-cutoff)")
+
+    p = sub.add_parser("keypoint-cutoff", help="dataset-wide cutoff of a keypoint set's global_top_n_by_size filter")
+    p.add_argument("--results-root", type=Path, required=True, help="<results_dir>/<dataset tag>")
+    p.add_argument("--batches", required=True, help="JSON {batch: [scenes]} of every evaluated scene")
+    p.add_argument("--name", required=True, help="keypoint set name")
+    p.add_argument("--spec", required=True, help="keypoint set spec (JSON)")
+    p.add_argument("--out", type=Path, required=True)
 
     p = sub.add_parser("descriptors", help="compute one descriptor on one scene batch")
     batch_args(p)
@@ -189,7 +197,9 @@ def run(a: argparse.Namespace) -> None:
 
         obtain(a.urls, a.sha256, a.data_dir, a.flag)
     elif a.cmd == "keypoints":
-        stages.detect_batch(_paths(a), a.scene_root, a.batch, a.name, json.loads(a.spec))
+        stages.detect_batch(_paths(a), a.scene_root, a.batch, a.name, json.loads(a.spec), a.cutoff)
+    elif a.cmd == "keypoint-cutoff":
+        stages.keypoint_cutoff(_paths(a), a.name, json.loads(a.spec), a.out)
     elif a.cmd == "descriptors":
         stages.describe_batch(_paths(a), a.scene_root, a.batch, a.keypoint_set, a.name, json.loads(a.spec),
                               json.loads(a.keypoint_set_spec))

@@ -17,8 +17,14 @@ import yaml
 
 from descbench.errors import ConfigError
 
-# Per-detector parameter schemas live in the schema file's `definitions`.
-DETECTOR_PARAM_DEFS = {"sift": "sift_detector_params", "precomputed": "precomputed_params"}
+# Per-detector parameter schemas live in the schema file's `definitions`; the registry names them.
+def _detector_param_defs() -> dict[str, str]:
+    from descbench.keypoints.detectors import DETECTORS
+
+    return {**{n: d.schema_definition for n, d in DETECTORS.items()}, "precomputed": "precomputed_params"}
+
+
+DETECTOR_PARAM_DEFS = _detector_param_defs()
 
 
 def load_schema(schema_path: Path | str) -> dict:
@@ -37,6 +43,8 @@ def _resolve(schema: dict, node: dict) -> dict:
 def _check_unknown_and_fill(schema: dict, node: dict, value: Any, path: str) -> Any:
     """Walk ``value`` along ``node``: raise on unknown keys, fill ``default``s, return the result."""
     node = _resolve(schema, node)
+    if isinstance(value, list) and "array" in _types(node) and isinstance(node.get("items"), dict):
+        return [_check_unknown_and_fill(schema, node["items"], v, f"{path}{i}.") for i, v in enumerate(value)]
     if not isinstance(value, dict) or "object" not in _types(node):
         return value
     props = node.get("properties", {})
@@ -75,7 +83,12 @@ def validate_config(config: dict | None, schema_path: Path | str) -> dict:
     types and ranges, then cross-key consistency (see :func:`_check_consistency`).
     """
     schema = load_schema(schema_path)
+    _check_set_kinds(config or {})
     cfg = _check_unknown_and_fill(schema, schema, dict(config or {}), "")
+    for spec in cfg.get("keypoint_sets", {}).values():
+        if "detector" not in spec:  # derived set: the detection keys belong to its sources
+            for key in DETECTION_KEYS:
+                spec.pop(key, None)
     for name, spec in cfg.get("keypoint_sets", {}).items():
         pdef = {"$ref": f"#/definitions/{DETECTOR_PARAM_DEFS[spec['detector']]}"} if spec.get("detector") in DETECTOR_PARAM_DEFS else {}
         if pdef:
@@ -92,12 +105,121 @@ def validate_config(config: dict | None, schema_path: Path | str) -> dict:
         where = ".".join(str(p) for p in e.absolute_path) or "<top level>"
         raise ConfigError(f"invalid config value at '{where}': {e.message}")
     for name, spec in cfg.get("keypoint_sets", {}).items():
+        if "detector" not in spec:
+            continue
         pdef = schema["definitions"][DETECTOR_PARAM_DEFS[spec["detector"]]]
         for e in jsonschema.Draft202012Validator(pdef).iter_errors(spec["params"]):
             where = ".".join(str(p) for p in e.absolute_path)
             raise ConfigError(f"invalid config value at 'keypoint_sets.{name}.params.{where}': {e.message}")
     _check_consistency(cfg)
     return cfg
+
+
+DETECTION_KEYS = ("border_px", "max_keypoints", "params")
+
+
+def _check_set_kinds(raw: dict) -> None:
+    """Each keypoint set is exactly one kind: ``detector`` (with its detection keys), ``source``
+    (a set plus filters) or ``intersection`` (of two sets); checked on the raw config, before the
+    schema's defaults are filled in, so that a detection key given to a derived set is an error."""
+    sets = raw.get("keypoint_sets") or {}
+    if not isinstance(sets, dict):
+        return
+    for name, spec in sets.items():
+        if not isinstance(spec, dict):
+            continue
+        kinds = [k for k in ("detector", "source", "intersection") if k in spec]
+        if len(kinds) != 1:
+            raise ConfigError(
+                f"keypoint_sets.{name} needs exactly one of 'detector' (detect keypoints), 'source' "
+                f"(filter another set) or 'intersection' (of two sets); it has {', '.join(kinds) or 'none'}"
+            )
+        if kinds[0] != "detector":
+            wrong = [k for k in DETECTION_KEYS if k in spec]
+            if wrong:
+                raise ConfigError(
+                    f"keypoint_sets.{name}.{wrong[0]}: a set defined by '{kinds[0]}' takes its keypoints from "
+                    f"other sets, already detected and border-filtered; put {wrong[0]} on the detector set"
+                )
+
+
+def set_sources(spec: dict) -> list[str]:
+    """The keypoint sets a set reads (none for a detector set)."""
+    if "source" in spec:
+        return [spec["source"]]
+    if "intersection" in spec:
+        return list(spec["intersection"]["sources"])
+    return []
+
+
+def intersection_keep(spec: dict) -> str:
+    """The side of an intersection whose keypoints (attributes) a set keeps (default: the first)."""
+    inter = spec["intersection"]
+    return inter.get("keep") or inter["sources"][0]
+
+
+def root_detector_spec(kpsets: dict, name: str) -> dict:
+    """The detector set a set's keypoints come from (via sources; an intersection: its kept side).
+
+    Descriptors use it: SIFT's pyramid parameters and octave field, precomputed files.
+    """
+    seen = []
+    while "detector" not in kpsets[name]:
+        seen.append(name)
+        spec = kpsets[name]
+        name = spec["source"] if "source" in spec else intersection_keep(spec)
+        if name in seen:  # guarded by _check_sets; kept so that this function never loops
+            raise ConfigError(f"keypoint sets form a cycle: {' -> '.join(seen + [name])}")
+    return kpsets[name]
+
+
+def _check_sets(kpsets: dict) -> None:
+    """Sources exist, no cycles, intersections of two different sets, global filter placement."""
+    for name, spec in kpsets.items():
+        for src in set_sources(spec):
+            if src not in kpsets:
+                raise ConfigError(
+                    f"keypoint_sets.{name} reads unknown keypoint set '{src}'; defined keypoint sets: {', '.join(sorted(kpsets))}"
+                )
+        if "intersection" in spec:
+            a, b = spec["intersection"]["sources"]
+            if a == b:
+                raise ConfigError(f"keypoint_sets.{name}.intersection.sources: '{a}' intersected with itself; name two different sets")
+            keep = intersection_keep(spec)
+            if keep not in (a, b):
+                raise ConfigError(f"keypoint_sets.{name}.intersection.keep: '{keep}' is not one of its sources ({a}, {b})")
+            if spec.get("filters"):
+                raise ConfigError(
+                    f"keypoint_sets.{name}.filters: an intersection set stays row-aligned with its other side "
+                    "only unfiltered; filter its sources instead"
+                )
+        filters = spec.get("filters") or []
+        for i, f in enumerate(filters):
+            if "global_top_n_by_size" in f:
+                if "source" not in spec:
+                    raise ConfigError(
+                        f"keypoint_sets.{name}.filters[{i}]: global_top_n_by_size needs every scene's keypoints "
+                        f"first; define a set with source: {name} and put the filter there"
+                    )
+                if i != len(filters) - 1:
+                    raise ConfigError(
+                        f"keypoint_sets.{name}.filters[{i}]: global_top_n_by_size must be the last filter of a set "
+                        "(chain another set with source: ... for filters after it)"
+                    )
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(n: str, path: list[str]) -> None:
+        if state.get(n) == 2:
+            return
+        if state.get(n) == 1:
+            raise ConfigError(f"keypoint sets form a cycle: {' -> '.join(path[path.index(n):] + [n])}")
+        state[n] = 1
+        for src in set_sources(kpsets[n]):
+            visit(src, path + [n])
+        state[n] = 2
+
+    for n in kpsets:
+        visit(n, [])
 
 
 def _check_consistency(cfg: dict) -> None:
@@ -124,6 +246,7 @@ def _check_consistency(cfg: dict) -> None:
     if cfg["dataset"] == "folder" and not cfg["folder"].get("path"):
         raise ConfigError("dataset 'folder' needs folder.path: the directory holding your scene folders")
     kpsets = cfg["keypoint_sets"]
+    _check_sets(kpsets)
     for name, spec in cfg["descriptors"].items():
         for ks in spec.get("keypoint_sets") or []:
             if ks not in kpsets:
@@ -139,11 +262,12 @@ def _check_consistency(cfg: dict) -> None:
                     "keypoint_sets: the precomputed descriptors are row-aligned with that set's keypoints"
                 )
             for ks in used:
-                if kpsets[ks]["detector"] != "precomputed":
+                det = root_detector_spec(kpsets, ks)["detector"]
+                if det != "precomputed":
                     raise ConfigError(
                         f"descriptors.{name} (family precomputed) reads descriptors from the files of its "
-                        f"keypoint set, but keypoint set '{ks}' uses detector '{kpsets[ks]['detector']}'; "
-                        "list a keypoint set with detector: precomputed"
+                        f"keypoint set, but keypoint set '{ks}' comes from detector '{det}'; "
+                        "list a keypoint set with detector: precomputed (or one derived from it)"
                     )
 
 

@@ -74,6 +74,11 @@ class ResultPaths:
         except KeyError:
             raise KeyError(f"scene {scene!r} is not in the evaluated scene list") from None
 
+    @property
+    def scenes(self) -> list[str]:
+        """Every evaluated scene, in scene-list order."""
+        return [s for ss in self.batches.values() for s in ss]
+
     # Batch directories (the jobs' outputs).
     def keypoints_dir(self, kpset: str, batch: str) -> str:
         return str(Path(self.root) / "keypoints" / kpset / batch)
@@ -101,6 +106,10 @@ class ResultPaths:
 
     def matching(self, kpset: str, descriptor: str, scene: str, kind: str) -> str:
         return scene_file(self.task_dir("matching", kpset, descriptor, self.batch_of(scene)), scene, kind)
+
+    def keypoint_cutoff(self, kpset: str) -> str:
+        """The dataset-wide cutoff of a set's ``global_top_n_by_size`` filter (stages.keypoint_cutoff)."""
+        return str(Path(self.root) / "keypoint_cutoffs" / f"{kpset}.json")
 
     def distractor_bank(self, kpset: str, descriptor: str) -> str:
         """Every scene's distractor keypoints of one (keypoint set, descriptor) (stages.build_distractor_bank)."""

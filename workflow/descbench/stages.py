@@ -44,16 +44,16 @@ def write_timing(path: Path, scene: str, t0: float) -> None:
 
 
 def detect_raw(image_path: Path, gray: np.ndarray, spec: dict) -> ImageKeypoints:
-    if spec["detector"] == "sift":
-        from descbench.keypoints.sift import detect_sift
-
-        return detect_sift(gray, spec["params"])
     if spec["detector"] == "precomputed":
         from descbench.precomputed import load_features
 
         p = spec["params"]
         return load_features(image_path, p["method"], p.get("root"), p.get("default_size_px", 12.0)).keypoints
-    raise DataError(f"unknown detector {spec['detector']!r}")
+    from descbench.keypoints.detectors import DETECTORS, detect
+
+    if spec["detector"] not in DETECTORS:
+        raise DataError(f"unknown detector {spec['detector']!r}")
+    return detect(spec["detector"], gray, spec["params"])
 
 
 def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
@@ -82,6 +82,90 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
         raw_counts=raw_counts, empty_images=empty,
     )
     io.write_table(table, out, meta)
+
+
+def _write_keypoints(per_image: dict[int, ImageKeypoints], out: Path, meta: dict) -> None:
+    cols: dict[str, list] = {f: [] for f in io.KEYPOINTS.names}
+    for k in sorted(per_image):
+        kept = per_image[k]
+        cols["image"].append(np.full(len(kept), k, dtype=np.int8))
+        for f in ImageKeypoints.__dataclass_fields__:
+            cols[f].append(getattr(kept, f))
+    table = pa.table({f: pa.array(np.concatenate(v), type=io.KEYPOINTS.field(f).type) for f, v in cols.items()}, schema=io.KEYPOINTS)
+    io.write_table(table, out, meta)
+
+
+def _per_image_filters(kps: ImageKeypoints, filters: list[dict]) -> ImageKeypoints:
+    """The per-image filters of a set, in order (a global filter, always last, is applied apart)."""
+    from descbench.keypoints.filters import min_size, per_image_top_n_by_size
+
+    for f in filters:
+        if "min_size" in f:
+            kps = kps.take(min_size(kps.size, f["min_size"]))
+        elif "per_image_top_n_by_size" in f:
+            kps = kps.take(per_image_top_n_by_size(kps.size, f["per_image_top_n_by_size"]))
+    return kps
+
+
+def _global_n(spec: dict) -> int | None:
+    return next((f["global_top_n_by_size"] for f in spec.get("filters") or [] if "global_top_n_by_size" in f), None)
+
+
+def keypoint_cutoff(paths: ResultPaths, name: str, spec: dict, out: Path) -> None:
+    """The dataset-wide cutoff of a set's ``global_top_n_by_size`` filter, from its source's
+    keypoints of every scene after the set's per-image filters
+    (:func:`descbench.keypoints.filters.global_size_cutoff`); one small JSON file."""
+    from descbench.keypoints.filters import global_size_cutoff
+
+    n = _global_n(spec)
+    entries = []
+    for scene in paths.scenes:
+        per_image, _ = load_keypoints(Path(paths.keypoints(spec["source"], scene)))
+        for k, kps in per_image.items():
+            entries.append((scene, k, _per_image_filters(kps, spec.get("filters") or []).size))
+    cutoff = global_size_cutoff(entries, n)
+    total = int(sum(len(e[2]) for e in entries))
+    io.write_text(out, json.dumps({"keypoint_set": name, "n": n, "candidates": total,
+                                   "cutoff": list(cutoff) if cutoff else None}, sort_keys=True) + "\n")
+
+
+def derive_scene(paths: ResultPaths, scene: str, name: str, spec: dict, out: Path, cutoff_file: Path | None) -> None:
+    """A set defined by ``source`` + ``filters`` (or by ``intersection``) on one scene."""
+    from descbench.keypoints.filters import keep_by_cutoff, mutual_nearest_within
+
+    if "intersection" in spec:
+        inter = spec["intersection"]
+        a_name, b_name = inter["sources"]
+        keep = inter.get("keep") or a_name
+        (a, ameta), (b, bmeta) = (load_keypoints(Path(paths.keypoints(s, scene))) for s in (a_name, b_name))
+        per_image = {}
+        for k in a:
+            ia, ib = mutual_nearest_within(a[k].xy, b[k].xy, inter["tol_px"])
+            per_image[k] = a[k].take(ia) if keep == a_name else b[k].take(ib)
+        sources = {a_name: ameta["params"], b_name: bmeta["params"]}
+        src_meta = ameta
+    else:
+        src, src_meta = load_keypoints(Path(paths.keypoints(spec["source"], scene)))
+        cutoff = ()
+        if _global_n(spec) is not None:
+            c = json.loads(Path(cutoff_file).read_text())["cutoff"]
+            cutoff = tuple(c) if c else ()
+        per_image = {}
+        for k, kps in src.items():
+            kps = _per_image_filters(kps, spec.get("filters") or [])
+            if _global_n(spec) is not None:
+                kps = kps.take(keep_by_cutoff(kps.size, scene, k, cutoff))
+            per_image[k] = kps
+        sources = {spec["source"]: src_meta["params"]}
+    empty = [k for k, kps in per_image.items() if len(kps) == 0]
+    for k in empty:
+        warn(f"keypoint set '{name}', scene {scene}, image {k}: no keypoint left after its filters; recorded as an empty image")
+    meta = io.provenance(
+        "keypoints", {"keypoint_set": name, **spec}, scene=scene, image_sizes=src_meta["image_sizes"],
+        raw_counts=src_meta["raw_counts"], source_counts={str(k): len(v) for k, v in (src.items() if "source" in spec else a.items())},
+        empty_images=empty, sources=sources,
+    )
+    _write_keypoints(per_image, out, meta)
 
 
 def load_keypoints(path: Path) -> tuple[dict[int, ImageKeypoints], dict]:
@@ -524,10 +608,16 @@ def read_distractor_bank(path: Path, all_scenes: list[str], verification: dict, 
 # ----------------------------------------------------------------------------- scene batches (one job each)
 
 
-def detect_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, spec: dict) -> None:
-    """Keypoints of every scene of a batch (:func:`detect_scene`), one file per scene."""
+def detect_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, spec: dict,
+                 cutoff_file: Path | None = None) -> None:
+    """Keypoints of every scene of a batch, one file per scene: detected (:func:`detect_scene`) or
+    derived from other sets (:func:`derive_scene`)."""
     for scene in paths.batches[batch]:
-        detect_scene(Path(scene_root) / scene, kpset, spec, Path(paths.keypoints(kpset, scene)))
+        out = Path(paths.keypoints(kpset, scene))
+        if "detector" in spec:
+            detect_scene(Path(scene_root) / scene, kpset, spec, out)
+        else:
+            derive_scene(paths, scene, kpset, spec, out, cutoff_file)
 
 
 def describe_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, name: str, spec: dict, kpset_spec: dict) -> None:

@@ -3,7 +3,7 @@ import json
 import shlex
 from pathlib import Path
 
-from descbench.config import combinations, validate_config
+from descbench.config import combinations, root_detector_spec, set_sources, validate_config
 from descbench.datasets import dataset_tag, list_scenes, scene_root
 from descbench.datasets.layout import TARGET_IMAGES, scene_files
 from descbench.paths import SCORE_TASKS, ResultPaths, scene_batches
@@ -81,13 +81,33 @@ SCENE_INPUTS = {b: sorted({p for s in ss for p in _scene_inputs(s)}) for b, ss i
 
 
 def batch_scene_inputs(wildcards):
+    """Detector sets read the scene files; derived sets read other sets (keypoint_source_inputs)."""
+    if "detector" not in CFG["keypoint_sets"][wildcards.kpset]:
+        return []
     return SCENE_INPUTS[wildcards.batch]
+
+
+def has_global_filter(kpset):
+    return any("global_top_n_by_size" in f for f in CFG["keypoint_sets"][kpset].get("filters") or [])
+
+
+def keypoint_source_inputs(wildcards):
+    """A derived set's inputs: its sources' folders of the same batch, and (global_top_n_by_size)
+    the set's dataset-wide cutoff. The DAG follows a chain of sets through these."""
+    out = [PATHS.keypoints_dir(src, wildcards.batch) for src in set_sources(CFG["keypoint_sets"][wildcards.kpset])]
+    if has_global_filter(wildcards.kpset):
+        out.append(PATHS.keypoint_cutoff(wildcards.kpset))
+    return out
+
+
+def keypoint_cutoff_arg(wildcards):
+    return f"--cutoff {shlex.quote(PATHS.keypoint_cutoff(wildcards.kpset))}" if has_global_filter(wildcards.kpset) else ""
 
 
 def precomputed_inputs(wildcards):
     """Feature files of a precomputed keypoint set, so that new features trigger a rerun."""
     spec = CFG["keypoint_sets"][wildcards.kpset]
-    if spec["detector"] != "precomputed":
+    if spec.get("detector") != "precomputed":
         return []
     from descbench.precomputed import feature_path
 

@@ -13,7 +13,8 @@ rule descriptors:
         results_root=results_root(3),  # <root>/descriptors/<kpset>/<descriptor>/<batch>
         batches=batch_json,
         spec=lambda wc: as_json(CFG["descriptors"][wc.descriptor]),
-        kpset_spec=lambda wc: as_json(CFG["keypoint_sets"][wc.kpset]),
+        # the detector set the keypoints come from (a derived set: its root; SIFT's pyramid, files)
+        kpset_spec=lambda wc: as_json(root_detector_spec(CFG["keypoint_sets"], wc.kpset)),
     log:
         str(RES / "logs" / "descriptors" / "{kpset}" / "{descriptor}" / "{batch}.log"),
     benchmark:

@@ -1,11 +1,13 @@
-# Keypoint stage: detection, border filter and response cap, one job per (keypoint set, scene
-# batch) writing one file per scene into the batch folder.
+# Keypoint stage, one job per (keypoint set, scene batch) writing one file per scene into the
+# batch folder: detection + border filter + response cap (detector sets), or filters /
+# intersection of other sets of the same batch (derived sets; descbench.keypoints.filters).
 
 
 rule keypoints:
     input:
         scene=batch_scene_inputs,
         features=precomputed_inputs,
+        sources=keypoint_source_inputs,
     output:
         directory(PATHS.keypoints_dir("{kpset}", "{batch}")),
     params:
@@ -13,6 +15,7 @@ rule keypoints:
         results_root=results_root(2),  # <root>/keypoints/<kpset>/<batch>
         batches=batch_json,
         spec=lambda wc: as_json(CFG["keypoint_sets"][wc.kpset]),
+        cutoff=keypoint_cutoff_arg,
     log:
         str(RES / "logs" / "keypoints" / "{kpset}" / "{batch}.log"),
     benchmark:
@@ -25,4 +28,27 @@ rule keypoints:
     shell:
         "python -m descbench keypoints --results-root {params.results_root} --scene-root {params.scene_root} "
         "--batches {params.batches:q} --batch {wildcards.batch} --name {wildcards.kpset} --spec {params.spec:q} "
-        "--threads {threads} > {log} 2>&1"
+        "{params.cutoff} --threads {threads} > {log} 2>&1"
+
+
+# The dataset-wide cutoff of a set's global_top_n_by_size filter: reads the source set's keypoints
+# of every scene, writes one small JSON; the set's batch jobs then filter their scenes alone.
+rule keypoint_cutoff:
+    input:
+        lambda wc: [PATHS.keypoints_dir(CFG["keypoint_sets"][wc.kpset]["source"], b) for b in BATCHES],
+    output:
+        PATHS.keypoint_cutoff("{kpset}"),
+    params:
+        results_root=results_root(1),  # <root>/keypoint_cutoffs/<kpset>.json
+        batches=as_json(BATCHES),
+        spec=lambda wc: as_json(CFG["keypoint_sets"][wc.kpset]),
+    log:
+        str(RES / "logs" / "keypoint_cutoff" / "{kpset}.log"),
+    threads: 1
+    resources:
+        mem_mb=1500,
+    conda:
+        ENV
+    shell:
+        "python -m descbench keypoint-cutoff --results-root {params.results_root} --batches {params.batches:q} "
+        "--name {wildcards.kpset} --spec {params.spec:q} --out {output} > {log} 2>&1"

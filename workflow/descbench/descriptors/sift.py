@@ -9,20 +9,26 @@ import numpy as np
 from descbench.datasets.layout import read_image
 from descbench.descriptors import DescriptorFamily
 from descbench.keypoints import ImageKeypoints
-from descbench.keypoints.sift import keypoints_to_cv, make_sift
+from descbench.keypoints.sift import keypoints_to_cv, make_sift, sift_octave_from_size
 
 
 def sift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
     """128-D OpenCV SIFT at ``kps`` (float32; OpenCV rounds the values to integers 0..255).
 
-    The pyramid parameters are the keypoint set's SIFT parameters when it is a SIFT set (so the
-    descriptor sees the scale space the keypoints were detected in), OpenCV's defaults otherwise.
+    On a SIFT keypoint set the pyramid parameters are the set's SIFT parameters and each keypoint
+    keeps its own octave field (the descriptor sees the scale space the keypoint was detected in).
+    On keypoints of any other detector (or from files) the pyramid is OpenCV's default and the
+    octave field, which would otherwise be read as a SIFT octave/layer it is not, is derived from
+    the keypoint size (:func:`descbench.keypoints.sift.sift_octave_from_size`).
     """
     if len(kps) == 0:
         return np.zeros((0, 128), dtype=np.float32)
     gray = read_image(image_path)
-    sift = make_sift(kpset.get("params", {}) if kpset.get("detector") == "sift" else {})
-    cv_kps = keypoints_to_cv(kps)
+    is_sift_set = kpset.get("detector") == "sift"
+    sift_params = kpset.get("params", {}) if is_sift_set else {}
+    sift = make_sift(sift_params)
+    octave = None if is_sift_set else sift_octave_from_size(kps.size, gray.shape[:2])
+    cv_kps = keypoints_to_cv(kps, octave)
     out_kps, desc = sift.compute(gray, cv_kps)
     if desc is None or len(out_kps) != len(cv_kps):
         raise RuntimeError(f"OpenCV SIFT returned {0 if desc is None else len(out_kps)} of {len(cv_kps)} descriptors for {image_path}")

@@ -1,4 +1,4 @@
-"""OpenCV SIFT detection."""
+"""OpenCV SIFT: the detector object, KeyPoint conversion, and SIFT's packed octave field."""
 
 from __future__ import annotations
 
@@ -20,29 +20,48 @@ def make_sift(params: dict):
     )
 
 
-def keypoints_from_cv(kps) -> ImageKeypoints:
-    n = len(kps)
-    return ImageKeypoints(
-        x=np.array([k.pt[0] for k in kps], dtype=np.float32).reshape(n),
-        y=np.array([k.pt[1] for k in kps], dtype=np.float32).reshape(n),
-        size=np.array([k.size for k in kps], dtype=np.float32).reshape(n),
-        angle=np.array([k.angle for k in kps], dtype=np.float32).reshape(n),
-        response=np.array([k.response for k in kps], dtype=np.float32).reshape(n),
-        octave=np.array([k.octave for k in kps], dtype=np.int32).reshape(n),
-        source_index=np.arange(n, dtype=np.int32),
-    )
-
-
-def keypoints_to_cv(kps: ImageKeypoints) -> list:
-    """OpenCV KeyPoints with every field restored (SIFT's compute needs the octave field)."""
+def keypoints_to_cv(kps: ImageKeypoints, octave: np.ndarray | None = None) -> list:
+    """OpenCV KeyPoints with every field restored (SIFT's compute needs the octave field);
+    ``octave`` replaces the keypoints' own field when given."""
     import cv2
 
+    octs = kps.octave if octave is None else octave
     return [
         cv2.KeyPoint(float(x), float(y), float(s), float(a), float(r), int(o))
-        for x, y, s, a, r, o in zip(kps.x, kps.y, kps.size, kps.angle, kps.response, kps.octave)
+        for x, y, s, a, r, o in zip(kps.x, kps.y, kps.size, kps.angle, kps.response, octs)
     ]
+
+
+def sift_octave_from_size(size: np.ndarray, image_shape: tuple[int, int], n_octave_layers: int = 3,
+                          sigma: float = 1.6) -> np.ndarray:
+    """OpenCV's packed SIFT ``octave`` field for keypoints of other origins, from their size.
+
+    SIFT's compute takes the blur level of a keypoint's descriptor from this field. OpenCV's
+    detector gives a keypoint of octave ``o`` (-1 = the doubled image) and layer ``l`` the size
+    ``2 sigma 2^(o + l / L)`` (L = ``n_octave_layers``; plus a sub-layer offset), so a keypoint of
+    any detector is given ``t = log2(size / (2 sigma))`` (the DescriptorWorkbench's
+    ``log2(size / 3.2)`` at sigma 1.6), ``o = floor(t)``, ``l = round((t - o) L)`` (``l = L`` is
+    kept: it is the next octave's layer 0 at full resolution), clamped to the pyramid SIFT builds
+    for an image of ``image_shape`` (H, W): ``-1 <= o <= round(log2(min(H, W))) - 3`` (OpenCV's
+    octave count minus one, with the doubled first octave). Packed as ``(o & 255) | (l << 8)``,
+    OpenCV's ``unpackOctave`` layout; the sub-layer byte is 0 (compute does not read it).
+    """
+    size = np.asarray(size, dtype=np.float64)
+    t = np.log2(np.maximum(size, 1e-6) / (2.0 * sigma))
+    o = np.floor(t)
+    layer = np.rint((t - o) * n_octave_layers)
+    top = int(round(np.log2(min(image_shape)))) - 3
+    low = o < -1
+    o = np.where(low, -1, o)
+    layer = np.where(low, 0, layer)
+    high = o > top
+    o = np.where(high, top, o)
+    layer = np.where(high, n_octave_layers, layer)
+    return ((o.astype(np.int64) & 255) | (layer.astype(np.int64) << 8)).astype(np.int32)
 
 
 def detect_sift(gray: np.ndarray, params: dict) -> ImageKeypoints:
     """Raw SIFT keypoints of a grayscale uint8 image, in OpenCV's output order."""
-    return keypoints_from_cv(make_sift(params).detect(gray, None))
+    from descbench.keypoints.detectors import detect
+
+    return detect("sift", gray, params)
