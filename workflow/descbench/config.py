@@ -16,6 +16,7 @@ import jsonschema
 import yaml
 
 from descbench.errors import ConfigError
+from descbench.keypoints.sets import intersection_keep, root_detector_spec, set_sources
 
 # Per-detector parameter schemas live in the schema file's `definitions`; the registry names them.
 def _detector_param_defs() -> dict[str, str]:
@@ -141,36 +142,6 @@ def _check_set_kinds(raw: dict) -> None:
                     f"keypoint_sets.{name}.{wrong[0]}: a set defined by '{kinds[0]}' takes its keypoints from "
                     f"other sets, already detected and border-filtered; put {wrong[0]} on the detector set"
                 )
-
-
-def set_sources(spec: dict) -> list[str]:
-    """The keypoint sets a set reads (none for a detector set)."""
-    if "source" in spec:
-        return [spec["source"]]
-    if "intersection" in spec:
-        return list(spec["intersection"]["sources"])
-    return []
-
-
-def intersection_keep(spec: dict) -> str:
-    """The side of an intersection whose keypoints (attributes) a set keeps (default: the first)."""
-    inter = spec["intersection"]
-    return inter.get("keep") or inter["sources"][0]
-
-
-def root_detector_spec(kpsets: dict, name: str) -> dict:
-    """The detector set a set's keypoints come from (via sources; an intersection: its kept side).
-
-    Descriptors use it: SIFT's pyramid parameters and octave field, precomputed files.
-    """
-    seen = []
-    while "detector" not in kpsets[name]:
-        seen.append(name)
-        spec = kpsets[name]
-        name = spec["source"] if "source" in spec else intersection_keep(spec)
-        if name in seen:  # guarded by _check_sets; kept so that this function never loops
-            raise ConfigError(f"keypoint sets form a cycle: {' -> '.join(seen + [name])}")
-    return kpsets[name]
 
 
 def _check_sets(kpsets: dict) -> None:

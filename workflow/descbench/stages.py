@@ -21,6 +21,7 @@ from descbench.datasets.layout import TARGET_IMAGES, read_homography, read_image
 from descbench.descriptors import compute_descriptors, get_family
 from descbench.errors import DataError
 from descbench.keypoints import ImageKeypoints, filter_keypoints
+from descbench.keypoints.sets import global_top_n, intersection_keep, set_sources
 from descbench.paths import ResultPaths
 
 def warn(msg: str) -> None:
@@ -61,8 +62,7 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
     files = scene_files(scene_dir)
     for k in TARGET_IMAGES:  # fail fast on a malformed homography, before any heavy work
         read_homography(files.homographies[k])
-    cols: dict[str, list] = {f: [] for f in io.KEYPOINTS.names}
-    sizes, raw_counts, empty = {}, {}, []
+    per_image, sizes, raw_counts, empty = {}, {}, {}, []
     for k, image_path in enumerate(files.images, start=1):
         gray = read_image(image_path)
         h, w = gray.shape[:2]
@@ -73,18 +73,16 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
         if len(kept) == 0:
             empty.append(k)
             warn(f"{image_path}: no keypoint left after the border filter ({len(raw)} detected); recorded as an empty image")
-        cols["image"].append(np.full(len(kept), k, dtype=np.int8))
-        for f in ImageKeypoints.__dataclass_fields__:
-            cols[f].append(getattr(kept, f))
-    table = pa.table({f: pa.array(np.concatenate(v), type=io.KEYPOINTS.field(f).type) for f, v in cols.items()}, schema=io.KEYPOINTS)
+        per_image[k] = kept
     meta = io.provenance(
         "keypoints", {"keypoint_set": kpset, **spec}, scene=files.scene, image_sizes=sizes,
         raw_counts=raw_counts, empty_images=empty,
     )
-    io.write_table(table, out, meta)
+    _write_keypoints(per_image, out, meta)
 
 
 def _write_keypoints(per_image: dict[int, ImageKeypoints], out: Path, meta: dict) -> None:
+    """One scene's keypoint file (schema ``io.KEYPOINTS``), images in order, rows in set order."""
     cols: dict[str, list] = {f: [] for f in io.KEYPOINTS.names}
     for k in sorted(per_image):
         kept = per_image[k]
@@ -107,17 +105,13 @@ def _per_image_filters(kps: ImageKeypoints, filters: list[dict]) -> ImageKeypoin
     return kps
 
 
-def _global_n(spec: dict) -> int | None:
-    return next((f["global_top_n_by_size"] for f in spec.get("filters") or [] if "global_top_n_by_size" in f), None)
-
-
 def keypoint_cutoff(paths: ResultPaths, name: str, spec: dict, out: Path) -> None:
     """The dataset-wide cutoff of a set's ``global_top_n_by_size`` filter, from its source's
     keypoints of every scene after the set's per-image filters
     (:func:`descbench.keypoints.filters.global_size_cutoff`); one small JSON file."""
     from descbench.keypoints.filters import global_size_cutoff
 
-    n = _global_n(spec)
+    n = global_top_n(spec)
     entries = []
     for scene in paths.scenes:
         per_image, _ = load_keypoints(Path(paths.keypoints(spec["source"], scene)))
@@ -133,37 +127,31 @@ def derive_scene(paths: ResultPaths, scene: str, name: str, spec: dict, out: Pat
     """A set defined by ``source`` + ``filters`` (or by ``intersection``) on one scene."""
     from descbench.keypoints.filters import keep_by_cutoff, mutual_nearest_within
 
+    sources = {s: load_keypoints(Path(paths.keypoints(s, scene))) for s in set_sources(spec)}
+    first, (src, src_meta) = next(iter(sources.items()))  # an intersection's counts: its first source
+    per_image = {}
     if "intersection" in spec:
-        inter = spec["intersection"]
-        a_name, b_name = inter["sources"]
-        keep = inter.get("keep") or a_name
-        (a, ameta), (b, bmeta) = (load_keypoints(Path(paths.keypoints(s, scene))) for s in (a_name, b_name))
-        per_image = {}
+        (a_name, (a, _)), (_, (b, _)) = sources.items()
+        keep_a = intersection_keep(spec) == a_name
         for k in a:
-            ia, ib = mutual_nearest_within(a[k].xy, b[k].xy, inter["tol_px"])
-            per_image[k] = a[k].take(ia) if keep == a_name else b[k].take(ib)
-        sources = {a_name: ameta["params"], b_name: bmeta["params"]}
-        src_meta = ameta
+            ia, ib = mutual_nearest_within(a[k].xy, b[k].xy, spec["intersection"]["tol_px"])
+            per_image[k] = a[k].take(ia) if keep_a else b[k].take(ib)
     else:
-        src, src_meta = load_keypoints(Path(paths.keypoints(spec["source"], scene)))
+        n = global_top_n(spec)
         cutoff = ()
-        if _global_n(spec) is not None:
+        if n is not None:
             c = json.loads(Path(cutoff_file).read_text())["cutoff"]
             cutoff = tuple(c) if c else ()
-        per_image = {}
         for k, kps in src.items():
             kps = _per_image_filters(kps, spec.get("filters") or [])
-            if _global_n(spec) is not None:
-                kps = kps.take(keep_by_cutoff(kps.size, scene, k, cutoff))
-            per_image[k] = kps
-        sources = {spec["source"]: src_meta["params"]}
+            per_image[k] = kps if n is None else kps.take(keep_by_cutoff(kps.size, scene, k, cutoff))
     empty = [k for k, kps in per_image.items() if len(kps) == 0]
     for k in empty:
         warn(f"keypoint set '{name}', scene {scene}, image {k}: no keypoint left after its filters; recorded as an empty image")
     meta = io.provenance(
         "keypoints", {"keypoint_set": name, **spec}, scene=scene, image_sizes=src_meta["image_sizes"],
-        raw_counts=src_meta["raw_counts"], source_counts={str(k): len(v) for k, v in (src.items() if "source" in spec else a.items())},
-        empty_images=empty, sources=sources,
+        raw_counts=src_meta["raw_counts"], source_counts={str(k): len(v) for k, v in src.items()},
+        empty_images=empty, sources={s: m["params"] for s, (_, m) in sources.items()},
     )
     _write_keypoints(per_image, out, meta)
 

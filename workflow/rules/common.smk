@@ -3,7 +3,8 @@ import json
 import shlex
 from pathlib import Path
 
-from descbench.config import combinations, root_detector_spec, set_sources, validate_config
+from descbench.config import combinations, validate_config
+from descbench.keypoints.sets import global_top_n, root_detector_spec, set_sources
 from descbench.datasets import dataset_tag, list_scenes, scene_root
 from descbench.datasets.layout import TARGET_IMAGES, scene_files
 from descbench.paths import SCORE_TASKS, ResultPaths, scene_batches
@@ -88,7 +89,7 @@ def batch_scene_inputs(wildcards):
 
 
 def has_global_filter(kpset):
-    return any("global_top_n_by_size" in f for f in CFG["keypoint_sets"][kpset].get("filters") or [])
+    return global_top_n(CFG["keypoint_sets"][kpset]) is not None
 
 
 def keypoint_source_inputs(wildcards):

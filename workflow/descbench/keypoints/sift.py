@@ -1,4 +1,5 @@
-"""OpenCV SIFT: the detector object, KeyPoint conversion, and SIFT's packed octave field."""
+"""OpenCV SIFT: the detector object (detection: descbench.keypoints.detectors), KeyPoint conversion,
+and SIFT's packed octave field."""
 
 from __future__ import annotations
 
@@ -58,10 +59,3 @@ def sift_octave_from_size(size: np.ndarray, image_shape: tuple[int, int], n_octa
     o = np.where(high, top, o)
     layer = np.where(high, n_octave_layers, layer)
     return ((o.astype(np.int64) & 255) | (layer.astype(np.int64) << 8)).astype(np.int32)
-
-
-def detect_sift(gray: np.ndarray, params: dict) -> ImageKeypoints:
-    """Raw SIFT keypoints of a grayscale uint8 image, in OpenCV's output order."""
-    from descbench.keypoints.detectors import detect
-
-    return detect("sift", gray, params)
