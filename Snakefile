@@ -17,4 +17,5 @@ include: "workflow/rules/report.smk"
 rule all:
     input:
         report_outputs(),
+        [PATHS.report(f) for f in KEYPOINT_STATS_FILES],
     default_target: True

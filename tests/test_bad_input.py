@@ -242,9 +242,10 @@ def test_one_image_without_keypoints(scene: Path, tmp_path: Path, capsys):
 
 
 def test_nan_in_computed_descriptor(scene: Path, tmp_path: Path, monkeypatch):
-    import descbench.descriptors.sift as sift_mod
+    import descbench.descriptors as registry
 
-    orig = sift_mod.FAMILY.compute
+    sift_family = registry.get_family("sift")
+    orig = sift_family.compute
 
     def nan_compute(image_path, kps, params, kpset):
         d = orig(image_path, kps, params, kpset)
@@ -253,7 +254,7 @@ def test_nan_in_computed_descriptor(scene: Path, tmp_path: Path, monkeypatch):
             d[11, 0] = np.inf
         return d
 
-    monkeypatch.setattr(sift_mod, "FAMILY", dataclasses.replace(sift_mod.FAMILY, compute=nan_compute))
+    monkeypatch.setitem(registry._registry(), "sift", dataclasses.replace(sift_family, compute=nan_compute))
     kp = _detect(scene, tmp_path)
     out = tmp_path / "out" / "desc.parquet"
     msg = _raises_naming(lambda: _describe(scene, kp, tmp_path), str(scene / "2.ppm"), "row 7", "image 2")

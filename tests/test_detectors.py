@@ -49,7 +49,7 @@ def test_registry_covers_the_schema_enum():
 
     schema = yaml.safe_load(SCHEMA.read_text())
     enum = schema["properties"]["keypoint_sets"]["additionalProperties"]["properties"]["detector"]["enum"]
-    assert sorted(enum) == sorted([*DETECTORS, "precomputed"])
+    assert sorted(enum) == sorted([*DETECTORS, "precomputed", "locked"])
     assert set(OPENCV_DEFAULT) == set(DETECTORS)
 
 
@@ -156,7 +156,7 @@ def test_sift_descriptors_on_other_keypoints_use_the_size_derived_octave(pristin
     raw = keypoints_from_cv(make_sift({}).detect(gray, None))
     big = raw.take(np.flatnonzero(raw.size >= 8)[:300])  # keypoints whose octave is not 0
     own = sift_descriptors(img, big, {}, {"detector": "sift", "params": default_params("sift")})
-    foreign = ImageKeypoints(big.x, big.y, big.size, big.angle, big.response, np.zeros_like(big.octave), big.source_index)
+    foreign = ImageKeypoints(big.x, big.y, big.size, big.angle, big.response, np.zeros_like(big.octave), big.class_id, big.source_index)
     derived = sift_descriptors(img, foreign, {}, {"detector": "orb", "params": {}})
     _, naive = make_sift({}).compute(gray, [cv2.KeyPoint(float(x), float(y), float(s), float(a), float(r), 0)
                                             for x, y, s, a, r in zip(big.x, big.y, big.size, big.angle, big.response)])

@@ -70,7 +70,8 @@ SCENES = ["s_b", "s_a", "s_c"]
 def _kps(xy, size):
     n = len(size)
     return ImageKeypoints(np.asarray(xy, np.float32)[:, 0], np.asarray(xy, np.float32)[:, 1], np.asarray(size, np.float32),
-                          np.zeros(n, np.float32), np.arange(n, dtype=np.float32), np.zeros(n, np.int32), np.arange(n, dtype=np.int32))
+                          np.zeros(n, np.float32), np.arange(n, dtype=np.float32), np.zeros(n, np.int32), np.full(n, -1, np.int32),
+                          np.arange(n, dtype=np.int32))
 
 
 def _write_set(paths: ResultPaths, name: str, per_scene: dict):

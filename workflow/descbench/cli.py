@@ -131,6 +131,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--spec", required=True, help="keypoint set spec (JSON)")
     p.add_argument("--out", type=Path, required=True)
 
+    p = sub.add_parser("keypoint-stats", help="statistics of every keypoint set (counts, sizes, coverage, repeatability)")
+    p.add_argument("--results-root", type=Path, required=True, help="<results_dir>/<dataset tag>")
+    p.add_argument("--scene-root", type=Path, required=True, help="the folder holding the scene folders")
+    p.add_argument("--batches", required=True, help="JSON {batch: [scenes]} of every evaluated scene")
+    p.add_argument("--keypoint-sets", required=True, help="the validated keypoint_sets config (JSON)")
+    p.add_argument("--repeatability-px", type=float, required=True)
+    p.add_argument("--out-dir", type=Path, required=True)
+
+    p = sub.add_parser("export-keypoints", help="one keypoint set of every scene as a locked-keypoint file (.parquet/.csv)")
+    p.add_argument("--results-root", type=Path, required=True, help="<results_dir>/<dataset tag>")
+    p.add_argument("--batches", required=True, help="JSON {batch: [scenes]} of every evaluated scene")
+    p.add_argument("--name", required=True, help="keypoint set name")
+    p.add_argument("--out", type=Path, required=True, help="<file>.parquet or <file>.csv")
+
     p = sub.add_parser("descriptors", help="compute one descriptor on one scene batch")
     batch_args(p)
     p.add_argument("--keypoint-set", required=True)
@@ -200,6 +214,10 @@ def run(a: argparse.Namespace) -> None:
         stages.detect_batch(_paths(a), a.scene_root, a.batch, a.name, json.loads(a.spec), a.cutoff)
     elif a.cmd == "keypoint-cutoff":
         stages.keypoint_cutoff(_paths(a), a.name, json.loads(a.spec), a.out)
+    elif a.cmd == "keypoint-stats":
+        stages.keypoint_statistics(_paths(a), a.scene_root, json.loads(a.keypoint_sets), a.repeatability_px, a.out_dir)
+    elif a.cmd == "export-keypoints":
+        stages.export_keypoints(_paths(a), a.name, a.out)
     elif a.cmd == "descriptors":
         stages.describe_batch(_paths(a), a.scene_root, a.batch, a.keypoint_set, a.name, json.loads(a.spec),
                               json.loads(a.keypoint_set_spec))

@@ -22,7 +22,8 @@ from descbench.keypoints.sets import intersection_keep, root_detector_spec, set_
 def _detector_param_defs() -> dict[str, str]:
     from descbench.keypoints.detectors import DETECTORS
 
-    return {**{n: d.schema_definition for n, d in DETECTORS.items()}, "precomputed": "precomputed_params"}
+    return {**{n: d.schema_definition for n, d in DETECTORS.items()}, "precomputed": "precomputed_params",
+            "locked": "locked_params"}
 
 
 DETECTOR_PARAM_DEFS = _detector_param_defs()
@@ -116,7 +117,7 @@ def validate_config(config: dict | None, schema_path: Path | str) -> dict:
     return cfg
 
 
-DETECTION_KEYS = ("border_px", "max_keypoints", "params")
+DETECTION_KEYS = ("mode", "border_px", "max_keypoints", "params")
 
 
 def _check_set_kinds(raw: dict) -> None:
@@ -218,6 +219,13 @@ def _check_consistency(cfg: dict) -> None:
         raise ConfigError("dataset 'folder' needs folder.path: the directory holding your scene folders")
     kpsets = cfg["keypoint_sets"]
     _check_sets(kpsets)
+    for name, spec in kpsets.items():
+        if spec.get("detector") == "precomputed" and spec.get("mode") == "projected":
+            raise ConfigError(
+                f"keypoint_sets.{name}.mode: 'projected' would move image 1's precomputed keypoints away from "
+                "the rows their descriptors describe in images 2..6; use mode: independent, or export the set and "
+                "import it with detector: locked (whose descriptors are computed by descbench)"
+            )
     for name, spec in cfg["descriptors"].items():
         for ks in spec.get("keypoint_sets") or []:
             if ks not in kpsets:

@@ -35,6 +35,7 @@ KEYPOINTS = pa.schema(
         ("angle", pa.float32()),
         ("response", pa.float32()),
         ("octave", pa.int32()),
+        ("class_id", pa.int32()),
         ("source_index", pa.int32()),
     ]
 )

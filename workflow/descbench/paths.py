@@ -111,6 +111,10 @@ class ResultPaths:
         """The dataset-wide cutoff of a set's ``global_top_n_by_size`` filter (stages.keypoint_cutoff)."""
         return str(Path(self.root) / "keypoint_cutoffs" / f"{kpset}.json")
 
+    def keypoint_export(self, kpset: str, fmt: str) -> str:
+        """A set's keypoints of every scene in the locked-keypoint format (stages.export_keypoints)."""
+        return str(Path(self.root) / "exports" / "keypoints" / f"{kpset}.{fmt}")
+
     def distractor_bank(self, kpset: str, descriptor: str) -> str:
         """Every scene's distractor keypoints of one (keypoint set, descriptor) (stages.build_distractor_bank)."""
         return str(Path(self.root) / "distractors" / kpset / f"{descriptor}.parquet")

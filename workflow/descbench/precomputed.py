@@ -100,6 +100,7 @@ def load_features(image_path: Path, method: str, root: str | Path | None = None,
         angle=np.full(n, -1.0, dtype=np.float32),
         response=(scores if scores is not None else np.zeros(n)).astype(np.float32),
         octave=np.zeros(n, dtype=np.int32),
+        class_id=np.full(n, -1, dtype=np.int32),
         source_index=np.arange(n, dtype=np.int32),
     )
     return PrecomputedFeatures(kps, np.ascontiguousarray(desc), binary, path)

@@ -17,7 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from descbench import io
-from descbench.datasets.layout import TARGET_IMAGES, read_homography, read_image, scene_files
+from descbench.datasets.layout import TARGET_IMAGES, image_size, read_homography, read_image, scene_files
 from descbench.descriptors import compute_descriptors, get_family
 from descbench.errors import DataError
 from descbench.keypoints import ImageKeypoints, filter_keypoints
@@ -44,7 +44,12 @@ def write_timing(path: Path, scene: str, t0: float) -> None:
 # ----------------------------------------------------------------------------- keypoints
 
 
-def detect_raw(image_path: Path, gray: np.ndarray, spec: dict) -> ImageKeypoints:
+def detect_raw(image_path: Path, gray: np.ndarray, spec: dict, scene: str, image: int) -> ImageKeypoints:
+    """Image ``image`` (1..6) of ``scene``: the raw keypoints of the set's detector, in its order."""
+    if spec["detector"] == "locked":
+        from descbench.keypoints.locked import load_locked
+
+        return load_locked(spec["params"]["path"], scene, image)
     if spec["detector"] == "precomputed":
         from descbench.precomputed import load_features
 
@@ -62,17 +67,28 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
     files = scene_files(scene_dir)
     for k in TARGET_IMAGES:  # fail fast on a malformed homography, before any heavy work
         read_homography(files.homographies[k])
+    projected = spec.get("mode", "independent") == "projected"
     per_image, sizes, raw_counts, empty = {}, {}, {}, []
     for k, image_path in enumerate(files.images, start=1):
-        gray = read_image(image_path)
-        h, w = gray.shape[:2]
-        raw = detect_raw(image_path, gray, spec)
-        kept = filter_keypoints(raw, w, h, spec["border_px"], spec["max_keypoints"])
+        if projected and k > 1:  # image 1's keypoints mapped through H_1_k, border rule in image k
+            from descbench.keypoints.projected import project_keypoints
+
+            w, h = image_size(image_path)  # read and validated like any detected image
+            kept = project_keypoints(per_image[1], read_homography(files.homographies[k]), w, h, spec["border_px"],
+                                     sift_octave=spec["detector"] == "sift")
+            n_raw = len(per_image[1])
+        else:
+            gray = read_image(image_path)
+            h, w = gray.shape[:2]
+            raw = detect_raw(image_path, gray, spec, files.scene, k)
+            kept = filter_keypoints(raw, w, h, spec["border_px"], spec["max_keypoints"])
+            n_raw = len(raw)
         sizes[str(k)] = [w, h]
-        raw_counts[str(k)] = len(raw)
+        raw_counts[str(k)] = n_raw
         if len(kept) == 0:
             empty.append(k)
-            warn(f"{image_path}: no keypoint left after the border filter ({len(raw)} detected); recorded as an empty image")
+            warn(f"{image_path}: no keypoint left after the border filter ({n_raw} {'projected' if projected and k > 1 else 'detected'}); "
+                 "recorded as an empty image")
         per_image[k] = kept
     meta = io.provenance(
         "keypoints", {"keypoint_set": kpset, **spec}, scene=files.scene, image_sizes=sizes,
@@ -121,6 +137,41 @@ def keypoint_cutoff(paths: ResultPaths, name: str, spec: dict, out: Path) -> Non
     total = int(sum(len(e[2]) for e in entries))
     io.write_text(out, json.dumps({"keypoint_set": name, "n": n, "candidates": total,
                                    "cutoff": list(cutoff) if cutoff else None}, sort_keys=True) + "\n")
+
+
+def keypoint_statistics(paths: ResultPaths, scene_root: Path, kpsets: dict, repeatability_px: float, out_dir: Path) -> None:
+    """``keypoint_stats.{parquet,csv,md}``: one row per keypoint set (descbench.report.keypoint_stats)."""
+    import pandas as pd
+
+    from descbench.report.keypoint_stats import provenance_columns, set_statistics, to_markdown
+
+    homographies = {}
+    for scene in paths.scenes:
+        files = scene_files(Path(scene_root) / scene)
+        homographies[scene] = {k: read_homography(files.homographies[k]) for k in TARGET_IMAGES}
+    rows = []
+    for name in kpsets:
+        scenes = []
+        for scene in paths.scenes:
+            per_image, meta = load_keypoints(Path(paths.keypoints(name, scene)))
+            scenes.append((scene, per_image, meta["image_sizes"], homographies[scene]))
+        rows.append({**provenance_columns(name, kpsets), **set_statistics(scenes, repeatability_px)})
+    table = pd.DataFrame(rows)
+    out_dir = Path(out_dir)
+    meta = io.provenance("keypoint_stats", {"keypoint_sets": kpsets, "repeatability_px": repeatability_px, "scenes": paths.scenes})
+    io.write_table(pa.Table.from_pandas(table, preserve_index=False), out_dir / "keypoint_stats.parquet", meta)
+    io.write_text(out_dir / "keypoint_stats.csv", table.to_csv(index=False))
+    io.write_text(out_dir / "keypoint_stats.md", to_markdown(table))
+
+
+def export_keypoints(paths: ResultPaths, name: str, out: Path) -> None:
+    """Every scene's keypoints of set ``name`` as one locked-keypoint file (.parquet or .csv), the
+    format :func:`descbench.keypoints.locked.load_locked` imports bit-exactly."""
+    from descbench.keypoints.locked import export_table, write_export
+
+    scenes = paths.scenes
+    per_scene = [load_keypoints(Path(paths.keypoints(name, s)))[0] for s in scenes]
+    write_export(export_table(scenes, per_scene), out)
 
 
 def derive_scene(paths: ResultPaths, scene: str, name: str, spec: dict, out: Path, cutoff_file: Path | None) -> None:

@@ -106,8 +106,12 @@ def keypoint_cutoff_arg(wildcards):
 
 
 def precomputed_inputs(wildcards):
-    """Feature files of a precomputed keypoint set, so that new features trigger a rerun."""
+    """Feature files of a precomputed or locked keypoint set, so that new files trigger a rerun."""
     spec = CFG["keypoint_sets"][wildcards.kpset]
+    if spec.get("detector") == "locked":
+        from descbench.keypoints.locked import locked_file
+
+        return sorted({str(locked_file(spec["params"]["path"], s, k)) for s in BATCHES[wildcards.batch] for k in range(1, 7)})
     if spec.get("detector") != "precomputed":
         return []
     from descbench.precomputed import feature_path
@@ -152,6 +156,9 @@ def results_root(levels):
 
 
 REPORT_FILES = ("comparison.csv", "comparison.md", "comparison.parquet", "per_scene.csv", "per_scene.parquet")
+
+
+KEYPOINT_STATS_FILES = ("keypoint_stats.csv", "keypoint_stats.md", "keypoint_stats.parquet")
 
 
 def report_outputs():

@@ -52,3 +52,28 @@ rule keypoint_cutoff:
     shell:
         "python -m descbench keypoint-cutoff --results-root {params.results_root} --batches {params.batches:q} "
         "--name {wildcards.kpset} --spec {params.spec:q} --out {output} > {log} 2>&1"
+
+
+# On request only (not part of `all`): `snakemake <results>/<tag>/exports/keypoints/<set>.csv`
+# (or .parquet) writes a set's keypoints of every scene in the locked-keypoint format, which a
+# `detector: locked` set imports bit-exactly (descbench/keypoints/locked.py).
+rule export_keypoints:
+    input:
+        lambda wc: [PATHS.keypoints_dir(wc.kpset, b) for b in BATCHES],
+    output:
+        PATHS.keypoint_export("{kpset}", "{fmt}"),
+    params:
+        results_root=results_root(2),  # <root>/exports/keypoints/<kpset>.<fmt>
+        batches=as_json(BATCHES),
+    wildcard_constraints:
+        fmt="parquet|csv",
+    log:
+        str(RES / "logs" / "export_keypoints" / "{kpset}.{fmt}.log"),
+    threads: 1
+    resources:
+        mem_mb=1500,
+    conda:
+        ENV
+    shell:
+        "python -m descbench export-keypoints --results-root {params.results_root} --batches {params.batches:q} "
+        "--name {wildcards.kpset} --out {output} > {log} 2>&1"

@@ -9,6 +9,8 @@ one row per input keypoint, in input order (it must never drop or add keypoints)
 from __future__ import annotations
 
 import difflib
+import functools
+import importlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -24,13 +26,30 @@ class DescriptorFamily:
     name: str
     compute: Callable[[Path, ImageKeypoints, dict, dict], np.ndarray]
     defaults: dict = field(default_factory=dict)
-    binary: bool | None = False  # None: decided by the data (precomputed)
+    binary: bool | None = False  # None: decided by the data (precomputed, stack, python)
+    # Optional check of the filled params at config time, (params, where) -> params; raises
+    # ConfigError naming ``where`` (e.g. a stack's parts, a callable that cannot be imported).
+    check: Callable[[dict, str], dict] | None = None
 
 
+# The family modules (``descbench.descriptors.<module>``). Each defines ``FAMILIES``, a tuple of
+# :class:`DescriptorFamily`; adding a family touches its module and this tuple, nothing else.
+FAMILY_MODULES = ("sift", "rootsift", "precomputed", "stack", "python")
+
+
+@functools.cache
 def _registry() -> dict[str, DescriptorFamily]:
-    from descbench.descriptors import precomputed, rootsift, sift
+    reg: dict[str, DescriptorFamily] = {}
+    for module in FAMILY_MODULES:
+        for fam in importlib.import_module(f"descbench.descriptors.{module}").FAMILIES:
+            if fam.name in reg:
+                raise RuntimeError(f"descriptor family '{fam.name}' is defined twice (module {module})")
+            reg[fam.name] = fam
+    return reg
 
-    return {f.name: f for f in (sift.FAMILY, rootsift.FAMILY, precomputed.FAMILY)}
+
+def family_names() -> list[str]:
+    return sorted(_registry())
 
 
 def get_family(name: str) -> DescriptorFamily:
@@ -56,7 +75,8 @@ def check_descriptor_params(family: str, params: dict | None, where: str) -> dic
                 f"unknown config key '{where}.{key}'" + (f" (did you mean '{hint[0]}'?)" if hint else "")
                 + f"; family '{family}' takes: {allowed}"
             )
-    return {**fam.defaults, **params}
+    params = {**fam.defaults, **params}
+    return fam.check(params, where) if fam.check else params
 
 
 def compute_descriptors(family: str, params: dict, image_path: Path, kps: ImageKeypoints, kpset: dict, where: str) -> np.ndarray:

@@ -33,4 +33,4 @@ def precomputed_descriptors(image_path: Path, kps: ImageKeypoints, params: dict,
     return feats.descriptors[idx]
 
 
-FAMILY = DescriptorFamily("precomputed", precomputed_descriptors, binary=None)
+FAMILIES = (DescriptorFamily("precomputed", precomputed_descriptors, binary=None),)

@@ -25,4 +25,4 @@ def rootsift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kp
     return root_normalise(sift_descriptors(image_path, kps, params, kpset))
 
 
-FAMILY = DescriptorFamily("rootsift", rootsift_descriptors)
+FAMILIES = (DescriptorFamily("rootsift", rootsift_descriptors),)

@@ -26,6 +26,8 @@ def sift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset:
     gray = read_image(image_path)
     is_sift_set = kpset.get("detector") == "sift"
     sift_params = kpset.get("params", {}) if is_sift_set else {}
+    # locked keypoints whose file carries SIFT's own packed octave (e.g. exported from a sift set)
+    is_sift_set = is_sift_set or (kpset.get("detector") == "locked" and kpset.get("params", {}).get("octave") == "sift")
     sift = make_sift(sift_params)
     octave = None if is_sift_set else sift_octave_from_size(kps.size, gray.shape[:2])
     cv_kps = keypoints_to_cv(kps, octave)
@@ -35,4 +37,4 @@ def sift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset:
     return np.ascontiguousarray(desc, dtype=np.float32)
 
 
-FAMILY = DescriptorFamily("sift", sift_descriptors)
+FAMILIES = (DescriptorFamily("sift", sift_descriptors),)

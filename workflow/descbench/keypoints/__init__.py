@@ -22,6 +22,7 @@ class ImageKeypoints:
     angle: np.ndarray  # float32 [N], degrees, -1 if not defined
     response: np.ndarray  # float32 [N]
     octave: np.ndarray  # int32 [N], OpenCV's packed octave/layer field
+    class_id: np.ndarray  # int32 [N], OpenCV KeyPoint.class_id (-1 unless a tool set it)
     source_index: np.ndarray  # int32 [N], index in the detector's raw output
 
     def __len__(self) -> int:

@@ -120,6 +120,7 @@ def keypoints_from_cv(kps) -> ImageKeypoints:
         angle=np.array([k.angle for k in kps], dtype=np.float32).reshape(n),
         response=np.array([k.response for k in kps], dtype=np.float32).reshape(n),
         octave=np.array([k.octave for k in kps], dtype=np.int32).reshape(n),
+        class_id=np.array([k.class_id for k in kps], dtype=np.int32).reshape(n),
         source_index=np.arange(n, dtype=np.int32),
     )
 

@@ -28,8 +28,8 @@ def keypoints_to_cv(kps: ImageKeypoints, octave: np.ndarray | None = None) -> li
 
     octs = kps.octave if octave is None else octave
     return [
-        cv2.KeyPoint(float(x), float(y), float(s), float(a), float(r), int(o))
-        for x, y, s, a, r, o in zip(kps.x, kps.y, kps.size, kps.angle, kps.response, octs)
+        cv2.KeyPoint(float(x), float(y), float(s), float(a), float(r), int(o), int(c))
+        for x, y, s, a, r, o, c in zip(kps.x, kps.y, kps.size, kps.angle, kps.response, octs, kps.class_id)
     ]
 
 

@@ -133,6 +133,18 @@ def estimate_homography(src: np.ndarray, dst: np.ndarray, ransac_px: float = 3.0
     return H.astype(np.float64), int(mask.sum()) if mask is not None else 0
 
 
+def pair_repeatability(xy1: np.ndarray, xyk: np.ndarray, H: np.ndarray, image1_size, target_size, radius_px: float) -> tuple[int, int, int, int]:
+    """``(n_shared_1, n_shared_k, n_repeated_1, n_repeated_k)`` of one pair's keypoints alone (no
+    descriptors): the repeatability of the module docstring, ``(n_repeated_1 + n_repeated_k) /
+    (n_shared_1 + n_shared_k)``, as :func:`match_pair` computes it."""
+    H = np.asarray(H, dtype=np.float64)
+    (w1, h1), (wk, hk) = image1_size, target_size
+    proj1, shared1 = project(H, xy1, wk, hk)
+    _, shared2 = project(np.linalg.inv(H), xyk, w1, h1)
+    r1, r2 = repeatability_counts(proj1, shared1, np.asarray(xyk, np.float64).reshape(-1, 2), shared2, radius_px)
+    return int(shared1.sum()), int(shared2.sum()), r1, r2
+
+
 def repeatability_counts(proj1: np.ndarray, shared1: np.ndarray, xy2: np.ndarray, shared2: np.ndarray, radius_px: float):
     """``(n_repeated_1, n_repeated_2)`` of the shared keypoints (distances in image-k pixels)."""
     a = np.ascontiguousarray(proj1[shared1], dtype=np.float64).reshape(-1, 2)

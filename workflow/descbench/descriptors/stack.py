@@ -1,0 +1,85 @@
+"""Stacking: the concatenation of two or more descriptors computed on the same keypoints.
+
+``params.parts`` lists the parts, each ``{family, params}`` (any registered family except
+``stack`` and ``precomputed``); each part is computed on the evaluated set's keypoints (so the
+parts are row-aligned by construction) and, for float parts:
+
+    block_i = w_i * normalise(part_i)          normalise: ``block_norm`` (none | l2 | l1)
+    row     = normalise([block_1, ..., block_n])   ``final_norm`` (none | l2)
+
+with ``w_i = weights[i]`` (default 1). ``l2`` divides a row by its L2 norm and ``l1`` by its L1
+norm (an all-zero row stays zero). Binary parts (packed bits) are concatenated as bytes, which
+makes the Hamming distance of the stack the sum of the parts' Hamming distances; block and final
+normalisation and weights do not apply to bits (refused). Float and binary parts cannot be mixed
+(no single distance would compare them).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from descbench.descriptors import DescriptorFamily, check_descriptor_params, get_family
+from descbench.errors import ConfigError
+from descbench.keypoints import ImageKeypoints
+
+NORMS = ("none", "l2", "l1")
+
+
+def normalise_rows(d: np.ndarray, norm: str) -> np.ndarray:
+    """Rows divided by their L2 (``l2``) or L1 (``l1``) norm, float64; ``none``: unchanged."""
+    d = d.astype(np.float64)
+    if norm == "none":
+        return d
+    n = np.linalg.norm(d, axis=1, keepdims=True) if norm == "l2" else np.abs(d).sum(axis=1, keepdims=True)
+    return d / np.where(n > 0, n, 1.0)
+
+
+def check_stack(params: dict, where: str) -> dict:
+    parts = params["parts"]
+    if not isinstance(parts, list) or len(parts) < 2:
+        raise ConfigError(f"{where}.parts: list at least two parts, each {{family, params}}")
+    out = []
+    for i, part in enumerate(parts):
+        at = f"{where}.parts.{i}"
+        if not isinstance(part, dict) or "family" not in part or set(part) - {"family", "params"}:
+            raise ConfigError(f"{at}: a part is {{family: <name>, params: {{...}}}}, got {part!r}")
+        if part["family"] in ("stack", "precomputed"):
+            raise ConfigError(f"{at}.family: '{part['family']}' cannot be a part of a stack")
+        out.append({"family": part["family"], "params": check_descriptor_params(part["family"], part.get("params"), f"{at}.params")})
+    for key in ("block_norm",):
+        if params[key] not in NORMS:
+            raise ConfigError(f"{where}.{key}: '{params[key]}' is not one of {', '.join(NORMS)}")
+    if params["final_norm"] not in ("none", "l2"):
+        raise ConfigError(f"{where}.final_norm: '{params['final_norm']}' is not one of none, l2")
+    w = params["weights"]
+    if w is not None and (not isinstance(w, list) or len(w) != len(parts) or not all(isinstance(x, (int, float)) and x > 0 for x in w)):
+        raise ConfigError(f"{where}.weights: give one positive number per part ({len(parts)}), or null")
+    kinds = {get_family(p["family"]).binary for p in out} - {None}
+    if len(kinds) > 1:
+        raise ConfigError(f"{where}.parts: float and binary descriptors cannot be stacked (no one distance compares them)")
+    if kinds == {True} and (w is not None or params["block_norm"] != "none" or params["final_norm"] != "none"):
+        raise ConfigError(f"{where}: binary parts are concatenated as bits; weights, block_norm and final_norm must be unset")
+    return {**params, "parts": out}
+
+
+def stack_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
+    from descbench.descriptors import compute_descriptors
+
+    blocks = [compute_descriptors(p["family"], p["params"], image_path, kps, kpset, f"stack part {i} ({p['family']})")
+              for i, p in enumerate(params["parts"])]
+    binary = [b.dtype == np.uint8 for b in blocks]
+    if all(binary):
+        return np.ascontiguousarray(np.concatenate(blocks, axis=1))
+    if any(binary):
+        raise ConfigError("a stack's parts produced both packed bits and floats; stack descriptors of one kind")
+    weights = params["weights"] or [1.0] * len(blocks)
+    row = np.concatenate([w * normalise_rows(b, params["block_norm"]) for w, b in zip(weights, blocks)], axis=1)
+    return normalise_rows(row, params["final_norm"]).astype(np.float32)
+
+
+FAMILIES = (
+    DescriptorFamily("stack", stack_descriptors, defaults={"parts": None, "block_norm": "l2", "final_norm": "l2", "weights": None},
+                     binary=None, check=check_stack),
+)
