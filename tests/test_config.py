@@ -55,7 +55,7 @@ def test_unknown_keys_are_named_with_the_allowed_ones(mutate, needle):
         (lambda c: c["scoring"].update(tau_px=-1), "scoring.tau_px"),
         (lambda c: c["scoring"].update(gt="all_within_tau", tie_policy="half"), "only for scoring.gt 'closest'"),
         (lambda c: c["keypoint_sets"]["sift"]["params"].update(sigma="big"), "keypoint_sets.sift.params.sigma"),
-        (lambda c: c["descriptors"]["sift"].update(family="surf"), "descriptors.sift.family"),
+        (lambda c: c["descriptors"]["sift"].update(family="surfx"), "descriptors.sift.family"),
         (lambda c: c["descriptors"]["sift"].update(keypoint_sets=["nope"]), "unknown keypoint set 'nope'"),
         (lambda c: c["descriptors"].update(mine={"family": "precomputed"}), "must list its keypoint set"),
         (lambda c: c["descriptors"].update(mine={"family": "precomputed", "keypoint_sets": ["sift"]}), "detector: precomputed"),

@@ -108,3 +108,15 @@ def test_python_callable_that_cannot_be_found_is_a_config_error(path, message):
     with pytest.raises(ConfigError, match=message):
         validate_config({"keypoint_sets": {"s": {"detector": "sift"}},
                          "descriptors": {"d": {"family": "python", "params": {"callable": path}}}}, SCHEMA)
+
+
+def test_registry_and_config_validation_import_neither_numba_nor_opencv():
+    """Every job and the workflow's DAG build import the registry: family modules stay light
+    (numba kernels and OpenCV are imported by the jobs that compute them)."""
+    import subprocess
+
+    code = ("import sys, yaml; from descbench.config import validate_config; "
+            f"validate_config(yaml.safe_load(open({str(ROOT / 'config.yaml')!r})), {str(SCHEMA)!r}); "
+            "from descbench.descriptors import family_names, get_family; [get_family(f) for f in family_names()]; "
+            "bad = [m for m in ('numba', 'cv2') if m in sys.modules]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)

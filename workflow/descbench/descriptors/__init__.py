@@ -34,7 +34,7 @@ class DescriptorFamily:
 
 # The family modules (``descbench.descriptors.<module>``). Each defines ``FAMILIES``, a tuple of
 # :class:`DescriptorFamily`; adding a family touches its module and this tuple, nothing else.
-FAMILY_MODULES = ("sift", "rootsift", "precomputed", "stack", "python")
+FAMILY_MODULES = ("sift", "rootsift", "precomputed", "stack", "python", "surf", "opencv_binary", "opencv_float", "rgbsift", "dspsift")
 
 
 @functools.cache
@@ -46,6 +46,27 @@ def _registry() -> dict[str, DescriptorFamily]:
                 raise RuntimeError(f"descriptor family '{fam.name}' is defined twice (module {module})")
             reg[fam.name] = fam
     return reg
+
+
+def lazy_module(name: str):
+    """Module ``name``, executed on its first attribute access (``importlib.util.LazyLoader``).
+
+    Family modules are imported by every job and by the workflow's config validation; their
+    numba kernels are not needed there (an ``import numba`` costs ~0.3 s), so a family refers to
+    its kernel module through this.
+    """
+    import importlib.util
+    import sys
+
+    if name in sys.modules:
+        return sys.modules[name]
+    spec = importlib.util.find_spec(name)
+    loader = importlib.util.LazyLoader(spec.loader)
+    spec.loader = loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    loader.exec_module(module)
+    return module
 
 
 def family_names() -> list[str]:

@@ -1,4 +1,14 @@
-"""SIFT descriptors (OpenCV), computed at the given keypoints."""
+"""SIFT descriptors (OpenCV), computed at the given keypoints.
+
+Parameter ``convention``: ``opencv`` (default) is OpenCV's output as it is (values rounded to
+integers 0..255, stored as float32). ``workbench`` is the C++ DescriptorWorkbench's ``sift``:
+its ``SIFTWrapper.cpp`` calls ``cv::SIFT::create()->compute`` on the grey image it gets from
+``cvtColor(BGR2GRAY)`` of an ``IMREAD_COLOR`` read (``processing.cpp``), i.e. OpenCV 4's
+float32 output, which OpenCV also rounds to integers; every row is then L2-normalised (the
+project's measurement of its pipeline: true mAP agrees to ~1e-9 with, ~1e-5 without). The
+unrounded-float SIFT of the workbench's own ``VanillaSIFT`` is used by its RGBSIFT and DSP
+descriptors (see :mod:`descbench.descriptors.rgbsift`, :mod:`descbench.descriptors.dspsift`).
+"""
 
 from __future__ import annotations
 
@@ -8,6 +18,7 @@ import numpy as np
 
 from descbench.datasets.layout import read_image
 from descbench.descriptors import DescriptorFamily
+from descbench.errors import ConfigError
 from descbench.keypoints import ImageKeypoints
 from descbench.keypoints.sift import keypoints_to_cv, make_sift, sift_octave_from_size
 
@@ -21,9 +32,17 @@ def sift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset:
     octave field, which would otherwise be read as a SIFT octave/layer it is not, is derived from
     the keypoint size (:func:`descbench.keypoints.sift.sift_octave_from_size`).
     """
+    convention = params.get("convention", "opencv")
+    if convention not in CONVENTIONS:
+        raise ConfigError(f"descriptor family 'sift': convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}")
     if len(kps) == 0:
         return np.zeros((0, 128), dtype=np.float32)
-    gray = read_image(image_path)
+    if convention == "workbench":
+        import cv2
+
+        gray = cv2.cvtColor(read_image(image_path, color=True), cv2.COLOR_BGR2GRAY)
+    else:
+        gray = read_image(image_path)
     is_sift_set = kpset.get("detector") == "sift"
     sift_params = kpset.get("params", {}) if is_sift_set else {}
     # locked keypoints whose file carries SIFT's own packed octave (e.g. exported from a sift set)
@@ -34,7 +53,22 @@ def sift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset:
     out_kps, desc = sift.compute(gray, cv_kps)
     if desc is None or len(out_kps) != len(cv_kps):
         raise RuntimeError(f"OpenCV SIFT returned {0 if desc is None else len(out_kps)} of {len(cv_kps)} descriptors for {image_path}")
-    return np.ascontiguousarray(desc, dtype=np.float32)
+    desc = np.ascontiguousarray(desc, dtype=np.float32)
+    if convention == "workbench":
+        from descbench.descriptors.sift_kernel import l2_rows
+
+        desc = l2_rows(desc)
+    return desc
 
 
-FAMILIES = (DescriptorFamily("sift", sift_descriptors),)
+CONVENTIONS = ("opencv", "workbench")
+
+
+def _check(params: dict, where: str) -> dict:
+    if params.get("convention") not in CONVENTIONS:
+        raise ConfigError(f"invalid config value at '{where}.convention': {params.get('convention')!r}; "
+                          f"allowed: {', '.join(CONVENTIONS)}")
+    return params
+
+
+FAMILIES = (DescriptorFamily("sift", sift_descriptors, defaults={"convention": "opencv"}, check=_check),)

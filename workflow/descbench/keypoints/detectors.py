@@ -87,6 +87,13 @@ def _sift(p: dict):
     return make_sift(p)
 
 
+def _surf(p: dict):
+    # OpenCV's SURF when the OpenCV build has the non-free module, else descbench's numba SURF
+    from descbench.keypoints.surf import make_surf_detector
+
+    return make_surf_detector(p)
+
+
 @dataclass(frozen=True)
 class Detector:
     """A detector: ``create(params)`` returns an OpenCV Feature2D whose ``detect`` is used."""
@@ -106,6 +113,7 @@ DETECTORS: dict[str, Detector] = {
         Detector("kaze", _kaze, "kaze_detector_params"),
         Detector("gftt", _gftt, "gftt_detector_params"),
         Detector("fast", _fast, "fast_detector_params"),
+        Detector("surf", _surf, "surf_detector_params"),
     )
 }
 
