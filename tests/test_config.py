@@ -24,7 +24,7 @@ def test_shipped_config_is_valid_and_defaults_fill():
     assert cfg["keypoint_sets"]["sift"]["border_px"] == 40
     assert combinations(cfg) == [("sift", "sift"), ("sift", "rootsift")]
     minimal = validate_config({"keypoint_sets": {"k": {"detector": "sift"}}, "descriptors": {"d": {"family": "sift"}}}, SCHEMA)
-    assert minimal["scoring"] == {"tau_px": 3.0, "gt": "closest", "tie_policy": "expected", "chunk_mb": 64, "threads": 1}
+    assert minimal["scoring"] == {"tau_px": 3.0, "gt": "closest_oriented", "tie_policy": "expected", "chunk_mb": 64, "threads": 1}
     assert minimal["execution"] == {"scenes_per_job": 8, "numba_cache_dir": None}
     assert minimal["keypoint_sets"]["k"]["params"]["sigma"] == 1.6
 

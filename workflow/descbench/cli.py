@@ -70,26 +70,29 @@ def warmup(out: Path) -> None:
     from descbench.metrics.bojanic import BojanicParams, Distractors, Target, score_scene_tasks
     from descbench.metrics.classifier import ClassifierParams, classify_pair
     from descbench.metrics.matching import MatchingParams, match_pair
-    from descbench.metrics.retrieval import RetrievalParams, score_pair
+    from descbench.metrics.retrieval import GT_MODES, RetrievalParams, score_pair
 
     rng = np.random.default_rng(0)
     xy = rng.uniform(0, 50, (20, 2))
     real = rng.standard_normal((20, 8)).astype(np.float32)
     integer = rng.integers(0, 255, (20, 8)).astype(np.float32)  # SIFT-like: the exact-screen path
     binary = rng.integers(0, 255, (20, 4), dtype=np.uint8)
+    frame = (rng.uniform(0, 360, 20).astype(np.float32), rng.uniform(1, 9, 20).astype(np.float32))  # angle, size
     for desc in (real, integer, binary):
-        for gt in ("closest", "all_within_tau"):
-            score_pair(xy, desc, xy, desc, np.eye(3), (60, 60), RetrievalParams(gt=gt))
-        t = Target(xy, desc, np.eye(3), (60, 60))
+        for gt in GT_MODES:
+            score_pair(xy, desc, xy, desc, np.eye(3), (60, 60), RetrievalParams(gt=gt), frame, frame)
+        t = Target(xy, desc, np.eye(3), (60, 60), *frame)
         dis = [Distractors("x", 1, np.arange(5), desc[:5])]
-        score_scene_tasks(xy, desc, [t, t], dis, BojanicParams())
+        for gt in GT_MODES:
+            score_scene_tasks(xy, desc, [t, t], dis, BojanicParams(gt=gt), q_frame=frame)
+        score_scene_tasks(xy, desc, [t, t], dis, BojanicParams(convention="workbench"), q_frame=frame)
         match_pair(xy, desc, xy, desc, np.eye(3), (60, 60), (60, 60))
         classify_pair(xy, desc, xy, desc, np.eye(3))
         # the scoring job's path: one screen per row block for every task (tiny blocks: several)
-        for ver in (True, False):
-            scenepass.score_scene(xy, desc, [t, t], RetrievalParams(), dis if ver else None, BojanicParams() if ver else None,
+        for ver, gt in ((True, "closest"), (False, "closest"), (True, "closest_oriented")):
+            scenepass.score_scene(xy, desc, [t, t], RetrievalParams(gt=gt), dis if ver else None, BojanicParams(gt=gt) if ver else None,
                                   (MatchingParams(), ClassifierParams(), ("threshold", "nn", "ratio", "mutual_nn")), (60, 60),
-                                  chunk_mb=1e-4)
+                                  chunk_mb=1e-4, q_frame=frame)
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text("numba kernels compiled\n")
 
@@ -135,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results-root", type=Path, required=True, help="<results_dir>/<dataset tag>")
     p.add_argument("--scene-root", type=Path, required=True, help="the folder holding the scene folders")
     p.add_argument("--batches", required=True, help="JSON {batch: [scenes]} of every evaluated scene")
-    p.add_argument("--keypoint-sets", required=True, help="the validated keypoint_sets config (JSON)")
+    p.add_argument("--keypoint-sets", required=True, help="the validated keypoint_sets config as JSON [[name, spec], ...] (row order)")
     p.add_argument("--repeatability-px", type=float, required=True)
     p.add_argument("--out-dir", type=Path, required=True)
 
@@ -215,7 +218,7 @@ def run(a: argparse.Namespace) -> None:
     elif a.cmd == "keypoint-cutoff":
         stages.keypoint_cutoff(_paths(a), a.name, json.loads(a.spec), a.out)
     elif a.cmd == "keypoint-stats":
-        stages.keypoint_statistics(_paths(a), a.scene_root, json.loads(a.keypoint_sets), a.repeatability_px, a.out_dir)
+        stages.keypoint_statistics(_paths(a), a.scene_root, dict(json.loads(a.keypoint_sets)), a.repeatability_px, a.out_dir)
     elif a.cmd == "export-keypoints":
         stages.export_keypoints(_paths(a), a.name, a.out)
     elif a.cmd == "descriptors":

@@ -121,6 +121,24 @@ VERIFICATION_SCENE = pa.schema(
     ]
 )
 
+# ``verification.convention: workbench`` appends the C++ workbench's per-scene values
+# (descbench.metrics.bojanic.workbench_scene_stats); the default files keep VERIFICATION_SCENE.
+WORKBENCH_SCENE_FIELDS = [
+    ("workbench_num_positives", pa.int64()),
+    ("workbench_num_candidates", pa.int64()),
+    ("workbench_verification_ap", pa.float64()),  # pooled list AP under scoring.tie_policy; 0 if no +1
+    ("workbench_verification_ap_optimistic", pa.float64()),  # bounds over tie orders
+    ("workbench_verification_ap_pessimistic", pa.float64()),
+    ("workbench_retrieval_ap", pa.float64()),  # the workbench's keypoint retrieval (same pooled list)
+]
+
+
+def verification_scene_schema(workbench: bool = False) -> pa.Schema:
+    """Per-scene verification schema; with the workbench columns when ``workbench``."""
+    if not workbench:
+        return VERIFICATION_SCENE
+    return pa.schema(list(VERIFICATION_SCENE) + [pa.field(n, t) for n, t in WORKBENCH_SCENE_FIELDS])
+
 
 def matching_pairs_schema(mma_thresholds) -> pa.Schema:
     """Per-pair matching statistics (``descbench.metrics.matching.match_pair``), one row per pair."""

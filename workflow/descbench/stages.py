@@ -300,14 +300,16 @@ def retrieval_task(scene_dir: Path, f: SceneFeatures, scoring: dict, out_queries
     for k in TARGET_IMAGES:
         H = read_homography(files.homographies[k])
         size = tuple(kmeta["image_sizes"][str(k)])
-        res = results[k - 2] if results is not None else score_pair(q_xy, by_image[1], per_image[k].xy, by_image[k], H, size, params)
+        res = results[k - 2] if results is not None else score_pair(
+            q_xy, by_image[1], per_image[k].xy, by_image[k], H, size, params,
+            (per_image[1].angle, per_image[1].size), (per_image[k].angle, per_image[k].size))
         nq = q_xy.shape[0]
         qcols["scene"].append(np.full(nq, files.scene, dtype=object))
         qcols["pair"].append(np.full(nq, k, dtype=np.int8))
         qcols["query"].append(np.arange(nq, dtype=np.int32))
         for n in ("inside", "n_relevant", "gt_index", "gt_px", "n_closer", "n_tied", "ap"):
             qcols[n].append(getattr(res, n))
-        qcols["rank"].append(policy_rank(res.n_closer, res.n_tied, params.tie_policy))
+        qcols["rank"].append(res.rank if res.rank is not None else policy_rank(res.n_closer, res.n_tied, params.tie_policy))
         prows.append({"scene": files.scene, "pair": k, **pair_statistics(res, len(per_image[k]))})
     queries = pa.table({n: pa.array(np.concatenate(v), type=io.QUERIES.field(n).type) for n, v in qcols.items()}, schema=io.QUERIES)
     pairs = pa.Table.from_pylist(prows, schema=io.PAIRS)
@@ -335,12 +337,13 @@ def _verification_inputs(files, f: SceneFeatures, draws: list, scoring: dict, ve
     targets = []
     for k in TARGET_IMAGES:
         H = read_homography(files.homographies[k])
-        targets.append(Target(per_image[k].xy, by_image[k], H, tuple(kmeta["image_sizes"][str(k)])))
+        targets.append(Target(per_image[k].xy, by_image[k], H, tuple(kmeta["image_sizes"][str(k)]),
+                              per_image[k].angle, per_image[k].size))
     params = BojanicParams(
         tau_px=float(scoring["tau_px"]), gt=scoring["gt"], tie_policy=scoring["tie_policy"],
         candidates=verification["candidates"], hard_negatives=verification["hard_negatives"],
         ap_convention=verification["ap_convention"], quantized_bins=int(verification["quantized_bins"]),
-        chunk_mb=float(scoring["chunk_mb"]),
+        chunk_mb=float(scoring["chunk_mb"]), convention=verification.get("convention", "descbench"),
     )
     return targets, params
 
@@ -377,7 +380,8 @@ def verification_task(scene_dir: Path, f: SceneFeatures, distractors: list, scor
     draws = distractors
     if result is None:
         targets, params = _verification_inputs(files, f, draws, scoring, verification)
-        res = score_scene_tasks(per_image[1].xy, by_image[1], targets, list(draws), params, where=f"scene {files.scene}")
+        res = score_scene_tasks(per_image[1].xy, by_image[1], targets, list(draws), params, where=f"scene {files.scene}",
+                                q_frame=(per_image[1].angle, per_image[1].size))
     else:
         targets, res = TARGET_IMAGES, result
     seg_scene = [files.scene] * len(targets) + [d.scene for d in draws]
@@ -398,7 +402,8 @@ def verification_task(scene_dir: Path, f: SceneFeatures, distractors: list, scor
         "ap_negative": pa.array(res.r_ap_negative, pa.float64()),
         "ap_ignore": pa.array(res.r_ap_ignore, pa.float64()),
     }, schema=io.KEYPOINT_RETRIEVAL)
-    scene_row = pa.Table.from_pylist([{"scene": files.scene, **res.stats}], schema=io.VERIFICATION_SCENE)
+    scene_schema = io.verification_scene_schema(verification.get("convention", "descbench") == "workbench")
+    scene_row = pa.Table.from_pylist([{"scene": files.scene, **res.stats}], schema=scene_schema)
     prov = io.provenance(
         "verification", {"task": "keypoint_verification+keypoint_retrieval", "scoring": scoring, "verification": verification},
         scene=files.scene, descriptor=dmeta["descriptor"], keypoint_set=kmeta["params"]["keypoint_set"],
@@ -472,13 +477,15 @@ def scene_pass(scene_dir: Path, f: SceneFeatures, scoring: dict, distractors: li
     if verification is not None and distractors is not None:
         targets, bparams = _verification_inputs(files, f, distractors, scoring, verification)
     else:
-        targets = [Target(per_image[k].xy, by_image[k], read_homography(files.homographies[k]), tuple(kmeta["image_sizes"][str(k)]))
+        targets = [Target(per_image[k].xy, by_image[k], read_homography(files.homographies[k]), tuple(kmeta["image_sizes"][str(k)]),
+                          per_image[k].angle, per_image[k].size)
                    for k in TARGET_IMAGES]
         distractors = None
     if matching is not None:
         mm = (*_matching_params(scoring, matching), tuple(matching["classifier_matchers"]))
     return scenepass.score_scene(per_image[1].xy, by_image[1], targets, RetrievalParams.from_config(scoring),
-                                 distractors, bparams, mm, tuple(kmeta["image_sizes"]["1"]), where=f"scene {files.scene}")
+                                 distractors, bparams, mm, tuple(kmeta["image_sizes"]["1"]), where=f"scene {files.scene}",
+                                 q_frame=(per_image[1].angle, per_image[1].size))
 
 
 # Single-scene entry points on files (tests, scripts): the same task functions.

@@ -37,7 +37,7 @@ rule keypoint_stats:
         root=results_root(1),  # <root>/report/keypoint_stats.csv
         scene_root=str(DATA),
         batches=as_json(BATCHES),
-        kpsets=as_json(CFG["keypoint_sets"]),
+        kpsets=as_json([[name, spec] for name, spec in CFG["keypoint_sets"].items()]),  # rows in config order
         repeatability_px=CFG["matching"]["repeatability_px"],
         out_dir=lambda wc, output: str(Path(output[0]).parent),
     log:

@@ -113,6 +113,10 @@ def metadata_string(summary: dict, scenes: pd.DataFrame) -> str:
 #   queries), under ``hard_negatives``; ``_including_zeros`` divides by every query;
 #   ``retrieval_viewpoint_ap`` / ``retrieval_illumination_ap``: micro over the queries of v_ / i_
 #   scenes; both hard-negative policies are reported (``_hard_negative`` and ``_hard_ignored``).
+# - ``verification.convention: workbench`` adds the C++ workbench's values (:func:`workbench_summary`):
+#   ``workbench_verification_map`` / ``workbench_retrieval_map`` (pooled AP per scene, mean over
+#   scenes), their ``_viewpoint_map`` / ``_illumination_map`` and the tie-order bounds
+#   ``workbench_verification_map_optimistic`` / ``_pessimistic``.
 
 VERIFICATION_CONVENTIONS = ("step", "tie_aware", "vlfeat", "trapezoid")
 
@@ -127,6 +131,29 @@ def verification_scene_values(scenes: pd.DataFrame, convention: str, hard_negati
     out["keypoint_retrieval_ap"] = [_ratio(a, n) for a, n in zip(num, s.retrieval_n_queries_with_positive)]
     out["n_distractor_scenes"] = s.n_distractor_scenes.astype(np.int64)
     out["n_distractors"] = s.n_distractors.astype(np.int64)
+    if "workbench_verification_ap" in s.columns:  # verification.convention: workbench
+        out["workbench_verification_ap"] = s.workbench_verification_ap
+        out["workbench_retrieval_ap"] = s.workbench_retrieval_ap
+    return out
+
+
+def workbench_summary(s: pd.DataFrame) -> dict:
+    """The C++ workbench's dataset values (``verification.convention: workbench``; facts in
+    :func:`descbench.metrics.bojanic.workbench_scene_stats`): the mean over scenes with a
+    non-empty pooled list (a scene without +1 counts as AP 0), the viewpoint / illumination means
+    over scenes whose name starts with ``v`` / ``i`` (the workbench tests the first character)."""
+    is_v = s.scene.str.startswith("v")
+    is_i = s.scene.str.startswith("i")
+    out = {}
+    for task in ("verification", "retrieval"):
+        col = s[f"workbench_{task}_ap"]
+        out[f"workbench_{task}_map"] = _macro(col)
+        out[f"workbench_{task}_viewpoint_map"] = _macro(col[is_v])
+        out[f"workbench_{task}_illumination_map"] = _macro(col[is_i])
+    out["workbench_verification_map_optimistic"] = _macro(s.workbench_verification_ap_optimistic)
+    out["workbench_verification_map_pessimistic"] = _macro(s.workbench_verification_ap_pessimistic)
+    out["workbench_num_positives"] = int(s.workbench_num_positives.sum())
+    out["workbench_num_candidates"] = int(s.workbench_num_candidates.sum())
     return out
 
 
@@ -162,6 +189,8 @@ def verification_summary(scenes: pd.DataFrame, convention: str, hard_negatives: 
         retrieval_queries_with_positive=int(nq.sum()),
         n_distractor_scenes_min=int(s.n_distractor_scenes.min()) if len(s) else 0,
     )
+    if "workbench_verification_ap" in s.columns:  # verification.convention: workbench
+        out.update(workbench_summary(s))
     return out
 
 

@@ -23,6 +23,7 @@ __all__ = ["ap_step", "ap_vlfeat", "ap_trapezoid", "ap_tie_aware", "ap_from_tie_
            "ap_tie_aware_from_histograms", "ap_quantized", "quantized_ap_gap"]
 
 CONVENTIONS = ("step", "tie_aware", "optimistic", "pessimistic")
+GROUP_CONVENTIONS = CONVENTIONS + ("half",)  # ap_from_tie_groups also takes the workbench's half
 _SMALL = 1e-10  # the floor used by vl_pr / hpatches ``pr`` in precision and recall
 
 
@@ -122,6 +123,9 @@ def _ap_groups(p: np.ndarray, neg: np.ndarray, convention: str, denom: float) ->
         contrib = p - (N - P) * _harmonic_diff(N, N + p)
     elif convention == "pessimistic":  # same with the group's negatives in front: M = N + neg
         M = N + neg
+        contrib = p - (M - P) * _harmonic_diff(M, M + p)
+    elif convention == "half":  # ceil(neg / 2) of the group's negatives in front
+        M = N + np.ceil(neg / 2.0)
         contrib = p - (M - P) * _harmonic_diff(M, M + p)
     else:  # tie_aware: (p/n) sum_j (P+1+(j-1)s)/(N+j) = p s + (p/n)(P+1-s(N+1))(H_{N+n}-H_N)
         s = np.where(n > 1, (p - 1.0) / np.maximum(n - 1.0, 1.0), 0.0)
@@ -244,6 +248,8 @@ def ap_from_tie_groups(n_pos, n_neg, convention: str, num_positives=None) -> flo
     - ``"tie_aware"``: He et al.'s expectation (= :func:`ap_tie_aware`);
     - ``"optimistic"``: positives first, sum_{j=1}^{p} (P_g + j) / (N_g + j);
     - ``"pessimistic"``: positives last, sum_{j=1}^{p} (P_g + j) / (N_g + n - p + j);
+    - ``"half"``: ceil((n - p) / 2) of the group's negatives first, sum_{j=1}^{p} (P_g + j) /
+      (N_g + ceil((n - p) / 2) + j) (one positive: the C++ workbench's rank L + 1 + ceil(t/2));
 
     and AP = total / ``num_positives`` (default sum(n_pos); may be larger, unretrieved positives
     counting as precision 0). The sums over j use H_b - H_a (harmonic numbers, exact table below
@@ -254,8 +260,8 @@ def ap_from_tie_groups(n_pos, n_neg, convention: str, num_positives=None) -> flo
     neg = _check_counts(n_neg, "n_neg")
     if neg.shape != p.shape:
         raise ValueError(f"n_neg has length {neg.size} but n_pos has length {p.size}")
-    if convention not in CONVENTIONS:
-        raise ValueError(f"convention must be one of {CONVENTIONS}, got {convention!r}")
+    if convention not in GROUP_CONVENTIONS:
+        raise ValueError(f"convention must be one of {GROUP_CONVENTIONS}, got {convention!r}")
     denom = _check_num_positives(num_positives, int(p.sum()))
     return _ap_groups(p, neg, convention, float(denom))
 

@@ -36,7 +36,10 @@ import numpy as np
 
 from descbench.errors import DataError
 from descbench.metrics import kernels
-from descbench.metrics.retrieval import pack_bits_to_words, prepare_l2_screen, project, query_blocks, relevance
+from descbench.metrics.retrieval import (
+    _need_frame, pack_bits_to_words, prepare_l2_screen, project, projected_frames, query_blocks, relevance,
+    workbench_positives,
+)
 
 AP_CONVENTIONS = ("step", "tie_aware", "vlfeat", "trapezoid")
 
@@ -51,16 +54,20 @@ class BojanicParams:
     ap_convention: str = "step"
     quantized_bins: int = 25
     chunk_mb: float = 64.0
+    convention: str = "descbench"  # descbench | workbench (adds the workbench_* statistics)
 
 
 @dataclass(frozen=True)
 class Target:
-    """Image k of the scene: keypoint positions, descriptors, H_1_k and its (W, H) size."""
+    """Image k of the scene: keypoint positions, descriptors, H_1_k and its (W, H) size; the
+    keypoints' angles and sizes (``gt: closest_oriented`` only)."""
 
     xy: np.ndarray
     desc: np.ndarray
     H: np.ndarray
     size: tuple[int, int]
+    angle: np.ndarray | None = None
+    kp_size: np.ndarray | None = None
 
 
 @dataclass(frozen=True)
@@ -86,14 +93,25 @@ class SceneTaskResult:
     stats: dict = field(default_factory=dict)
 
 
-def _positive_csr(q_xy, targets: list[Target], params: BojanicParams):
-    """Relevant candidates of every query over the concatenated targets (CSR, ascending)."""
+def _positive_csr(q_xy, targets: list[Target], params: BojanicParams, q_frame=None, workbench: bool = False):
+    """Relevant candidates of every query over the concatenated targets (CSR, ascending).
+
+    ``workbench``: the C++ workbench's +1 labels instead
+    (:func:`descbench.metrics.retrieval.workbench_positives`)."""
     nq = q_xy.shape[0]
     rows, cols, per_image = [], [], []
     offset = 0
     for t in targets:
-        proj, inside = project(t.H, q_xy, *t.size)
-        _, _, indptr, indices = relevance(proj, inside, np.asarray(t.xy, np.float64).reshape(-1, 2), params.tau_px, params.gt)
+        if workbench:
+            indptr, indices = workbench_positives(t.H, q_xy, t.xy, params.tau_px)
+        else:
+            proj, inside = project(t.H, q_xy, *t.size)
+            frames = None
+            if params.gt == "closest_oriented":
+                frames = (*projected_frames(t.H, q_xy, *_need_frame(q_frame, "image 1")),
+                          *_need_frame(None if t.angle is None else (t.angle, t.kp_size), "images 2..6"))
+            _, _, indptr, indices = relevance(proj, inside, np.asarray(t.xy, np.float64).reshape(-1, 2), params.tau_px,
+                                              params.gt, frames)
         r = np.repeat(np.arange(nq, dtype=np.int64), np.diff(indptr))
         per_image.append((indptr, indices))
         rows.append(r)
@@ -176,13 +194,16 @@ class SceneTasks:
     by a scene pass), :meth:`finish`."""
 
     def __init__(self, q_xy, q_desc, targets: list[Target], distractors: list[Distractors],
-                 params: BojanicParams, where: str = "scene"):
+                 params: BojanicParams, where: str = "scene", q_frame=None):
         q_xy = np.asarray(q_xy, np.float64).reshape(-1, 2)
         _check(q_desc, [(f"image {k}", t.desc) for k, t in enumerate(targets, start=2)]
                + [(f"distractor {d.scene}/{d.image}", d.desc) for d in distractors], where)
         self.q_desc, self.targets, self.distractors, self.params = q_desc, targets, distractors, params
         self.nq = q_xy.shape[0]
-        self.indptr, self.indices, self.per_image = _positive_csr(q_xy, targets, params)
+        self.indptr, self.indices, self.per_image = _positive_csr(q_xy, targets, params, q_frame)
+        self.wb = None
+        if params.convention == "workbench":
+            self.wb = _positive_csr(q_xy, targets, params, workbench=True)[:2]
         blocks = [t.desc for t in targets] + [d.desc for d in distractors]
         sizes = np.array([b.shape[0] for b in blocks], dtype=np.int64)
         self.seg_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
@@ -196,9 +217,9 @@ class SceneTasks:
 
 
 def score_scene_tasks(q_xy, q_desc, targets: list[Target], distractors: list[Distractors],
-                      params: BojanicParams, where: str = "scene") -> SceneTaskResult:
+                      params: BojanicParams, where: str = "scene", q_frame=None) -> SceneTaskResult:
     """Keypoint verification and keypoint retrieval of one scene (module docstring)."""
-    st = SceneTasks(q_xy, q_desc, targets, distractors, params, where)
+    st = SceneTasks(q_xy, q_desc, targets, distractors, params, where, q_frame)
     seg = st.segments
     if seg.needs_screen:
         nq = st.nq
@@ -263,6 +284,8 @@ def _finish_scene_tasks(st: SceneTasks) -> SceneTaskResult:
         "retrieval_num_hard_negatives": int(nq * n_image - n_pos.sum()),
         "retrieval_num_distractors": int(nq * n_dis),
     }
+    if st.wb is not None:
+        stats.update(workbench_scene_stats(q_desc, cands, *st.wb, params.tie_policy, params.chunk_mb))
     return SceneTaskResult(v_query, v_seg, v_cand, v_dist, v_label, n_pos.astype(np.int32), ap_neg, ap_ign, stats)
 
 
@@ -303,4 +326,80 @@ def _verification_all(q_desc, cands, indptr, dexact, apmod) -> dict:
     gn[1::2] = n_equal - n_pos
     out["verification_ap_step"] = apmod.ap_from_tie_groups(gp, gn, "step")
     out["verification_ap_tie_aware"] = apmod.ap_from_tie_groups(gp, gn, "tie_aware")
+    return out
+
+
+# --------------------------------------------------------------------------- the C++ workbench's convention
+
+WORKBENCH_TIE_CONVENTION = {"expected": "tie_aware", "optimistic": "optimistic", "pessimistic": "pessimistic", "half": "half"}
+
+
+def workbench_scene_stats(q_desc, cands, indptr, indices, tie_policy: str, chunk_mb: float = 64.0) -> dict:
+    """The C++ DescriptorWorkbench's keypoint verification and keypoint retrieval AP of one scene.
+
+    Facts from F-Sossi/DescriptorWorkbench ``src/core/metrics/KeypointVerification.cpp``
+    (``buildVerificationCandidates`` + ``evaluateVerification``, ``buildRetrievalCandidates`` +
+    ``evaluateRetrieval``, ``computeDatasetVerification`` / ``computeDatasetRetrieval``) and
+    ``src/cli/experiment_runner/processing.cpp`` (``VerificationAccumulator``,
+    ``RetrievalAccumulator``):
+
+    - one pooled list per scene: for every query (keypoint of image 1) every keypoint of every
+      target image with a homography (images 2..6) and every sampled distractor keypoint; score =
+      ``cv::norm(NORM_L2)`` descriptor distance (a monotone function of the squared L2 key used
+      here, so the order is the same); label +1 per ``isCorrectMatch``
+      (:func:`descbench.metrics.retrieval.workbench_positives`: every keypoint within 1e-6 px of
+      the nearest distance to the projection, within 3 px), -1 (verification) / 0 (retrieval)
+      every other same-scene keypoint, -1 every distractor;
+    - ``std::sort`` by ascending distance (comparator on the distance only: the order inside a
+      tie is unspecified), then AP = (1 / #positives) sum over positives of hits / position (no
+      interpolation, no tie grouping); a scene with a non-empty list but no positive has AP 0;
+    - keypoint retrieval uses the same list (its label 0 and -1 are both non-relevant in
+      ``evaluateRetrieval``), so with the same distractors it is the same number as verification
+      (the workbench draws the distractors of each query anew from one ``std::mt19937`` per scene,
+      in a different scene order for the two tasks, so its two numbers differ only by that draw);
+    - dataset value: the mean over scenes whose list is non-empty; ``viewpoint_ap`` /
+      ``illumination_ap`` over scenes whose name starts with ``v`` / ``i``
+      (:func:`descbench.metrics.aggregate.verification_summary`).
+
+    Not reproduced: the workbench's distractor draw (``std::hash`` + ``std::mt19937`` +
+    libstdc++'s ``std::shuffle``, re-drawn per query; descbench draws once per scene,
+    :mod:`descbench.metrics.distractors`), and ``std::sort``'s unspecified tie order: ties are
+    resolved by ``tie_policy`` (``expected`` = He et al.'s mean over orderings, ``half`` = the
+    positives of a tie group after ceil(#negatives / 2) of them, ...), and the optimistic /
+    pessimistic values bound the workbench's number for any tie order. Binary descriptors: the
+    workbench's ``NORM_L2`` on bytes is not Hamming; descbench ranks them by Hamming distance.
+
+    Computed exactly without materialising the Q x N list: the positives' keys, then one
+    :func:`descbench.metrics.classifier.threshold_histogram` pass for the negatives per tie group.
+    """
+    from descbench.metrics import ap as apmod
+    from descbench.metrics.classifier import threshold_histogram
+
+    nq, n = q_desc.shape[0], cands.shape[0]
+    n_pos = int(indices.shape[0])
+    out = {"workbench_num_positives": n_pos, "workbench_num_candidates": int(nq * n)}
+    names = ("workbench_verification_ap", "workbench_verification_ap_optimistic",
+             "workbench_verification_ap_pessimistic", "workbench_retrieval_ap")
+    if nq * n == 0:
+        return {**out, **{k: float("nan") for k in names}}
+    if n_pos == 0:
+        return {**out, **{k: 0.0 for k in names}}
+    rows = np.repeat(np.arange(nq, dtype=np.int64), np.diff(indptr))
+    if q_desc.dtype == np.uint8:
+        keys = kernels.pair_keys_hamming(pack_bits_to_words(q_desc), pack_bits_to_words(cands), rows, indices)
+    else:
+        keys = kernels.pair_keys_l2(np.ascontiguousarray(q_desc, np.float32), np.ascontiguousarray(cands, np.float32),
+                                    rows, indices)
+    thr, pos = np.unique(keys, return_counts=True)
+    n_less, n_equal, _ = threshold_histogram(q_desc, cands, thr, chunk_mb)
+    gp = np.zeros(2 * thr.shape[0], dtype=np.int64)
+    gn = np.zeros(2 * thr.shape[0], dtype=np.int64)
+    gp[1::2] = pos
+    gn[0::2] = n_less
+    gn[1::2] = n_equal - pos
+    main = apmod.ap_from_tie_groups(gp, gn, WORKBENCH_TIE_CONVENTION[tie_policy])
+    out["workbench_verification_ap"] = main
+    out["workbench_verification_ap_optimistic"] = apmod.ap_from_tie_groups(gp, gn, "optimistic")
+    out["workbench_verification_ap_pessimistic"] = apmod.ap_from_tie_groups(gp, gn, "pessimistic")
+    out["workbench_retrieval_ap"] = main
     return out

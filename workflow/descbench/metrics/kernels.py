@@ -301,7 +301,9 @@ def _group_ap_sum(policy, n_before, pos_before, n_group, pos_group):
     The group occupies ranks n_before+1 .. n_before+n_group and holds pos_group positives;
     pos_before positives precede it. expected: mean over all orderings of the group (He et al.
     2018): sum_{j=1}^{n} (p/n) (P + 1 + (j-1)(p-1)/(n-1)) / (N + j). optimistic: positives
-    first; pessimistic: positives last; half: the single positive at rank N+1+ceil((n-1)/2).
+    first; pessimistic: positives last; half: the positives follow ceil((n-p)/2) of the group's
+    n-p other items, i.e. ranks N+ceil((n-p)/2)+j, j = 1..p (for one positive the seed C++
+    workbench's rank N+1+ceil((n-1)/2), ``TrueAveragePrecision::computeQueryAP``).
     """
     N = np.float64(n_before)
     P = np.float64(pos_before)
@@ -315,9 +317,13 @@ def _group_ap_sum(policy, n_before, pos_before, n_group, pos_group):
         for j in range(1, p + 1):
             s += (P + j) / (N + n - p + j)
     elif policy == 3:
-        # Defined for one positive (config validation enforces gt=closest).
-        rank = N + 1.0 + np.ceil((n - 1) / 2.0)
-        s = p * (P + 1.0) / rank
+        if p == 1:  # the workbench's rank L+1+ceil(t/2)
+            rank = N + 1.0 + np.ceil((n - 1) / 2.0)
+            s = p * (P + 1.0) / rank
+        else:  # several positives: ceil(#others / 2) of the group's other items before them
+            M = N + np.float64((n - p + 1) // 2)
+            for j in range(1, p + 1):
+                s += (P + j) / (M + j)
     else:
         if n == 1:
             s = (P + 1.0) / (N + 1.0)
@@ -340,7 +346,7 @@ def _first_hit_prob(policy, n_before, n_group, pos_group, k):
     if policy == 2:
         return 1.0 if n_before + n_group - pos_group + 1 <= k else 0.0
     if policy == 3:
-        return 1.0 if n_before + 1 + (n_group - 1 + 1) // 2 <= k else 0.0
+        return 1.0 if n_before + 1 + (n_group - pos_group + 1) // 2 <= k else 0.0
     if m >= n_group:
         return 1.0
     # 1 - C(n-m, p) / C(n, p)
@@ -363,8 +369,15 @@ def _group_recall_count(policy, n_before, n_group, pos_group, k):
     if policy == 2:
         return np.float64(max(0, min(m - (n_group - pos_group), pos_group)))
     if policy == 3:
-        return pos_group * 1.0 if n_before + 1 + (n_group - 1 + 1) // 2 <= k else 0.0
+        return np.float64(max(0, min(pos_group, m - (n_group - pos_group + 1) // 2)))
     return pos_group * min(m, n_group) / np.float64(n_group)
+
+
+@njit(cache=True)
+def _query_outputs(q, n_ks, n_recall_ks):
+    """Per-query outputs, initialised for R = 0: ap NaN, hit/recall 0, n_closer/n_tied -1."""
+    return (np.full(q, np.nan), np.zeros((q, n_ks)), np.zeros((q, n_recall_ks)),
+            np.full(q, -1, dtype=np.int64), np.full(q, -1, dtype=np.int64))
 
 
 @njit(cache=True)
@@ -376,11 +389,7 @@ def query_scores(indptr, dexact, less, equal, policy, ks, recall_ks):
     Relevant items with equal exact distance form one tie group (they share ``less``/``equal``).
     """
     q = indptr.shape[0] - 1
-    ap = np.full(q, np.nan)
-    hit = np.zeros((q, ks.shape[0]))
-    rec = np.zeros((q, recall_ks.shape[0]))
-    n_closer = np.full(q, -1, dtype=np.int64)
-    n_tied = np.full(q, -1, dtype=np.int64)
+    ap, hit, rec, n_closer, n_tied = _query_outputs(q, ks.shape[0], recall_ks.shape[0])
     for i in range(q):
         e0 = indptr[i]
         r = indptr[i + 1] - e0
@@ -565,3 +574,99 @@ def within_row_counts(indptr, values):
                 elif values[f] == values[e]:
                     equal[e] += 1
     return less, equal
+
+
+# --------------------------------------------------------------------------- exact keys of given pairs
+
+
+@njit(cache=True, parallel=True)
+def pair_keys_l2(qdesc, cdesc, rows, cols):
+    """``out[e]`` = squared L2 of (query ``rows[e]``, candidate ``cols[e]``) in float64, summed in
+    index order (:func:`_sqdist64`: the ranking key every other kernel uses)."""
+    out = np.empty(rows.shape[0], dtype=np.float64)
+    for e in prange(rows.shape[0]):
+        out[e] = _sqdist64(qdesc[rows[e]], cdesc[cols[e]])
+    return out
+
+
+@njit(cache=True, parallel=True)
+def pair_keys_hamming(qwords, cwords, rows, cols):
+    """``out[e]`` = Hamming distance of (query ``rows[e]``, candidate ``cols[e]``) as float64."""
+    out = np.empty(rows.shape[0], dtype=np.float64)
+    for e in prange(rows.shape[0]):
+        out[e] = np.float64(_hamming(qwords[rows[e]], cwords[cols[e]]))
+    return out
+
+
+# --------------------------------------------------------------------------- one relevant group per query
+
+
+@njit(cache=True)
+def _first_of_group_ap(policy, L, n, g):
+    """E[1 / rank of the first of g relevant items] when a tie group of n items holding them is
+    preceded by L items: optimistic 1/(L+1), pessimistic 1/(L+n-g+1), half 1/(L+1+ceil((n-g)/2)),
+    expected sum_x P(X = x) / (L + x) with P(X = x) = C(n-x, g-1) / C(n, g) (first of g uniform
+    positions among n)."""
+    if policy == 1:
+        return 1.0 / (L + 1.0)
+    if policy == 2:
+        return 1.0 / (L + n - g + 1.0)
+    if policy == 3:
+        return 1.0 / (L + 1.0 + (n - g + 1) // 2)
+    s = 0.0
+    pr = np.float64(g) / n  # P(X = 1)
+    for x in range(1, n - g + 2):
+        s += pr / (L + x)
+        # P(X = x+1) / P(X = x) = (n - x - g + 1) / (n - x)
+        if n - x > 0:
+            pr *= (n - x - g + 1.0) / (n - x)
+    return s
+
+
+@njit(cache=True)
+def group_query_scores(indptr, dexact, less, equal, policy, ks, recall_ks):
+    """:func:`query_scores` when each query's relevant entries form ONE relevant group (``gt:
+    closest_group``): the query is a hit at the rank of the group's best-ranked member; members at
+    larger distances are neither relevant nor negative (they rank below the first hit, so they do
+    not change it). With the best members at exact distance d (g of them), L = #{candidates < d}
+    and n = #{candidates == d} (members included): AP = :func:`_first_of_group_ap`, hit@k the
+    probability that the first member ranks within k, recall@k = hit@k (R = 1 group).
+    Returns (ap, hit, recall, n_closer = L, n_tied = n - g, rank) (-1 / NaN where the row is empty);
+    ``rank`` is the (mean, under ``expected``) rank of the first member.
+    """
+    q = indptr.shape[0] - 1
+    ap, hit, rec, n_closer, n_tied = _query_outputs(q, ks.shape[0], recall_ks.shape[0])
+    rank = np.full(q, np.nan)
+    for i in range(q):
+        e0 = indptr[i]
+        r = indptr[i + 1] - e0
+        if r == 0:
+            continue
+        best = dexact[e0]
+        eb = e0
+        for e in range(e0, e0 + r):
+            if dexact[e] < best:
+                best = dexact[e]
+                eb = e
+        g = 0
+        for e in range(e0, e0 + r):
+            if dexact[e] == best:
+                g += 1
+        L = less[eb]
+        n = equal[eb]
+        ap[i] = _first_of_group_ap(policy, L, n, g)
+        n_closer[i] = L
+        n_tied[i] = n - g
+        if policy == 1:
+            rank[i] = L + 1.0
+        elif policy == 2:
+            rank[i] = L + n - g + 1.0
+        elif policy == 3:
+            rank[i] = L + 1.0 + (n - g + 1) // 2
+        else:
+            rank[i] = L + (n + 1.0) / (g + 1.0)
+        for t in range(ks.shape[0]):
+            hit[i, t] = _first_hit_prob(policy, L, n, g, ks[t])
+        for t in range(recall_ks.shape[0]):
+            rec[i, t] = _first_hit_prob(policy, L, n, g, recall_ks[t])
+    return ap, hit, rec, n_closer, n_tied, rank

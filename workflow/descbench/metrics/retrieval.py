@@ -6,6 +6,18 @@ For a pair (1, k) and a query q (a keypoint of image 1):
   wins a tie). ``gt: closest``: q's one relevant item is j* iff ``|p - x_j*| <= tau_px``.
   ``gt: all_within_tau``: every keypoint within ``tau_px`` of p is relevant. A projection outside
   image k (``0 <= x < W``, ``0 <= y < H`` fails, or the point maps behind the camera) has R = 0.
+  Order-independent variants of ``closest`` (SIFT emits several keypoints, one per orientation,
+  at one location, so "the lowest index among the nearest" depends on keypoint order): let
+  ``D = {j: |p - x_j|^2 == |p - x_j*|^2}`` (exact float64; in practice j*'s same-position
+  duplicates), used iff ``|p - x_j*| <= tau_px``.
+  ``gt: closest_oriented``: the one member of D whose frame agrees best with q's frame mapped
+  through H (:func:`projected_frames`: angle through the local Jacobian J of H at q, size times
+  sqrt|det J|): smallest angular difference, then smallest ``|log(size_j / size_proj)|``, then
+  lowest index (reached only by members with identical position, angle and size).
+  ``gt: closest_group``: D as ONE relevant group: the query is a hit at the rank of D's
+  best-ranked member (AP = 1/rank of the first member, ties by the tie policy,
+  :func:`descbench.metrics.kernels.group_query_scores`); unlike ``all_within_tau`` the members are
+  not separate relevant items.
 - ranking: all image-k descriptors by increasing distance to q's descriptor (squared L2 in
   float64 for float descriptors, Hamming for packed bits). With ``L`` the number strictly closer
   than the relevant item and ``t`` the number of other candidates at exactly its distance, the tie
@@ -33,7 +45,7 @@ RECALL_KS = (1, 5, 10)
 @dataclass(frozen=True)
 class RetrievalParams:
     tau_px: float = 3.0
-    gt: str = "closest"  # closest | all_within_tau
+    gt: str = "closest"  # closest | all_within_tau | closest_group | closest_oriented
     tie_policy: str = "expected"  # expected | optimistic | pessimistic | half
     chunk_mb: float = 64.0  # bound on the float32 screen block held in memory
 
@@ -55,6 +67,7 @@ class PairResult:
     ap: np.ndarray  # float64 (NaN where R = 0)
     hit: np.ndarray  # float64 [Q, len(HIT_KS)]
     recall: np.ndarray  # float64 [Q, len(RECALL_KS)]
+    rank: np.ndarray | None = None  # float64 rank of the first relevant item (closest_group only)
 
 
 def project(H: np.ndarray, xy: np.ndarray, width: int, height: int) -> tuple[np.ndarray, np.ndarray]:
@@ -70,8 +83,77 @@ def project(H: np.ndarray, xy: np.ndarray, width: int, height: int) -> tuple[np.
     return p, inside
 
 
-def relevance(proj: np.ndarray, inside: np.ndarray, target_xy: np.ndarray, tau_px: float, gt: str):
-    """Ground truth: (nearest index, its pixel distance, CSR indptr, CSR indices of relevant items)."""
+GT_MODES = ("closest", "all_within_tau", "closest_group", "closest_oriented")
+
+
+def projected_frames(H: np.ndarray, q_xy: np.ndarray, q_angle: np.ndarray, q_size: np.ndarray):
+    """q's frame mapped through H: (angle in degrees [0, 360), size) per query.
+
+    With ``(a, b, w) = H [x, y, 1]`` and ``(u, v) = (a/w, b/w)``, the Jacobian is
+    ``J = [[h00 - u h20, h01 - u h21], [h10 - v h20, h11 - v h21]] / w``; the angle (OpenCV
+    convention: degrees, image coordinates, direction ``(cos, sin)``) maps to the direction of
+    ``J (cos, sin)`` and the size to ``size * sqrt|det J|``. An undefined angle (< 0, e.g. GFTT,
+    FAST) stays -1.
+    """
+    xy = np.asarray(q_xy, dtype=np.float64).reshape(-1, 2)
+    H = np.asarray(H, dtype=np.float64)
+    x, y = xy[:, 0], xy[:, 1]
+    a = H[0, 0] * x + H[0, 1] * y + H[0, 2]
+    b = H[1, 0] * x + H[1, 1] * y + H[1, 2]
+    w = H[2, 0] * x + H[2, 1] * y + H[2, 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u, v = a / w, b / w
+        j00, j01 = (H[0, 0] - u * H[2, 0]) / w, (H[0, 1] - u * H[2, 1]) / w
+        j10, j11 = (H[1, 0] - v * H[2, 0]) / w, (H[1, 1] - v * H[2, 1]) / w
+        th = np.deg2rad(np.asarray(q_angle, dtype=np.float64))
+        c, s = np.cos(th), np.sin(th)
+        ang = np.rad2deg(np.arctan2(j10 * c + j11 * s, j00 * c + j01 * s)) % 360.0
+        size = np.asarray(q_size, dtype=np.float64) * np.sqrt(np.abs(j00 * j11 - j01 * j10))
+    ang = np.where(np.asarray(q_angle) < 0, -1.0, ang)
+    return ang, size
+
+
+def nearest_sets(proj: np.ndarray, target_xy: np.ndarray, nn_idx: np.ndarray, active: np.ndarray, tau_px: float):
+    """CSR (indptr, indices ascending) of ``D`` per active query: every target at exactly the
+    nearest one's squared distance (``dx*dx + dy*dy`` in float64, dx = x_target - x_p)."""
+    proj = np.ascontiguousarray(proj, dtype=np.float64)
+    target_xy = np.ascontiguousarray(target_xy, dtype=np.float64)
+    indptr, indices = kernels.within_radius_csr(proj, target_xy, float(tau_px) * (1 + 1e-9) + 1e-12, active)
+    row = np.repeat(np.arange(proj.shape[0], dtype=np.int64), np.diff(indptr))
+
+    def d2(r, j):
+        dx = target_xy[j, 0] - proj[r, 0]
+        dy = target_xy[j, 1] - proj[r, 1]
+        return dx * dx + dy * dy
+
+    keep = d2(row, indices) == d2(row, np.maximum(nn_idx[row], 0))
+    cnt = np.bincount(row[keep], minlength=proj.shape[0])
+    return np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64), indices[keep].astype(np.int64)
+
+
+def _orient_choice(indptr, indices, frames):
+    """One member per row of D: the best frame agreement (module docstring, closest_oriented)."""
+    p_angle, p_size, t_angle, t_size = frames
+    row = np.repeat(np.arange(indptr.shape[0] - 1, dtype=np.int64), np.diff(indptr))
+    ta = np.asarray(t_angle, dtype=np.float64)[indices]
+    diff = np.abs((ta - p_angle[row] + 180.0) % 360.0 - 180.0)
+    diff = np.where((ta < 0) | (p_angle[row] < 0), 0.0, diff)  # undefined angles do not decide
+    with np.errstate(divide="ignore", invalid="ignore"):
+        sdiff = np.abs(np.log(np.asarray(t_size, dtype=np.float64)[indices]) - np.log(p_size[row]))
+    sdiff = np.where(np.isfinite(sdiff), sdiff, np.inf)
+    order = np.lexsort((indices, sdiff, diff, row))  # by row, then angle, then size, then index
+    rel = np.diff(indptr) > 0
+    chosen = indices[order][indptr[:-1][rel]]  # sorting keeps each row's block in place
+    return np.concatenate([[0], np.cumsum(rel)]).astype(np.int64), chosen.astype(np.int64)
+
+
+def relevance(proj: np.ndarray, inside: np.ndarray, target_xy: np.ndarray, tau_px: float, gt: str, frames=None):
+    """Ground truth: (nearest index, its pixel distance, CSR indptr, CSR indices of relevant items).
+
+    ``frames`` (``gt: closest_oriented`` only): ``(projected angle [Q], projected size [Q], target
+    angle [N], target size [N])`` (:func:`projected_frames`). For ``closest_oriented`` the returned
+    nearest index is the chosen member.
+    """
     nn_idx, nn_px = kernels.spatial_nearest(np.ascontiguousarray(proj), np.ascontiguousarray(target_xy))
     if gt == "closest":
         rel = inside & (nn_idx >= 0) & (nn_px <= tau_px)
@@ -79,9 +161,67 @@ def relevance(proj: np.ndarray, inside: np.ndarray, target_xy: np.ndarray, tau_p
         indices = nn_idx[rel].astype(np.int64)
     elif gt == "all_within_tau":
         indptr, indices = kernels.within_radius_csr(np.ascontiguousarray(proj), np.ascontiguousarray(target_xy), float(tau_px), inside)
+    elif gt in ("closest_group", "closest_oriented"):
+        rel = inside & (nn_idx >= 0) & (nn_px <= tau_px)
+        indptr, indices = nearest_sets(proj, target_xy, nn_idx, rel, tau_px)
+        if gt == "closest_oriented":
+            if frames is None:
+                raise ValueError("gt 'closest_oriented' needs the keypoints' angles and sizes (frames)")
+            indptr, indices = _orient_choice(indptr, indices, frames)
+            nn_idx = nn_idx.copy()
+            nn_idx[np.diff(indptr) > 0] = indices
     else:
         raise ValueError(f"unknown ground truth mode {gt!r}")
     return nn_idx, nn_px, indptr, indices
+
+
+FLT_EPSILON = float(np.finfo(np.float32).eps)
+
+
+def workbench_positives(H: np.ndarray, q_xy: np.ndarray, t_xy: np.ndarray, tau_px: float = 3.0, eps: float = 1e-6):
+    """The C++ DescriptorWorkbench's label +1 (CSR indptr, indices ascending) for one target image.
+
+    Facts from F-Sossi/DescriptorWorkbench ``src/core/metrics/KeypointVerification.cpp``
+    (``isCorrectMatch``, used by ``buildVerificationCandidates`` and ``buildRetrievalCandidates``):
+    the query point (``cv::Point2f``, float32) is projected with ``cv::perspectiveTransform``
+    (float32 in and out: OpenCV evaluates ``((x h00 + y h01) + h02) * (1/w)`` in double with
+    ``w = (x h20 + y h21) + h22``, gives (0, 0) when ``|w| <= FLT_EPSILON``, and rounds to float);
+    a non-finite projection labels nothing. The distance to a keypoint is ``cv::norm`` of the
+    float32 difference, ``sqrt(double(dx)^2 + double(dy)^2)``. A target keypoint c is +1 iff
+    ``d_c <= tau_px`` (the workbench hard-codes 3.0) and no keypoint of that image has
+    ``d < d_c - 1e-6``: every keypoint within 1e-6 px of the minimum distance is +1, so all the
+    same-position duplicates SIFT emits (one per orientation), not one of them; keypoints at other
+    positions qualify only if equidistant to 1e-6 px. There is no inside-the-image test (a
+    projection outside image k can only be +1 when a keypoint lies within tau of it, impossible
+    with the 40 px border rule).
+    Exact here: the same float32/double operations in numpy (assuming the C++ build does not
+    contract ``a*b + c`` into FMA).
+    """
+    q32 = np.asarray(q_xy).reshape(-1, 2).astype(np.float32)
+    t32 = np.asarray(t_xy).reshape(-1, 2).astype(np.float32)
+    m = np.asarray(H, dtype=np.float64).reshape(9)
+    x, y = q32[:, 0].astype(np.float64), q32[:, 1].astype(np.float64)
+    w = x * m[6] + y * m[7] + m[8]
+    ok = np.abs(w) > FLT_EPSILON
+    winv = 1.0 / np.where(ok, w, 1.0)
+    with np.errstate(over="ignore", invalid="ignore"):
+        px = np.where(ok, (x * m[0] + y * m[1] + m[2]) * winv, 0.0).astype(np.float32)
+        py = np.where(ok, (x * m[3] + y * m[4] + m[5]) * winv, 0.0).astype(np.float32)
+    active = np.isfinite(px) & np.isfinite(py)
+    proj = np.ascontiguousarray(np.column_stack([px, py]).astype(np.float64))
+    proj[~active] = 0.0
+    # every keypoint with workbench distance <= tau lies within tau + 0.01 in float64 (float32
+    # rounding of the coordinates moves a distance by far less than 0.01 px)
+    indptr, indices = kernels.within_radius_csr(proj, np.ascontiguousarray(t32.astype(np.float64)), float(tau_px) + 0.01, active)
+    row = np.repeat(np.arange(q32.shape[0], dtype=np.int64), np.diff(indptr))
+    dx = (px[row] - t32[indices, 0]).astype(np.float64)  # float32 subtraction, as Point2f - Point2f
+    dy = (py[row] - t32[indices, 1]).astype(np.float64)
+    d = np.sqrt(dx * dx + dy * dy)
+    rowmin = np.full(q32.shape[0], np.inf)
+    np.minimum.at(rowmin, row, d)
+    keep = (d <= tau_px) & ~(rowmin[row] < d - eps)
+    cnt = np.bincount(row[keep], minlength=q32.shape[0])
+    return np.concatenate([[0], np.cumsum(cnt)]).astype(np.int64), indices[keep].astype(np.int64)
 
 
 def pack_bits_to_words(desc: np.ndarray) -> np.ndarray:
@@ -199,7 +339,7 @@ class PairScoring:
     """:func:`score_pair` in steps: ground truth at construction, the rank counts in ``ranks``
     (a :class:`RankCounts`, fed by :func:`score_pair` or by a scene pass), :meth:`finish`."""
 
-    def __init__(self, q_xy, q_desc, t_xy, t_desc, H, target_size, params: RetrievalParams):
+    def __init__(self, q_xy, q_desc, t_xy, t_desc, H, target_size, params: RetrievalParams, q_frame=None, t_frame=None):
         if q_desc.shape[1:] != t_desc.shape[1:] or q_desc.dtype != t_desc.dtype:
             raise DataError(
                 f"descriptor mismatch: image 1 has {q_desc.dtype} x {q_desc.shape[1:]}, image k has "
@@ -208,13 +348,23 @@ class PairScoring:
         self.params = params
         width, height = target_size
         proj, self.inside = project(H, q_xy, width, height)
+        frames = None
+        if params.gt == "closest_oriented":
+            frames = (*projected_frames(H, q_xy, *_need_frame(q_frame, "image 1")), *_need_frame(t_frame, "image k"))
         self.nn_idx, self.nn_px, self.indptr, indices = relevance(
-            proj, self.inside, np.asarray(t_xy, dtype=np.float64).reshape(-1, 2), params.tau_px, params.gt)
+            proj, self.inside, np.asarray(t_xy, dtype=np.float64).reshape(-1, 2), params.tau_px, params.gt, frames)
         self.ranks = RankCounts(q_desc, t_desc, self.indptr, indices)
 
     def finish(self) -> PairResult:
         less, equal, dexact = self.ranks.result()
         params = self.params
+        if params.gt == "closest_group":  # one relevant group per query (R = 1)
+            ap, hit, rec, n_closer, n_tied, rank = kernels.group_query_scores(
+                self.indptr, dexact, less, equal, kernels.POLICY_CODES[params.tie_policy],
+                np.array(HIT_KS, dtype=np.int64), np.array(RECALL_KS, dtype=np.int64),
+            )
+            n_rel = (np.diff(self.indptr) > 0).astype(np.int32)
+            return PairResult(self.inside, n_rel, self.nn_idx, self.nn_px, n_closer, n_tied, ap, hit, rec, rank)
         ap, hit, rec, n_closer, n_tied = kernels.query_scores(
             self.indptr, dexact, less, equal, kernels.POLICY_CODES[params.tie_policy],
             np.array(HIT_KS, dtype=np.int64), np.array(RECALL_KS, dtype=np.int64),
@@ -222,9 +372,18 @@ class PairScoring:
         return PairResult(self.inside, np.diff(self.indptr).astype(np.int32), self.nn_idx, self.nn_px, n_closer, n_tied, ap, hit, rec)
 
 
-def score_pair(q_xy, q_desc, t_xy, t_desc, H, target_size, params: RetrievalParams) -> PairResult:
-    """Score every query of image 1 against image k (see the module docstring for definitions)."""
-    ps = PairScoring(q_xy, q_desc, t_xy, t_desc, H, target_size, params)
+def _need_frame(frame, where):
+    if frame is None:
+        raise ValueError(f"gt 'closest_oriented' needs the angles and sizes of the keypoints of {where}")
+    angle, size = frame
+    return np.asarray(angle, dtype=np.float64), np.asarray(size, dtype=np.float64)
+
+
+def score_pair(q_xy, q_desc, t_xy, t_desc, H, target_size, params: RetrievalParams, q_frame=None, t_frame=None) -> PairResult:
+    """Score every query of image 1 against image k (see the module docstring for definitions).
+
+    ``q_frame`` / ``t_frame``: ``(angle, size)`` arrays of the keypoints (``gt: closest_oriented``)."""
+    ps = PairScoring(q_xy, q_desc, t_xy, t_desc, H, target_size, params, q_frame, t_frame)
     rc = ps.ranks
     if rc.needs_screen:
         for rows in query_blocks(ps.indptr, rc.cdesc.shape[0], params.chunk_mb):

@@ -132,7 +132,7 @@ class SceneResults:
 
 def score_scene(q_xy, q_desc, targets: list, rparams, distractors: list | None = None, bparams=None,
                 matching: tuple | None = None, image1_size=None, chunk_mb: float | None = None,
-                where: str = "scene") -> SceneResults:
+                where: str = "scene", q_frame=None) -> SceneResults:
     """Every task of one scene from ONE screen product per block of image-1 rows.
 
     ``targets``: :class:`descbench.metrics.bojanic.Target` of images 2..6; keypoint retrieval
@@ -144,6 +144,8 @@ def score_scene(q_xy, q_desc, targets: list, rparams, distractors: list | None =
     :func:`descbench.metrics.matching.evaluate_pair` per target (module docstring). The row
     blocks hold at most ``chunk_mb`` (default ``rparams.chunk_mb``) MiB of screen over all the
     scene's candidates. Binary descriptors need no screen (their consumers finish at setup).
+    ``q_frame``: ``(angle, size)`` of image 1's keypoints, with the targets' ``angle`` /
+    ``kp_size``, for ``gt: closest_oriented``.
     """
     from descbench.metrics.bojanic import SceneTasks
     from descbench.metrics.matching import PairEvaluation
@@ -156,7 +158,8 @@ def score_scene(q_xy, q_desc, targets: list, rparams, distractors: list | None =
     t = time.perf_counter()
     scorers = []
     for i, tg in enumerate(targets):
-        ps = PairScoring(q_xy, q_desc, tg.xy, tg.desc, tg.H, tg.size, rparams)
+        t_frame = None if tg.angle is None else (tg.angle, tg.kp_size)
+        ps = PairScoring(q_xy, q_desc, tg.xy, tg.desc, tg.H, tg.size, rparams, q_frame, t_frame)
         scorers.append(ps)
         if ps.ranks.needs_screen:  # only the rows with a relevant item
             feeds.append(Feed(int(start[i]), int(start[i + 1]), ps.ranks.consume, np.diff(ps.indptr) > 0, "retrieval"))
@@ -164,7 +167,7 @@ def score_scene(q_xy, q_desc, targets: list, rparams, distractors: list | None =
     tasks = None
     if bparams is not None and distractors is not None:
         t = time.perf_counter()
-        tasks = SceneTasks(q_xy, q_desc, targets, list(distractors), bparams, where=where)
+        tasks = SceneTasks(q_xy, q_desc, targets, list(distractors), bparams, where=where, q_frame=q_frame)
         if tasks.segments.needs_screen:  # its candidates [images 2..6, distractors] are the pass's columns
             feeds.append(Feed(0, int(tasks.cands.shape[0]), tasks.segments.consume, None, "verification"))
         secs["verification"] += time.perf_counter() - t
