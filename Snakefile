@@ -18,4 +18,6 @@ rule all:
     input:
         report_outputs(),
         [PATHS.report(f) for f in KEYPOINT_STATS_FILES],
+        str(RES / "results.sqlite"),
+        [PATHS.report(f"plots/{name}.png") for name in PLOTS],
     default_target: True

@@ -157,7 +157,9 @@ def test_matching_summary_hand_worked():
     assert s["mean_precision"] == pytest.approx(1.4 / 3)  # the pair without matches counts as 0
     assert s["legacy_macro_precision_by_scene"] == pytest.approx((0.25 + 0.9) / 2)
     assert s["mma_at_1"] == pytest.approx(0.75 / 3) and s["mma_i_at_3"] == pytest.approx(0.25) and s["mma_v_at_3"] == pytest.approx(0.9)
-    assert s["mean_keypoints"] == pytest.approx((15 + 10 + 20) / 3) and s["mean_matches"] == pytest.approx(14 / 3)
+    assert s["mean_keypoints_per_pair"] == pytest.approx((15 + 10 + 20) / 3) and s["mean_matches"] == pytest.approx(14 / 3)
+    # D2-Net: every image once: i_a's image 1 (10), its images 2 and 3 (20, 10); v_b's image 1 (30), image 2 (10)
+    assert s["features_per_image_d2net"] == pytest.approx((10 + 20 + 10 + 30 + 10) / 5)
     assert s["repeatability"] == pytest.approx(0.6)
     assert [s["homography_accuracy_at_1"], s["homography_accuracy_at_3"], s["homography_accuracy_at_5"]] == pytest.approx([1 / 3, 1 / 3, 2 / 3])
     # LoFTR AUC at 3 px: errors below 3 = [0.5]; area = 0.5*(1/3)/2 + 2.5*(1/3) = 0.9167/3 px

@@ -110,3 +110,27 @@ def test_verification_defaults_follow_the_protocol():
     ok = base()
     ok["verification"]["distractors_per_scene"] = "all"
     assert validate_config(ok, SCHEMA)["verification"]["distractors_per_scene"] == "all"
+
+
+def test_a_config_with_any_section_missing_gets_the_defaults():
+    """`snakemake -s .../Snakefile -d DIR` with a short config.yaml: every section has defaults
+    (keypoint_sets: SIFT; descriptors: sift), never a bare KeyError."""
+    shipped = validate_config(yaml.safe_load((ROOT / "config.yaml").read_text()), SCHEMA)
+    for minimal in ({}, None, {"dataset": "demo"}):
+        cfg = validate_config(minimal, SCHEMA)
+        assert set(cfg) == set(shipped)
+        assert cfg["keypoint_sets"]["sift"] == shipped["keypoint_sets"]["sift"]
+        assert cfg["descriptors"] == {"sift": shipped["descriptors"]["sift"]}
+        assert cfg["scoring"] == shipped["scoring"] and cfg["verification"] == shipped["verification"]
+
+
+@pytest.mark.e2e
+def test_snakefile_elsewhere_with_a_one_line_config(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "config.yaml").write_text("dataset: demo\n")
+    res = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path), "-n"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    assert "keypoints" in res.stdout + res.stderr

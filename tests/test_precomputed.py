@@ -98,9 +98,22 @@ def test_load_binary_features(image: Path):
     kp, desc, _ = _features()
     bits = np.packbits(desc > 0, axis=1)  # 64 bits -> 8 bytes
     save_npz(image.parent / f"{image.name}.{METHOD}", keypoints=kp, descriptors=bits)
-    feats = load_features(image, METHOD)
+    feats = load_features(image, METHOD, descriptor_kind="binary")
     assert feats.binary and feats.descriptors.dtype == np.uint8 and feats.descriptors.shape == (10, 8)
     np.testing.assert_array_equal(feats.descriptors, bits)
+    # the same uint8 array as 8-bit values (L2), and without a kind: an error naming file and key
+    as_float = load_features(image, METHOD, descriptor_kind="float")
+    assert not as_float.binary and as_float.descriptors.dtype == np.float32
+    np.testing.assert_array_equal(as_float.descriptors, bits.astype(np.float32))
+    with pytest.raises(DataError, match=r"\.ppm\.mynet: 'descriptors' are uint8.*params\.descriptor_kind: binary"):
+        load_features(image, METHOD)
+
+
+def test_binary_kind_on_float_descriptors_is_an_error(image: Path):
+    kp, desc, _ = _features()
+    save_npz(image.parent / f"{image.name}.{METHOD}", keypoints=kp, descriptors=desc)
+    with pytest.raises(DataError, match=r"descriptor_kind is binary but 'descriptors' are float"):
+        load_features(image, METHOD, descriptor_kind="binary")
 
 
 def test_keypoints_without_scale_use_default_size(image: Path):
@@ -331,7 +344,8 @@ def test_end_to_end_float(scene: Path, tmp_path: Path):
 
 def test_end_to_end_binary(scene: Path, tmp_path: Path):
     npz = write_sift_npz(scene, binary=True)
-    kp_path, desc_path, q_path, p_path = run_stages(scene, tmp_path)
+    kpset = {**KPSET, "params": {**KPSET["params"], "descriptor_kind": "binary"}}
+    kp_path, desc_path, q_path, p_path = run_stages(scene, tmp_path, kpset=kpset)
     dtable, dmeta = io.read_table(desc_path)
     assert dmeta["distance"] == "hamming" and dmeta["packed_bits"] is True
     assert dmeta["dtype"] == "uint8" and dmeta["dimension"] == 128

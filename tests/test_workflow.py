@@ -53,8 +53,19 @@ def run(tmp_path_factory):
     cfg["scenes"] = ["i_rocket", "v_coins"]
     cfg["execution"]["scenes_per_job"] = 1  # two batches: distractors cross batch folders
     write_config(work, cfg)
-    snakemake(work, "--cores", "2")
+    (work / "terminal.txt").write_text(snakemake(work, "--cores", "2"))
     return work, cfg
+
+
+def test_run_ends_with_the_table_its_caveats_and_the_paths(run):
+    work, _ = run
+    out = (work / "terminal.txt").read_text()
+    tail = out[out.index("descbench results, written by this run"):]
+    table = pd.read_csv(work / "results" / "demo" / "report" / "comparison.csv")
+    assert f"sift        sift          {table.true_map_micro[0]:.4f}" in tail
+    # two scenes: one distractor scene instead of the configured 10, said on the terminal
+    assert "sift on sift: verification used only 1 distractor scene(s) for some scene (configured 10" in tail
+    assert "results/demo/report/comparison.md" in tail and "results/demo/report/keypoint_stats.md" in tail
 
 
 def result_paths(work: Path, cfg: dict) -> ResultPaths:
@@ -73,7 +84,7 @@ def test_demo_run_produces_the_comparison_table(run):
     ]
     assert ((table.true_map_micro > 0.2) & (table.true_map_micro <= 1)).all()
     assert (table.total_queries_processed > 100).all() and (table.n_scenes == 2).all()
-    assert (report / "comparison.md").read_text().startswith("| descriptor | keypoint_set | true_map_micro |")
+    assert (report / "comparison.md").read_text().startswith("| descriptor | keypoint_set | true_map_micro (95 % CI) |")
     # per-query records are consistent with the table: the micro mAP is their mean AP
     q = pd.read_parquet(P.score("sift", "sift", "v_coins", "queries.parquet"))
     p = pd.read_parquet(P.score("sift", "sift", "v_coins", "pairs.parquet"))
@@ -112,20 +123,20 @@ def test_adding_or_changing_one_descriptor_reruns_only_its_jobs(run):
     added["descriptors"]["rootsift2"] = {"family": "rootsift"}
     write_config(work, added)
     counts = job_counts(snakemake(work, "-n"))
-    assert counts == {"descriptors": 2, "distractors": 1, "score": 2, "report": 1, "all": 1}, counts
+    assert counts == {"descriptors": 2, "distractors": 1, "score": 2, "report": 1, "plots": 1, "results_db": 1, "all": 1}, counts
 
     changed = yaml.safe_load(yaml.safe_dump(cfg))
     changed["descriptors"]["rootsift"]["keypoint_sets"] = ["sift"]  # a change of rootsift's spec
     write_config(work, changed)
     out = snakemake(work, "-n")
-    assert job_counts(out) == {"descriptors": 2, "distractors": 1, "score": 2, "report": 1, "all": 1}
+    assert job_counts(out) == {"descriptors": 2, "distractors": 1, "score": 2, "report": 1, "plots": 1, "results_db": 1, "all": 1}
     assert "sift/sift/" not in "".join(l for l in out.splitlines() if "output:" in l and "descriptors" in l)
     # a verification option reruns the scoring jobs (one job runs every task of a batch) and the
     # report, not the features nor the distractor draw
     ver = yaml.safe_load(yaml.safe_dump(cfg))
     ver["verification"]["hard_negatives"] = "ignore"
     write_config(work, ver)
-    assert job_counts(snakemake(work, "-n")) == {"score": 4, "report": 1, "all": 1}
+    assert job_counts(snakemake(work, "-n")) == {"score": 4, "report": 1, "plots": 1, "results_db": 1, "all": 1}
     # the job structure is not a result: the batch size only moves files (and reruns jobs)
     assert "scenes_per_job" not in json.dumps(read_meta(result_paths(work, cfg).score("sift", "sift", "v_coins", "pairs.parquet")))
     write_config(work, cfg)
@@ -146,7 +157,7 @@ def test_verification_job_depends_on_its_distractor_scenes(run):
     draw["verification"]["seed"] = 1
     write_config(work, draw)
     try:
-        assert job_counts(snakemake(work, "-n")) == {"distractors": 2, "score": 4, "report": 1, "all": 1}
+        assert job_counts(snakemake(work, "-n")) == {"distractors": 2, "score": 4, "report": 1, "plots": 1, "results_db": 1, "all": 1}
     finally:
         write_config(work, cfg)
     # without verification the scoring job reads only its own batch
@@ -192,3 +203,77 @@ def test_a_failing_jobs_own_message_reaches_the_terminal(tmp_path):
     res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert res.returncode != 0
     assert "descbench: error: homography data/demo/seed0/v_coins/H_1_3 is malformed" in res.stdout + res.stderr
+
+
+@pytest.mark.parametrize("how", ["interrupt", "kill"])
+def test_rerun_after_a_crash_just_works(tmp_path, how):
+    """Ctrl-C (SIGINT) or a hard kill (SIGKILL of the whole process group) in the middle of a job;
+    then the same command (after `--unlock` for the hard kill) finishes the run."""
+    import os
+    import shutil
+    import signal
+    import time
+
+    shutil.copy(ROOT / "tests" / "data" / "my_descriptors.py", tmp_path)
+    hold = tmp_path / "hold"
+    hold.write_text("")
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg["scenes"] = ["v_coins"]
+    cfg["descriptors"] = {"slow": {"family": "python", "params": {"callable": "my_descriptors:waits_for_file",
+                                                                    "kwargs": {"hold": str(hold)}}}}
+    write_config(tmp_path, cfg)
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--cores", "1"]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    log = tmp_path / "results/demo/logs/descriptors/sift/slow/batch000.log"
+    deadline = time.time() + 300
+    while not log.exists() and time.time() < deadline:
+        time.sleep(0.2)
+    assert log.exists(), "the descriptor job never started"
+    time.sleep(1.0)
+    os.killpg(proc.pid, signal.SIGINT if how == "interrupt" else signal.SIGKILL)
+    proc.wait(timeout=120)
+    hold.unlink()
+    if how == "kill":
+        snakemake(tmp_path, "--unlock")
+    out = snakemake(tmp_path, "--cores", "1")
+    assert "descbench results, written by this run" in out
+    assert (tmp_path / "results/demo/report/comparison.csv").exists()
+
+
+def test_report_has_intervals_and_the_paired_comparison(run):
+    work, cfg = run
+    report = work / "results" / "demo" / "report"
+    table = pd.read_csv(report / "comparison.csv")
+    for m in ("true_map_micro", "true_map_macro_by_scene", "keypoint_verification_ap"):
+        assert ((table[f"{m}_ci_low"] <= table[m]) & (table[m] <= table[f"{m}_ci_high"])).all(), m
+    sig = pd.read_csv(report / "significance.csv")
+    assert set(sig.metric) == {"true_map_micro", "true_map_macro_by_scene", "keypoint_verification_ap"}
+    row = sig[sig.metric == "true_map_micro"].iloc[0]
+    assert (row.descriptor_a, row.descriptor_b) == ("sift", "rootsift") and row.n_scenes == 2
+    assert row.difference == pytest.approx(table.true_map_micro[0] - table.true_map_micro[1])
+    assert row.p_value in (0.5, 1.0)  # two scenes: the exact test has 4 patterns, p in {2/4, 4/4}
+    assert "true_map_micro (95 % CI)" in (report / "comparison.md").read_text()
+
+
+def test_results_database_matches_the_table(run):
+    import sqlite3
+
+    work, _ = run
+    table = pd.read_csv(work / "results" / "demo" / "report" / "comparison.csv")
+    con = sqlite3.connect(work / "results" / "demo" / "results.sqlite")
+    rows = con.execute("SELECT descriptor, keypoint_set, true_map_micro FROM results ORDER BY rowid").fetchall()
+    assert rows == list(zip(table.descriptor, table.keypoint_set, table.true_map_micro))
+    name, commit, digest = con.execute("SELECT name, git_commit, inputs_sha256 FROM experiments").fetchone()
+    assert name == "demo" and len(digest) == 64 and commit != ""
+
+
+def test_every_figure_is_written(run):
+    from descbench.report.figures import CAPTIONS, FIGURES
+
+    work, _ = run
+    plots = work / "results" / "demo" / "report" / "plots"
+    for name in FIGURES:
+        png, svg = plots / f"{name}.png", plots / f"{name}.svg"
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000, name
+        assert "<svg" in svg.read_text()[:2000], name
+        assert len(CAPTIONS[name]) > 40

@@ -179,6 +179,22 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--provenance", required=True)
     p.add_argument("--out-dir", type=Path, required=True)
 
+    p = sub.add_parser("plots", help="the run's figures (PNG + SVG) from the result files")
+    p.add_argument("--results-root", type=Path, required=True, help="<results_dir>/<dataset tag>")
+    p.add_argument("--combos", required=True, help="JSON list of [keypoint_set, descriptor]")
+    p.add_argument("--scenes", required=True, help="JSON list of scenes")
+    p.add_argument("--config", required=True, help="the validated config (JSON)")
+    p.add_argument("--report-dir", type=Path, required=True)
+    p.add_argument("--out-dir", type=Path, required=True)
+
+    p = sub.add_parser("database", help="(re)build the SQLite results database from the report files")
+    p.add_argument("--report-dir", type=Path, required=True)
+    p.add_argument("--name", required=True, help="experiment name")
+    p.add_argument("--config", required=True, help="the validated config (JSON)")
+    p.add_argument("--n-scenes", type=int, required=True)
+    p.add_argument("--workflow-dir", type=Path, required=True, help="for the git commit")
+    p.add_argument("--out", type=Path, required=True)
+
     p = sub.add_parser("warmup", help="compile the numba kernels into the on-disk cache")
     p.add_argument("--out", type=Path, required=True)
 
@@ -238,6 +254,20 @@ def run(a: argparse.Namespace) -> None:
         entries = [entry_files(paths, ks, d, scenes, cfg) for ks, d in json.loads(a.combos)]
         table = write(entries, cfg, a.out_dir, json.loads(a.provenance))
         print(table.drop(columns=["metadata"]).to_string(index=False))
+    elif a.cmd == "plots":
+        from descbench.paths import ResultPaths, scene_batches
+        from descbench.report.plots import make_figures
+
+        cfg, scenes = json.loads(a.config), json.loads(a.scenes)
+        paths = ResultPaths(a.results_root, scene_batches(scenes, cfg["execution"]["scenes_per_job"]))
+        make_figures(paths, [tuple(c) for c in json.loads(a.combos)], cfg, a.report_dir, a.out_dir)
+    elif a.cmd == "database":
+        from descbench import io
+        from descbench.report.database import build_database, git_commit
+
+        cfg = json.loads(a.config)
+        build_database(a.out, a.report_dir, {"name": a.name, "dataset": cfg["dataset"], "config": cfg, "versions": io.versions(),
+                                              "git_commit": git_commit(a.workflow_dir), "n_scenes": a.n_scenes})
     elif a.cmd == "warmup":
         warmup(a.out)
 

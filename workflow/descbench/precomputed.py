@@ -48,8 +48,15 @@ def feature_path(image_path: Path, method: str, root: str | Path | None) -> Path
     )
 
 
-def load_features(image_path: Path, method: str, root: str | Path | None = None, default_size_px: float = 12.0) -> PrecomputedFeatures:
-    """Load and validate one image's precomputed features (raises :class:`DataError` naming the file)."""
+def load_features(image_path: Path, method: str, root: str | Path | None = None, default_size_px: float = 12.0,
+                  descriptor_kind: str | None = None) -> PrecomputedFeatures:
+    """Load and validate one image's precomputed features (raises :class:`DataError` naming the file).
+
+    ``descriptor_kind`` (``keypoint_sets.<set>.params.descriptor_kind``): ``binary`` = uint8
+    packed bits (Hamming), ``float`` = values compared by L2 (uint8 values are converted to
+    float32). uint8 descriptors are either, so for them the kind must be given (an error
+    otherwise); float descriptors are float whatever the kind says, except ``binary``, an error.
+    """
     path = feature_path(Path(image_path), method, root)
     try:
         with np.load(path, allow_pickle=False) as npz:
@@ -75,9 +82,20 @@ def load_features(image_path: Path, method: str, root: str | Path | None = None,
         )
     if not np.all(np.isfinite(kp[:, :3].astype(np.float64))):
         raise DataError(f"precomputed features {path}: 'keypoints' contain NaN or inf (first at row {_first_bad_row(kp[:, :3])})" + _FIX)
-    binary = desc.dtype == np.uint8
+    if desc.dtype == np.uint8 and descriptor_kind is None:
+        raise DataError(
+            f"precomputed features {path}: 'descriptors' are uint8, which may be packed bits or 8-bit values; "
+            "say which with keypoint_sets.<set>.params.descriptor_kind: binary (packed bits, Hamming distance) "
+            "or float (values, L2 distance)"
+        )
+    if descriptor_kind == "binary" and desc.dtype != np.uint8:
+        raise DataError(
+            f"precomputed features {path}: descriptor_kind is binary but 'descriptors' are {desc.dtype}; "
+            "store packed bits as uint8 (np.packbits) or set descriptor_kind: float"
+        )
+    binary = desc.dtype == np.uint8 and descriptor_kind == "binary"
     if not binary:
-        if not np.issubdtype(desc.dtype, np.floating):
+        if not (np.issubdtype(desc.dtype, np.floating) or desc.dtype == np.uint8):
             raise DataError(
                 f"precomputed features {path}: 'descriptors' dtype {desc.dtype} is not supported; "
                 "use float (L2) or uint8 packed bits (Hamming)"

@@ -44,6 +44,21 @@ def write_timing(path: Path, scene: str, t0: float) -> None:
 # ----------------------------------------------------------------------------- keypoints
 
 
+def scene_input_digests(files) -> dict[str, str]:
+    """sha256 of each input file of a scene (6 images, 5 homographies), by file name: two results
+    with equal digests were computed from the same data."""
+    return {Path(f).name: file_sha256(f) for f in files.all_paths()}
+
+
+def dataset_digest(per_scene: dict[str, dict[str, str]]) -> str:
+    """One sha256 over every scene's input digests (scene, file name, digest; sorted)."""
+    h = hashlib.sha256()
+    for scene in sorted(per_scene):
+        for name in sorted(per_scene[scene]):
+            h.update(f"{scene}/{name}:{per_scene[scene][name]}\n".encode())
+    return h.hexdigest()
+
+
 def detect_raw(image_path: Path, gray: np.ndarray, spec: dict, scene: str, image: int) -> ImageKeypoints:
     """Image ``image`` (1..6) of ``scene``: the raw keypoints of the set's detector, in its order."""
     if spec["detector"] == "locked":
@@ -54,7 +69,8 @@ def detect_raw(image_path: Path, gray: np.ndarray, spec: dict, scene: str, image
         from descbench.precomputed import load_features
 
         p = spec["params"]
-        return load_features(image_path, p["method"], p.get("root"), p.get("default_size_px", 12.0)).keypoints
+        return load_features(image_path, p["method"], p.get("root"), p.get("default_size_px", 12.0),
+                             p.get("descriptor_kind")).keypoints
     from descbench.keypoints.detectors import DETECTORS, detect
 
     if spec["detector"] not in DETECTORS:
@@ -92,7 +108,7 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
         per_image[k] = kept
     meta = io.provenance(
         "keypoints", {"keypoint_set": kpset, **spec}, scene=files.scene, image_sizes=sizes,
-        raw_counts=raw_counts, empty_images=empty,
+        raw_counts=raw_counts, empty_images=empty, inputs_sha256=scene_input_digests(files),
     )
     _write_keypoints(per_image, out, meta)
 
@@ -145,10 +161,11 @@ def keypoint_statistics(paths: ResultPaths, scene_root: Path, kpsets: dict, repe
 
     from descbench.report.keypoint_stats import provenance_columns, set_statistics, to_markdown
 
-    homographies = {}
+    homographies, digests = {}, {}
     for scene in paths.scenes:
         files = scene_files(Path(scene_root) / scene)
         homographies[scene] = {k: read_homography(files.homographies[k]) for k in TARGET_IMAGES}
+        digests[scene] = scene_input_digests(files)
     rows = []
     for name in kpsets:
         scenes = []
@@ -157,8 +174,10 @@ def keypoint_statistics(paths: ResultPaths, scene_root: Path, kpsets: dict, repe
             scenes.append((scene, per_image, meta["image_sizes"], homographies[scene]))
         rows.append({**provenance_columns(name, kpsets), **set_statistics(scenes, repeatability_px)})
     table = pd.DataFrame(rows)
+    table["inputs_sha256"] = dataset_digest(digests)  # the evaluated images and homographies
     out_dir = Path(out_dir)
-    meta = io.provenance("keypoint_stats", {"keypoint_sets": kpsets, "repeatability_px": repeatability_px, "scenes": paths.scenes})
+    meta = io.provenance("keypoint_stats", {"keypoint_sets": kpsets, "repeatability_px": repeatability_px, "scenes": paths.scenes},
+                         inputs_sha256=digests)
     io.write_table(pa.Table.from_pandas(table, preserve_index=False), out_dir / "keypoint_stats.parquet", meta)
     io.write_text(out_dir / "keypoint_stats.csv", table.to_csv(index=False))
     io.write_text(out_dir / "keypoint_stats.md", to_markdown(table))

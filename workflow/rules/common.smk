@@ -1,6 +1,7 @@
 # Config validation, paths, input functions and wildcard constraints.
 import json
 import shlex
+import time
 from pathlib import Path
 
 from descbench.config import combinations, validate_config
@@ -155,8 +156,26 @@ def results_root(levels):
     return lambda wildcards, output: str(Path(output[0]).parents[levels])
 
 
-REPORT_FILES = ("comparison.csv", "comparison.md", "comparison.parquet", "per_scene.csv", "per_scene.parquet")
+REPORT_FILES = ("comparison.csv", "comparison.md", "comparison.parquet", "per_scene.csv", "per_scene.parquet",
+                "significance.csv", "significance.md", "significance.parquet")
 
+
+RUN_STARTED = time.time()
+
+
+def print_run_summary():
+    """The workflow's onsuccess (descbench.report.summary): the table when the report exists."""
+    from descbench.report.summary import run_summary
+
+    table_csv = Path(PATHS.report("comparison.csv"))
+    if not table_csv.exists():
+        return
+    text = run_summary(table_csv.parent, CFG["verification"]["distractor_scenes"] if CFG["verification"]["enabled"] else None)
+    when = "written by this run" if table_csv.stat().st_mtime >= RUN_STARTED else "up to date, unchanged by this run"
+    print(text.replace("descbench results (", f"descbench results, {when} (", 1), flush=True)
+
+
+from descbench.report.figures import FIGURES as PLOTS  # noqa: E402  (names only: plotting imports are the job's)
 
 KEYPOINT_STATS_FILES = ("keypoint_stats.csv", "keypoint_stats.md", "keypoint_stats.parquet")
 

@@ -51,3 +51,66 @@ rule keypoint_stats:
         "python -m descbench keypoint-stats --results-root {params.root} --scene-root {params.scene_root} "
         "--batches {params.batches:q} --keypoint-sets {params.kpsets:q} --repeatability-px {params.repeatability_px} "
         "--out-dir {params.out_dir} > {log} 2>&1"
+
+
+# The run's figures (descbench/report/plots.py), PNG + SVG; captions state each metric's definition.
+rule plots:
+    input:
+        report_inputs(),
+        report_outputs(),
+        [PATHS.report(f) for f in KEYPOINT_STATS_FILES],
+    output:
+        [PATHS.report(f"plots/{name}.{ext}") for name in PLOTS for ext in ("png", "svg")],
+    params:
+        combos=as_json(COMBOS),
+        scenes=as_json(SCENES),
+        root=lambda wc, output: str(Path(output[0]).parents[2]),  # <root>/report/plots/x.png
+        config=as_json(CFG),
+        report_dir=lambda wc, output: str(Path(output[0]).parents[1]),
+        out_dir=lambda wc, output: str(Path(output[0]).parent),
+    log:
+        str(RES / "logs" / "plots.log"),
+    threads: 1
+    resources:
+        mem_mb=2000,
+    conda:
+        ENV
+    shell:
+        "python -m descbench plots --results-root {params.root} --combos {params.combos:q} --scenes {params.scenes:q} "
+        "--config {params.config:q} --report-dir {params.report_dir} --out-dir {params.out_dir} > {log} 2>&1"
+
+
+# The SQLite results database (descbench/report/database.py), rebuilt from the report files.
+rule results_db:
+    input:
+        report_outputs(),
+        [PATHS.report(f) for f in KEYPOINT_STATS_FILES],
+    output:
+        str(RES / "results.sqlite"),
+    params:
+        report_dir=lambda wc, input: str(Path(input[0]).parent),
+        name=dataset_tag(CFG),
+        config=as_json(CFG),
+        n_scenes=len(SCENES),
+        workflow_dir=workflow.basedir,
+    log:
+        str(RES / "logs" / "results_db.log"),
+    threads: 1
+    resources:
+        mem_mb=1000,
+    conda:
+        ENV
+    shell:
+        "python -m descbench database --report-dir {params.report_dir} --name {params.name} --config {params.config:q} "
+        "--n-scenes {params.n_scenes} --workflow-dir {params.workflow_dir:q} --out {output} > {log} 2>&1"
+
+
+# End of a successful run: the headline table, what is not a plain result, and where everything is.
+onsuccess:
+    print_run_summary()
+
+
+onerror:
+    print("\ndescbench: the run stopped; the failing job's own message is above (its log under "
+          f"{RES / 'logs'}). Fix it and rerun the same command: finished jobs are kept and incomplete "
+          "outputs are redone. After a hard kill, run `snakemake --unlock` first.", flush=True)

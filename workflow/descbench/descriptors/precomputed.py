@@ -19,7 +19,7 @@ def precomputed_descriptors(image_path: Path, kps: ImageKeypoints, params: dict,
     rows); otherwise the descriptors would silently describe other keypoints.
     """
     p = kpset["params"]
-    feats = load_features(image_path, p["method"], p.get("root"), p.get("default_size_px", 12.0))
+    feats = load_features(image_path, p["method"], p.get("root"), p.get("default_size_px", 12.0), p.get("descriptor_kind"))
     idx = kps.source_index.astype(np.int64)
     n = len(feats.keypoints)
     if idx.size and idx.max() >= n or not (

@@ -39,6 +39,7 @@ def scene_table(pairs: pd.DataFrame) -> pd.DataFrame:
     out["true_map_including_zeros"] = [_ratio(s, q) for s, q in zip(sums.sum_ap, sums.n_queries)]
     for k in REPORT_KS:
         out[f"precision_at_{k}"] = [_ratio(h, r) for h, r in zip(sums[f"sum_hit_at_{k}"], sums.n_relevant_queries)]
+    out["sum_ap"] = sums.sum_ap.astype(np.float64)  # with n_relevant_queries: the scene's share of the micro mAP
     for c in ("n_queries", "n_relevant_queries", "n_outside", "n_target_keypoints"):
         out[c] = sums[c].astype(np.int64)
     # image 1's keypoints are the same in every pair of the scene: not a sum
@@ -218,8 +219,11 @@ def pooled_verification_ap(lists: list[tuple[np.ndarray, np.ndarray]], conventio
 #   column holds the same value); ``legacy_macro_precision_by_scene`` = mean of scene means.
 # - ``mma_at_<t>`` = mean over pairs of the fraction of mutual-NN matches within t px (D2-Net);
 #   ``mma_i_at_<t>`` / ``mma_v_at_<t>`` over i_ / v_ pairs.
-# - ``matching_score`` = mean over pairs; ``mean_keypoints`` = mean over pairs of (N1 + N2) / 2
-#   (D2-Net's "features per image"); ``mean_matches`` = mean over pairs of the mutual-NN matches.
+# - ``matching_score`` = mean over pairs; ``mean_matches`` = mean over pairs of the mutual-NN matches.
+# - ``features_per_image_d2net`` = D2-Net's "features per image" (its HPatches notebook appends
+#   image 1's count once per sequence and each image k's once): the mean over images, each image
+#   once. ``mean_keypoints_per_pair`` = mean over pairs of (N1 + N2) / 2, in which image 1 weighs
+#   five times (it is in every pair); not D2-Net's number.
 # - ``repeatability`` = mean over pairs where it is defined (shared region non-empty).
 # - ``homography_accuracy_at_<t>`` = fraction of pairs with corner error <= t (failures count);
 #   ``homography_auc_at_<t>`` = LoFTR's error AUC (metrics.matching.homography_auc).
@@ -235,6 +239,15 @@ def matching_scene_values(pairs: pd.DataFrame) -> pd.DataFrame:
         "repeatability": g.repeatability.mean(),
         "mean_matches": g.n_matches.mean(),
     }).reset_index()
+
+
+def features_per_image(pairs: pd.DataFrame) -> float:
+    """Mean keypoint count over images, each image once (D2-Net's "features per image"): per
+    scene image 1's count (the same in every pair of the scene) and each image k's count."""
+    if len(pairs) == 0:
+        return float("nan")
+    first = pairs.groupby("scene", sort=True).n_keypoints_1.first()
+    return float((first.sum() + pairs.n_keypoints_2.sum()) / (len(first) + len(pairs)))
 
 
 def matching_summary(pairs: pd.DataFrame, classifier: pd.DataFrame | None, mma_thresholds, hom_thresholds, auc_thresholds) -> dict:
@@ -255,8 +268,10 @@ def matching_summary(pairs: pd.DataFrame, classifier: pd.DataFrame | None, mma_t
         out[f"mma_i_at_{k}"] = _macro(pairs[f"mma_at_{k}"][is_i])
         out[f"mma_v_at_{k}"] = _macro(pairs[f"mma_at_{k}"][is_v])
     out["matching_score"] = _macro(pairs.matching_score)
-    out["mean_keypoints"] = _macro((pairs.n_keypoints_1 + pairs.n_keypoints_2) / 2)
+    out["mean_keypoints_per_pair"] = _macro((pairs.n_keypoints_1 + pairs.n_keypoints_2) / 2)
+    out["features_per_image_d2net"] = features_per_image(pairs)
     out["mean_matches"] = _macro(pairs.n_matches.astype(np.float64))
+    out["pairs_without_matches"] = int((pairs.n_matches == 0).sum())  # their precision/MMA count as 0
     out["repeatability"] = _macro(pairs.repeatability)
     err = pairs.corner_error.to_numpy(np.float64)
     for t, v in zip(hom_thresholds, homography_accuracy(err, hom_thresholds)):

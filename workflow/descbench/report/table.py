@@ -12,10 +12,12 @@ import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from descbench import io
+from descbench.metrics.bootstrap import BootstrapParams, bootstrap_ci, paired_comparison
 from descbench.metrics.aggregate import (
     matching_scene_values, matching_summary, metadata_string, pooled_verification_ap, scene_table, summarize,
     verification_scene_values, verification_summary,
@@ -143,19 +145,109 @@ def build(entries: list[Entry], cfg: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, pd.concat(scene_rows, ignore_index=True)
 
 
+# Metrics given an interval and compared pairwise: name -> (per-scene numerator, denominator)
+# columns of the per-scene table (descbench.metrics.bootstrap: the dataset value is
+# sum(num) / sum(den) over scenes, so micro averages weigh scenes by their queries).
+CI_METRICS = {
+    "true_map_micro": ("sum_ap", "n_relevant_queries"),
+    "true_map_macro_by_scene": ("true_map", None),
+    "keypoint_verification_ap": ("keypoint_verification_ap", None),
+}
+
+
+def scene_num_den(scenes: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Per-scene (numerator, denominator) of ``metric`` (None if the metric was not computed); a
+    macro metric's scene without a value (NaN) has denominator 0, so it counts nowhere."""
+    num_col, den_col = CI_METRICS[metric]
+    if num_col not in scenes.columns:
+        return None
+    num = scenes[num_col].to_numpy(np.float64)
+    if den_col is not None:
+        return num, scenes[den_col].to_numpy(np.float64)
+    ok = np.isfinite(num)
+    return np.where(ok, num, 0.0), ok.astype(np.float64)
+
+
+def add_intervals(table: pd.DataFrame, scene_tables: list[pd.DataFrame], params: BootstrapParams) -> pd.DataFrame:
+    """``<metric>_ci_low`` / ``_ci_high`` columns (percentile bootstrap over scenes)."""
+    for metric in CI_METRICS:
+        lows, highs = [], []
+        for scenes in scene_tables:
+            nd = scene_num_den(scenes, metric)
+            lo, hi = bootstrap_ci(*nd, params) if nd is not None else (np.nan, np.nan)
+            lows.append(lo)
+            highs.append(hi)
+        if metric in table.columns:  # appended: the lead columns keep the seed's layout
+            table[f"{metric}_ci_low"] = lows
+            table[f"{metric}_ci_high"] = highs
+    return table
+
+
+def significance_table(table: pd.DataFrame, scene_tables: list[pd.DataFrame], params: BootstrapParams) -> pd.DataFrame:
+    """Every pair of descriptors on the same keypoint set (config order, A before B), per metric
+    of CI_METRICS: A - B with its paired-bootstrap interval and permutation p-value."""
+    rows = []
+    for i in range(len(table)):
+        for j in range(i + 1, len(table)):
+            if table.keypoint_set.iloc[i] != table.keypoint_set.iloc[j]:
+                continue
+            si, sj = scene_tables[i], scene_tables[j]
+            if si.scene.tolist() != sj.scene.tolist():
+                raise ValueError(f"keypoint set {table.keypoint_set.iloc[i]}: descriptors scored on different scenes")
+            for metric in CI_METRICS:
+                a, b = scene_num_den(si, metric), scene_num_den(sj, metric)
+                if a is None or b is None:
+                    continue
+                rows.append({"keypoint_set": table.keypoint_set.iloc[i], "metric": metric,
+                             "descriptor_a": table.descriptor.iloc[i], "descriptor_b": table.descriptor.iloc[j],
+                             **paired_comparison(*a, *b, params)})
+    cols = ["keypoint_set", "metric", "descriptor_a", "descriptor_b", "value_a", "value_b", "difference", "ci_low",
+            "ci_high", "p_value", "n_scenes", "resamples", "level", "seed"]
+    return pd.DataFrame(rows, columns=cols)
+
+
+def _cell(c: str, v) -> str:
+    if isinstance(v, float):
+        return f"{v:.0f}" if c == "processing_time_ms" else ("n/a" if np.isnan(v) else f"{v:.4f}")
+    return str(v)
+
+
 def to_markdown(table: pd.DataFrame) -> str:
     cols = [c for c in MARKDOWN_COLUMNS if c in table.columns]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
-    for _, r in table[cols].iterrows():
-        cells = [f"{v:.4f}" if isinstance(v, float) and c != "processing_time_ms" else (f"{v:.0f}" if isinstance(v, float) else str(v)) for c, v in r.items()]
+    shown = ["true_map_micro (95 % CI)" if c == "true_map_micro" and "true_map_micro_ci_low" in table.columns else c for c in cols]
+    lines = ["| " + " | ".join(shown) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for _, r in table.iterrows():
+        cells = []
+        for c in cols:
+            cell = _cell(c, r[c])
+            if c == "true_map_micro" and "true_map_micro_ci_low" in table.columns:
+                cell += f" [{_cell(c, r['true_map_micro_ci_low'])}, {_cell(c, r['true_map_micro_ci_high'])}]"
+            cells.append(cell)
         lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines) + "\n"
+
+
+def significance_markdown(sig: pd.DataFrame) -> str:
+    cols = ["keypoint_set", "metric", "descriptor_a", "descriptor_b", "difference", "ci_low", "ci_high", "p_value", "n_scenes"]
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    for _, r in sig[cols].iterrows():
+        lines.append("| " + " | ".join(_cell(c, v) for c, v in r.items()) + " |")
     return "\n".join(lines) + "\n"
 
 
 def write(entries: list[Entry], cfg: dict, out_dir: Path, provenance_params: dict) -> pd.DataFrame:
     table, scenes = build(entries, cfg)
+    st = cfg["statistics"]
+    params = BootstrapParams(resamples=st["bootstrap_resamples"], level=st["ci_level"], seed=st["seed"])
+    per_entry = [scenes[(scenes.descriptor == d) & (scenes.keypoint_set == k)].reset_index(drop=True)
+                 for d, k in zip(table.descriptor, table.keypoint_set)]
+    table = add_intervals(table, per_entry, params)
+    sig = significance_table(table, per_entry, params)
     out_dir = Path(out_dir)
     meta = io.provenance("report", provenance_params)
+    io.write_table(pa.Table.from_pandas(sig, preserve_index=False), out_dir / "significance.parquet", meta)
+    io.write_text(out_dir / "significance.csv", sig.to_csv(index=False))
+    io.write_text(out_dir / "significance.md", significance_markdown(sig))
     io.write_table(pa.Table.from_pandas(table.drop(columns=["processing_time_ms"]), preserve_index=False), out_dir / "comparison.parquet", meta)
     io.write_table(pa.Table.from_pandas(scenes, preserve_index=False), out_dir / "per_scene.parquet", meta)
     io.write_text(out_dir / "comparison.csv", table.to_csv(index=False))

@@ -1,0 +1,182 @@
+"""Plots of a run (matplotlib, PNG + SVG), one function per figure, each from the result files.
+
+Colours are per descriptor (matplotlib's ``tab10`` in config order), line styles per keypoint
+set, the same in every figure. Each figure's caption (:data:`CAPTIONS`) states the metric's
+definition and parameters; the HTML report shows it under the figure.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from descbench import io
+from descbench.paths import ResultPaths
+from descbench.report.figures import CAPTIONS, FIGURES  # noqa: F401  (CAPTIONS: the HTML report's)
+
+LINESTYLES = ("-", "--", ":", "-.")
+
+
+def _style(table: pd.DataFrame) -> dict[tuple[str, str], dict]:
+    """(descriptor, keypoint set) -> matplotlib line style (colour by descriptor, dash by set)."""
+    import matplotlib
+
+    cmap = matplotlib.colormaps["tab10"]
+    descs = list(dict.fromkeys(table.descriptor))
+    sets = list(dict.fromkeys(table.keypoint_set))
+    return {(d, k): {"color": cmap(descs.index(d) % 10), "linestyle": LINESTYLES[sets.index(k) % len(LINESTYLES)],
+                     "label": f"{d} / {k}" if len(sets) > 1 else d}
+            for d, k in zip(table.descriptor, table.keypoint_set)}
+
+
+def _save(fig, out_dir: Path, name: str) -> None:
+    for ext in ("png", "svg"):
+        # SVG: no date in the metadata, so the file depends on the data alone
+        fig.savefig(out_dir / f"{name}.{ext}", dpi=120, bbox_inches="tight", metadata={"Date": None} if ext == "svg" else None)
+
+
+def _rows(paths: list[str]) -> pd.DataFrame:
+    return pd.concat([io.read_table(p)[0].to_pandas() for p in paths], ignore_index=True)
+
+
+def mean_roc(roc: pd.DataFrame, fpr_grid: np.ndarray) -> np.ndarray | None:
+    """Vertical average of the pairs' ROC curves: per (scene, pair), the TPR at FPR x is the best
+    TPR among its operating points with FPR <= x (its points in ``point`` order); then the mean
+    over pairs at every x of ``fpr_grid``. None without pairs."""
+    curves = []
+    for _, g in roc.groupby(["scene", "pair"], sort=True):
+        g = g.sort_values("point")
+        idx = np.searchsorted(g.fpr.to_numpy(), fpr_grid, side="right") - 1
+        best = np.maximum.accumulate(g.tpr.to_numpy())
+        curves.append(np.where(idx >= 0, best[np.clip(idx, 0, None)], 0.0))
+    return np.mean(curves, axis=0) if curves else None
+
+
+def plot_mma(table, styles, mma_thresholds, ax_row):
+    for ax, prefix, title in zip(ax_row, ("mma_at_", "mma_i_at_", "mma_v_at_"), ("all pairs", "illumination", "viewpoint")):
+        for _, r in table.iterrows():
+            cols = [f"{prefix}{_key(t)}" for t in mma_thresholds]
+            if all(c in table.columns for c in cols):
+                ax.plot(mma_thresholds, r[cols].to_numpy(float), marker="o", ms=3, **styles[(r.descriptor, r.keypoint_set)])
+        ax.set(title=title, xlabel="threshold (px)", ylim=(0, 1))
+    ax_row[0].set_ylabel("MMA")
+
+
+def _key(t) -> str:
+    from descbench.columns import threshold_key
+
+    return threshold_key(t)
+
+
+def make_figures(paths: ResultPaths, combos: list[tuple[str, str]], cfg: dict, report_dir: Path, out_dir: Path) -> list[Path]:
+    """Write every figure of :data:`FIGURES` (PNG + SVG) into ``out_dir``; returns the PNG paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "descbench"  # deterministic SVG ids
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    table = pd.read_csv(Path(report_dir) / "comparison.csv")
+    styles = _style(table)
+    scenes = paths.scenes
+    mat, ver = cfg["matching"]["enabled"], cfg["verification"]["enabled"]
+
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
+    if mat:
+        plot_mma(table, styles, cfg["matching"]["mma_thresholds"], axes)
+    axes[-1].legend(fontsize=8)
+    _save(fig, out_dir, "mma")
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    grid = np.linspace(0, 10, 101)
+    for ks, d in combos:
+        if not mat:
+            break
+        err = _rows([paths.matching(ks, d, s, "pairs.parquet") for s in scenes]).corner_error.to_numpy(float)
+        ax.plot(grid, [(err <= t).mean() for t in grid], **styles[(d, ks)])
+    ax.set(xlabel="corner error threshold (px)", ylabel="fraction of pairs", ylim=(0, 1.02))
+    ax.legend(fontsize=8)
+    _save(fig, out_dir, "homography_accuracy")
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5, 5))
+    fpr_grid = np.linspace(0, 1, 201)
+    for ks, d in combos:
+        if not mat:
+            break
+        roc = _rows([paths.matching(ks, d, s, "roc.parquet") for s in scenes])
+        mean = mean_roc(roc[roc.matcher == "threshold"], fpr_grid)
+        if mean is not None:
+            ax.plot(fpr_grid, mean, **styles[(d, ks)])
+    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=0.8)
+    ax.set(xlabel="false positive rate", ylabel="true positive rate", xlim=(0, 1), ylim=(0, 1))
+    ax.legend(fontsize=8, loc="lower right")
+    _save(fig, out_dir, "roc")
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for ks, d in combos:
+        if not ver:
+            break
+        lst = _rows([paths.verification(ks, d, s, "list.parquet") for s in scenes])
+        order = np.argsort(lst.distance.to_numpy(), kind="stable")
+        pos = (lst.label.to_numpy()[order] == 1).astype(float)
+        if pos.sum() == 0:
+            continue
+        tp = np.cumsum(pos)
+        ax.plot(tp / pos.sum(), tp / np.arange(1, len(pos) + 1), **styles[(d, ks)])
+    ax.set(xlabel="recall", ylabel="precision", xlim=(0, 1), ylim=(0, 1.02))
+    ax.legend(fontsize=8)
+    _save(fig, out_dir, "verification_pr")
+    plt.close(fig)
+
+    per_scene = pd.read_csv(Path(report_dir) / "per_scene.csv")
+    order = per_scene.groupby("scene").true_map.mean().sort_values()
+    fig, axes = plt.subplots(1, 2, figsize=(12, max(3, 0.18 * len(order) / 2 + 1.5)))
+    for ax, prefix, title in zip(axes, ("i_", "v_"), ("illumination scenes", "viewpoint scenes")):
+        names = [s for s in order.index if s.startswith(prefix)]
+        for (d, ks), g in per_scene.groupby(["descriptor", "keypoint_set"], sort=False):
+            g = g.set_index("scene").reindex(names)
+            st = styles[(d, ks)]
+            ax.plot(g.true_map, np.arange(len(names)), "o", color=st["color"], ms=4, label=st["label"],
+                    fillstyle="full" if st["linestyle"] == "-" else "none")
+        ax.set_yticks(np.arange(len(names)), names, fontsize=7)
+        ax.set(title=title, xlabel="true mAP", xlim=(0, 1))
+    axes[1].legend(fontsize=8)
+    _save(fig, out_dir, "per_scene_map")
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6, 4))
+    bins = np.array([1, 2, 3, 4, 5, 6, 11, 21, 51, np.inf])
+    labels = ["1", "2", "3", "4", "5", "6-10", "11-20", "21-50", ">50"]
+    width = 0.8 / max(1, len(combos))
+    for i, (ks, d) in enumerate(combos):
+        q = _rows([paths.score(ks, d, s, "queries.parquet") for s in scenes])
+        r = q["rank"].to_numpy(float)
+        r = r[np.isfinite(r)]
+        hist = np.histogram(r, bins=bins)[0] / max(1, len(r))
+        st = styles[(d, ks)]
+        ax.bar(np.arange(len(labels)) + i * width, hist, width=width, color=st["color"], label=st["label"],
+               hatch=None if st["linestyle"] == "-" else "//")
+    ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels)
+    ax.set(xlabel="rank of the ground truth", ylabel="fraction of queries (R = 1)")
+    ax.legend(fontsize=8)
+    _save(fig, out_dir, "rank_histogram")
+    plt.close(fig)
+
+    stats = pd.read_csv(Path(report_dir) / "keypoint_stats.csv")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    axes[0].bar(stats.keypoint_set, stats.keypoints_per_image_mean, color="tab:grey")
+    axes[0].set(ylabel="mean keypoints per image")
+    axes[1].bar(stats.keypoint_set, stats.repeatability, color="tab:grey")
+    axes[1].set(ylabel=f"repeatability at {cfg['matching']['repeatability_px']:g} px", ylim=(0, 1))
+    for ax in axes:
+        ax.tick_params(axis="x", rotation=30, labelsize=8)
+    _save(fig, out_dir, "keypoint_stats")
+    plt.close(fig)
+    return [out_dir / f"{n}.png" for n in FIGURES]

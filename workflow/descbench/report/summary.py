@@ -1,0 +1,67 @@
+"""What the terminal shows at the end of a run (the workflow's ``onsuccess``): the headline table,
+the cases that are not plain results (empty images, metrics without data, fewer distractor scenes
+than configured, pairs without matches), and where every output is.
+
+Pure text from the report files; nothing is recomputed, so the summary says exactly what the
+files say.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pandas as pd
+
+SUMMARY_COLUMNS = ["descriptor", "keypoint_set", "true_map_micro", "viewpoint_map", "illumination_map",
+                   "keypoint_verification_ap", "mma_at_3", "homography_accuracy_at_3"]
+
+
+def _fmt(v) -> str:
+    if isinstance(v, float):
+        return "n/a (no data)" if math.isnan(v) else f"{v:.4f}"
+    return str(v)
+
+
+def degenerate_notes(table: pd.DataFrame, distractor_scenes: int | None) -> list[str]:
+    """One line per (descriptor, keypoint set) whose numbers are not plain results."""
+    notes = []
+    for _, r in table.iterrows():
+        who = f"{r['descriptor']} on {r['keypoint_set']}"
+        if r.get("empty_images", 0):
+            notes.append(f"{who}: {int(r['empty_images'])} image(s) had no keypoint after the filters (scored as empty)")
+        missing = [c for c in SUMMARY_COLUMNS[2:] if c in table.columns and isinstance(r[c], float) and math.isnan(r[c])]
+        if missing:
+            notes.append(f"{who}: no data for {', '.join(missing)} (shown as n/a: nothing to average, not 0)")
+        if distractor_scenes and "n_distractor_scenes_min" in table.columns and r["n_distractor_scenes_min"] < distractor_scenes:
+            notes.append(f"{who}: verification used only {int(r['n_distractor_scenes_min'])} distractor scene(s) for some "
+                         f"scene (configured {distractor_scenes}; too few other scenes)")
+        if r.get("pairs_without_matches", 0):
+            notes.append(f"{who}: {int(r['pairs_without_matches'])} of {int(r['matching_pairs'])} pair(s) without any "
+                         "mutual-nearest-neighbour match (their precision and MMA count as 0)")
+    return notes
+
+
+def run_summary(report_dir: Path, distractor_scenes: int | None = None) -> str:
+    """The end-of-run text for the report in ``report_dir`` (empty if there is no report yet)."""
+    report_dir = Path(report_dir)
+    csv = report_dir / "comparison.csv"
+    if not csv.exists():
+        return ""
+    table = pd.read_csv(csv)
+    cols = [c for c in SUMMARY_COLUMNS if c in table.columns]
+    shown = table[cols]
+    widths = {c: max(len(c), *(len(_fmt(v)) for v in shown[c])) for c in cols}
+    lines = ["", "descbench results (" + str(csv) + "):", "  " + "  ".join(c.ljust(widths[c]) for c in cols)]
+    for _, r in shown.iterrows():
+        lines.append(("  " + "  ".join(_fmt(r[c]).ljust(widths[c]) for c in cols)).rstrip())
+    notes = degenerate_notes(table, distractor_scenes)
+    if notes:
+        lines += ["", "Not plain results:"] + [f"  - {n}" for n in notes]
+    lines += ["", "Outputs:",
+              f"  comparison table   {report_dir / 'comparison.md'} (.csv, .parquet: every metric)",
+              f"  per-scene values   {report_dir / 'per_scene.csv'}",
+              f"  keypoint sets      {report_dir / 'keypoint_stats.md'}",
+              f"  significance       {report_dir / 'significance.md'} (paired tests between descriptors)",
+              f"  results database   {report_dir.parent / 'results.sqlite'} (sqlite3: SELECT * FROM results)"]
+    return "\n".join(lines) + "\n"
