@@ -6,6 +6,9 @@
 configfile: "config.yaml"
 
 
+report: "workflow/report/workflow.rst"
+
+
 include: "workflow/rules/common.smk"
 include: "workflow/rules/dataset.smk"
 include: "workflow/rules/keypoints.smk"

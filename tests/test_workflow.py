@@ -277,3 +277,16 @@ def test_every_figure_is_written(run):
         assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 5000, name
         assert "<svg" in svg.read_text()[:2000], name
         assert len(CAPTIONS[name]) > 40
+
+
+def test_html_report_holds_the_tables_and_every_captioned_plot(run):
+    """`snakemake --report report.html` (pygments is a declared dependency) on the tiny demo."""
+    from descbench.report.figures import FIGURES
+
+    work, _ = run
+    snakemake(work, "--report", "report.html")
+    html = (work / "report.html").read_text()
+    for name in ("comparison.csv", "significance.csv", "per_scene.csv", "keypoint_stats.csv", *(f"{n}.png" for n in FIGURES)):
+        assert name in html, name
+    for phrase in ("vertical averaging", "Mean matching accuracy", "paired permutation p-value", "Tables", "Plots"):
+        assert phrase in html, phrase

@@ -84,7 +84,11 @@ def validate_config(config: dict | None, schema_path: Path | str) -> dict:
     Checks, in order: unknown keys (anywhere, including per-detector ``params``), JSON-schema
     types and ranges, then cross-key consistency (see :func:`_check_consistency`).
     """
+    from descbench.sweeps import expand_sweeps
+
     schema = load_schema(schema_path)
+    sweeps = dict((config or {}).get("sweeps") or {})
+    config, variants = expand_sweeps(dict(config or {}))  # variants are validated like any set/descriptor
     _check_set_kinds(config or {})
     cfg = _check_unknown_and_fill(schema, schema, dict(config or {}), "")
     for spec in cfg.get("keypoint_sets", {}).values():
@@ -114,6 +118,8 @@ def validate_config(config: dict | None, schema_path: Path | str) -> dict:
             where = ".".join(str(p) for p in e.absolute_path)
             raise ConfigError(f"invalid config value at 'keypoint_sets.{name}.params.{where}': {e.message}")
     _check_consistency(cfg)
+    # the expansion, next to the results (descbench.sweeps: the table's sweep columns)
+    cfg["sweeps"] = {name: {**spec, "variants": variants[name]} for name, spec in sweeps.items()}
     return cfg
 
 

@@ -180,8 +180,23 @@ from descbench.report.figures import FIGURES as PLOTS  # noqa: E402  (names only
 KEYPOINT_STATS_FILES = ("keypoint_stats.csv", "keypoint_stats.md", "keypoint_stats.parquet")
 
 
+# Files shown in `snakemake --report` (Tables, Plots), with their captions (absolute: the rules
+# that list them live in several files).
+CAPTIONS_DIR = Path(workflow.basedir) / "workflow" / "descbench" / "report" / "captions"
+# Files shown in `snakemake --report` (Tables), with their captions.
+REPORT_TABLES = {"comparison.csv": "table_comparison", "significance.csv": "table_significance",
+                 "per_scene.csv": "table_per_scene", "keypoint_stats.csv": "table_keypoint_stats"}
+
+
+def _in_report(name):
+    path = PATHS.report(name)
+    if name in REPORT_TABLES:
+        return report(path, caption=str(CAPTIONS_DIR / f"{REPORT_TABLES[name]}.rst"), category="Tables")
+    return path
+
+
 def report_outputs():
-    return [PATHS.report(f) for f in REPORT_FILES]
+    return [_in_report(f) for f in REPORT_FILES]
 
 
 def report_inputs():

@@ -32,7 +32,7 @@ rule keypoint_stats:
     input:
         [PATHS.keypoints_dir(ks, b) for ks in CFG["keypoint_sets"] for b in BATCHES],
     output:
-        [PATHS.report(f) for f in KEYPOINT_STATS_FILES],
+        [_in_report(f) for f in KEYPOINT_STATS_FILES],
     params:
         root=results_root(1),  # <root>/report/keypoint_stats.csv
         scene_root=str(DATA),
@@ -60,7 +60,9 @@ rule plots:
         report_outputs(),
         [PATHS.report(f) for f in KEYPOINT_STATS_FILES],
     output:
-        [PATHS.report(f"plots/{name}.{ext}") for name in PLOTS for ext in ("png", "svg")],
+        [report(PATHS.report(f"plots/{name}.png"), caption=str(CAPTIONS_DIR / f"{name}.rst"), category="Plots")
+         for name in PLOTS],
+        [PATHS.report(f"plots/{name}.svg") for name in PLOTS],
     params:
         combos=as_json(COMBOS),
         scenes=as_json(SCENES),

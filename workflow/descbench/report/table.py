@@ -23,6 +23,7 @@ from descbench.metrics.aggregate import (
     verification_scene_values, verification_summary,
 )
 from descbench.paths import ResultPaths
+from descbench.sweeps import sweep_columns
 
 LEAD_COLUMNS = [
     "descriptor", "keypoint_set", "true_map_micro", "viewpoint_map", "illumination_map",
@@ -237,6 +238,10 @@ def significance_markdown(sig: pd.DataFrame) -> str:
 
 def write(entries: list[Entry], cfg: dict, out_dir: Path, provenance_params: dict) -> pd.DataFrame:
     table, scenes = build(entries, cfg)
+    sweep_cols = [sweep_columns(cfg.get("sweeps") or {}, k, d) for k, d in zip(table.keypoint_set, table.descriptor)]
+    extra = pd.DataFrame(sweep_cols, index=table.index)  # sweep columns right after the lead columns
+    if len(extra.columns):
+        table = pd.concat([table[LEAD_COLUMNS], extra, table.drop(columns=LEAD_COLUMNS)], axis=1)
     st = cfg["statistics"]
     params = BootstrapParams(resamples=st["bootstrap_resamples"], level=st["ci_level"], seed=st["seed"])
     per_entry = [scenes[(scenes.descriptor == d) & (scenes.keypoint_set == k)].reset_index(drop=True)
