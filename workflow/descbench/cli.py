@@ -195,6 +195,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--workflow-dir", type=Path, required=True, help="for the git commit")
     p.add_argument("--out", type=Path, required=True)
 
+    p = sub.add_parser("compare", help="one table across experiments (their report/comparison.parquet)")
+    p.add_argument("experiments", type=Path, nargs="+", help="experiment folders, e.g. results/demo results/border20")
+    p.add_argument("--out", type=Path, default=None, help="write the table here (.csv or .md); default: print it")
+
     p = sub.add_parser("warmup", help="compile the numba kernels into the on-disk cache")
     p.add_argument("--out", type=Path, required=True)
 
@@ -268,6 +272,16 @@ def run(a: argparse.Namespace) -> None:
         cfg = json.loads(a.config)
         build_database(a.out, a.report_dir, {"name": a.name, "dataset": cfg["dataset"], "config": cfg, "versions": io.versions(),
                                               "git_commit": git_commit(a.workflow_dir), "n_scenes": a.n_scenes})
+    elif a.cmd == "compare":
+        from descbench.report.experiments import compare_experiments, to_markdown
+
+        table = compare_experiments(a.experiments)
+        if a.out is None:
+            print(to_markdown(table), end="")
+        elif a.out.suffix == ".md":
+            a.out.write_text(to_markdown(table))
+        else:
+            table.to_csv(a.out, index=False)
     elif a.cmd == "warmup":
         warmup(a.out)
 

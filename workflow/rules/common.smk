@@ -6,7 +6,7 @@ from pathlib import Path
 
 from descbench.config import combinations, validate_config
 from descbench.keypoints.sets import global_top_n, root_detector_spec, set_sources
-from descbench.datasets import dataset_tag, list_scenes, scene_root
+from descbench.datasets import dataset_tag, experiment_name, list_scenes, scene_root
 from descbench.datasets.layout import TARGET_IMAGES, scene_files
 from descbench.paths import SCORE_TASKS, ResultPaths, scene_batches
 from descbench.errors import DescbenchError
@@ -32,7 +32,7 @@ def _validated_config():
 
 CFG = _validated_config()
 DATA = scene_root(CFG)
-RES = Path(CFG["results_dir"]) / dataset_tag(CFG)
+RES = Path(CFG["results_dir"]) / experiment_name(CFG)  # results/<experiment>/, default the dataset tag
 SCENES = list_scenes(CFG)
 EXE = CFG["execution"]
 # Jobs work on scene batches (descbench.paths); everything below is computed once, at parse time,

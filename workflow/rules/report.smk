@@ -11,7 +11,7 @@ rule report:
         scenes=as_json(SCENES),
         root=results_root(1),  # <root>/report/comparison.csv
         config=as_json(CFG),
-        provenance=as_json({"dataset": dataset_tag(CFG), "scenes": SCENES, "config": CFG}),
+        provenance=as_json({"experiment": experiment_name(CFG), "dataset": dataset_tag(CFG), "scenes": SCENES, "config": CFG}),
         out_dir=lambda wc, output: str(Path(output[0]).parent),
     log:
         str(RES / "logs" / "report.log"),
@@ -91,7 +91,7 @@ rule results_db:
         str(RES / "results.sqlite"),
     params:
         report_dir=lambda wc, input: str(Path(input[0]).parent),
-        name=dataset_tag(CFG),
+        name=experiment_name(CFG),
         config=as_json(CFG),
         n_scenes=len(SCENES),
         workflow_dir=workflow.basedir,

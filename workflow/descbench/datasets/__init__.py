@@ -39,6 +39,12 @@ def dataset_tag(cfg: dict) -> str:
     return cfg["dataset"]
 
 
+def experiment_name(cfg: dict) -> str:
+    """The experiment a run's results belong to: ``experiment`` if set, else the dataset tag.
+    Results live in ``<results_dir>/<experiment>/``, so two experiments never share files."""
+    return cfg.get("experiment") or dataset_tag(cfg)
+
+
 def scene_root(cfg: dict) -> Path:
     """The directory holding the scene folders."""
     if cfg["dataset"] == "demo":

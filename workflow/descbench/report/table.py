@@ -32,7 +32,7 @@ LEAD_COLUMNS = [
 # Markdown shows the headline columns that exist (tasks can be disabled).
 MARKDOWN_COLUMNS = LEAD_COLUMNS + [
     "true_map_macro_by_scene", "precision_at_10", "keypoint_verification_ap", "keypoint_retrieval_ap",
-    "mean_precision", "mma_at_3", "homography_accuracy_at_3", "processing_time_ms",
+    "mean_precision", "mma_at_3", "homography_accuracy_at_3", "empty_images", "processing_time_ms",
 ]
 
 

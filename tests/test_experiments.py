@@ -1,0 +1,47 @@
+"""Experiments: results under their own name, never mixed; one table across experiments."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from descbench.config import validate_config
+from descbench.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def test_experiment_name_is_checked():
+    assert validate_config({"experiment": "border-20"}, SCHEMA)["experiment"] == "border-20"
+    with pytest.raises(ConfigError, match=r"'experiment'"):
+        validate_config({"experiment": "a/b"}, SCHEMA)
+
+
+@pytest.mark.e2e
+def test_two_experiments_side_by_side_and_compared(tmp_path):
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg.update(scenes=["i_rocket", "v_coins"])
+    cfg["verification"]["enabled"] = False
+    cfg["matching"]["enabled"] = False
+    cfg["descriptors"] = {"sift": {"family": "sift"}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    smk = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path), "--cores", "2"]
+    (tmp_path / "border60.yaml").write_text("experiment: border60\nkeypoint_sets: {sift: {border_px: 60}}\n")
+    for extra in ([], ["--configfile", str(tmp_path / "border60.yaml")]):  # merged into config.yaml
+        res = subprocess.run(smk + extra, capture_output=True, text=True, timeout=900)
+        assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    a, b = tmp_path / "results" / "demo", tmp_path / "results" / "border60"
+    assert (a / "report" / "comparison.parquet").exists() and (b / "report" / "comparison.parquet").exists()
+    res = subprocess.run([sys.executable, "-m", "descbench", "compare", str(a), str(b), "--out", str(tmp_path / "x.csv")],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    t = pd.read_csv(tmp_path / "x.csv")
+    assert t.experiment.tolist() == ["demo", "border60"] and (t.dataset == "demo").all()
+    assert t.total_queries_processed[1] < t.total_queries_processed[0]  # the wider border leaves fewer queries
+    assert t.true_map_micro.tolist() == [pd.read_csv(d / "report" / "comparison.csv").true_map_micro[0] for d in (a, b)]
