@@ -46,6 +46,22 @@ ENV = "../../envs/descbench.yaml"
 # The numba kernel cache may live elsewhere (clusters): an extra assignment for the rules'
 # `export NUMBA_NUM_THREADS={threads} {params.numba_cache}` (numba's pool follows the job's threads).
 NUMBA_CACHE = f"NUMBA_CACHE_DIR={shlex.quote(str(Path(EXE['numba_cache_dir']).resolve()))}" if EXE["numba_cache_dir"] else ""
+# Settings changed in place since this experiment's last report: their results are about to be
+# replaced, which the terminal says (descbench.report.changes).
+def _warn_changed_settings():
+    from descbench.report.changes import changed_settings, previous_config
+
+    old = previous_config(PATHS.report("provenance.json"))
+    changes = changed_settings(old, CFG) if old else []
+    if changes:
+        logger.warning(
+            f"descbench: these settings changed since {RES}'s last report; the results computed with the old "
+            "values will be replaced:\n  " + "\n  ".join(changes[:20]) + ("\n  ..." if len(changes) > 20 else "")
+            + "\nTo keep both, give the new setting a new name, a sweep, or another experiment (--config experiment=<name>)."
+        )
+
+
+_warn_changed_settings()
 # Which tasks the scoring job runs, each into its own folder (scores/, verification/, matching/).
 SCORE_TASKS_ON = [t for t in SCORE_TASKS if t == "scores" or CFG[t]["enabled"]]
 
@@ -157,7 +173,7 @@ def results_root(levels):
 
 
 REPORT_FILES = ("comparison.csv", "comparison.md", "comparison.parquet", "per_scene.csv", "per_scene.parquet",
-                "significance.csv", "significance.md", "significance.parquet")
+                "significance.csv", "significance.md", "significance.parquet", "provenance.json")
 
 
 RUN_STARTED = time.time()

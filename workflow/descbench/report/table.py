@@ -250,6 +250,8 @@ def write(entries: list[Entry], cfg: dict, out_dir: Path, provenance_params: dic
     sig = significance_table(table, per_entry, params)
     out_dir = Path(out_dir)
     meta = io.provenance("report", provenance_params)
+    # the run's settings as plain JSON: read at the next run's start (descbench.report.changes)
+    io.write_text(out_dir / "provenance.json", json.dumps(meta, sort_keys=True, indent=1, default=str) + "\n")
     io.write_table(pa.Table.from_pandas(sig, preserve_index=False), out_dir / "significance.parquet", meta)
     io.write_text(out_dir / "significance.csv", sig.to_csv(index=False))
     io.write_text(out_dir / "significance.md", significance_markdown(sig))
