@@ -66,6 +66,9 @@ def test_run_ends_with_the_table_its_caveats_and_the_paths(run):
     # two scenes: one distractor scene instead of the configured 10, said on the terminal
     assert "sift on sift: verification used only 1 distractor scene(s) for some scene (configured 10" in tail
     assert "results/demo/report/comparison.md" in tail and "results/demo/report/keypoint_stats.md" in tail
+    # and the report says it too
+    md = (work / "results" / "demo" / "report" / "comparison.md").read_text()
+    assert "Not plain results:" in md and "- sift on sift: verification used only 1 distractor scene(s)" in md
 
 
 def result_paths(work: Path, cfg: dict) -> ResultPaths:

@@ -23,6 +23,7 @@ from descbench.metrics.aggregate import (
     verification_scene_values, verification_summary,
 )
 from descbench.paths import ResultPaths
+from descbench.report.summary import degenerate_notes
 from descbench.sweeps import sweep_columns
 
 LEAD_COLUMNS = [
@@ -259,5 +260,7 @@ def write(entries: list[Entry], cfg: dict, out_dir: Path, provenance_params: dic
     io.write_table(pa.Table.from_pandas(scenes, preserve_index=False), out_dir / "per_scene.parquet", meta)
     io.write_text(out_dir / "comparison.csv", table.to_csv(index=False))
     io.write_text(out_dir / "per_scene.csv", scenes.to_csv(index=False))
-    io.write_text(out_dir / "comparison.md", to_markdown(table))
+    notes = degenerate_notes(table, cfg["verification"]["distractor_scenes"] if cfg["verification"]["enabled"] else None)
+    io.write_text(out_dir / "comparison.md", to_markdown(table) + ("\nNot plain results:\n\n" + "".join(f"- {n}\n" for n in notes)
+                                                                   if notes else ""))
     return table
