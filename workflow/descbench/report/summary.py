@@ -63,5 +63,7 @@ def run_summary(report_dir: Path, distractor_scenes: int | None = None) -> str:
               f"  per-scene values   {report_dir / 'per_scene.csv'}",
               f"  keypoint sets      {report_dir / 'keypoint_stats.md'}",
               f"  significance       {report_dir / 'significance.md'} (paired tests between descriptors)",
-              f"  results database   {report_dir.parent / 'results.sqlite'} (sqlite3: SELECT * FROM results)"]
+              f"  plots              {report_dir / 'plots'}/*.png (and .svg)",
+              f"  results database   {report_dir.parent / 'results.sqlite'} (sqlite3: SELECT * FROM results)",
+              "  HTML report        snakemake --report report.html (tables and captioned plots)"]
     return "\n".join(lines) + "\n"
