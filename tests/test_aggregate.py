@@ -161,6 +161,7 @@ def test_matching_summary_hand_worked():
     # D2-Net: every image once: i_a's image 1 (10), its images 2 and 3 (20, 10); v_b's image 1 (30), image 2 (10)
     assert s["features_per_image_d2net"] == pytest.approx((10 + 20 + 10 + 30 + 10) / 5)
     assert s["repeatability"] == pytest.approx(0.6)
+    assert s["pairs_without_matches"] == 1 and s["pairs_without_keypoints"] == 0
     assert [s["homography_accuracy_at_1"], s["homography_accuracy_at_3"], s["homography_accuracy_at_5"]] == pytest.approx([1 / 3, 1 / 3, 2 / 3])
     # LoFTR AUC at 3 px: errors below 3 = [0.5]; area = 0.5*(1/3)/2 + 2.5*(1/3) = 0.9167/3 px
     assert s["homography_auc_at_3"] == pytest.approx((0.5 * (1 / 3) / 2 + 2.5 * (1 / 3)) / 3)

@@ -153,16 +153,21 @@ def test_points_behind_the_camera_have_infinite_error():
 
 def test_no_match_and_too_few_matches():
     q_xy, q_desc, t_xy, t_desc = random_scene(6, n1=40, n2=30)
+    # image k without keypoints: no data (NaN), not a 0.0 result
     got = match_pair(q_xy, q_desc, t_xy[:0], t_desc[:0], H_TRUE, (W1, H1), (WK, HK))
     assert got["n_matches"] == 0 and got["n_correct"] == 0
-    assert got["precision"] == 0.0 and got["matching_score"] == 0.0
-    assert all(got[f"mma_at_{t}"] == 0.0 and got[f"mma_correct_at_{t}"] == 0 for t in range(1, 11))
+    assert math.isnan(got["precision"]) and math.isnan(got["matching_score"])
+    assert all(math.isnan(got[f"mma_at_{t}"]) and got[f"mma_correct_at_{t}"] == 0 for t in range(1, 11))
+    # keypoints on both sides but no mutual match (disjoint descriptors can still match; force none
+    # by giving image k one keypoint far outside): precision and MMA count as 0
+    far = match_pair(q_xy[:1], q_desc[:1], np.array([[1e6, 1e6]]), t_desc[:1], H_TRUE, (W1, H1), (WK, HK))
+    assert far["n_matches"] == 1 and far["precision"] == 0.0 and far["mma_at_10"] == 0.0
     assert got["homography_found"] == 0 and got["n_inliers"] == 0 and got["corner_error"] == math.inf
     assert got["n_shared_2"] == 0 and got["n_shared_1"] > 0
     assert got["n_repeated_1"] == 0 and got["repeatability"] == 0.0
     # nothing at all: repeatability undefined (NaN), the rest 0 / inf
     none = match_pair(q_xy[:0], q_desc[:0], t_xy[:0], t_desc[:0], H_TRUE, (W1, H1), (WK, HK))
-    assert math.isnan(none["repeatability"]) and none["precision"] == 0.0 and none["corner_error"] == math.inf
+    assert math.isnan(none["repeatability"]) and math.isnan(none["precision"]) and none["corner_error"] == math.inf
     # three exact correspondences: three correct matches, but no homography (needs >= 4)
     src = np.array([[100.0, 100.0], [300.0, 120.0], [200.0, 400.0]])
     dst = np.array([ref_project(H_TRUE, *p) for p in src])

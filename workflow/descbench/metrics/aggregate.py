@@ -271,7 +271,9 @@ def matching_summary(pairs: pd.DataFrame, classifier: pd.DataFrame | None, mma_t
     out["mean_keypoints_per_pair"] = _macro((pairs.n_keypoints_1 + pairs.n_keypoints_2) / 2)
     out["features_per_image_d2net"] = features_per_image(pairs)
     out["mean_matches"] = _macro(pairs.n_matches.astype(np.float64))
-    out["pairs_without_matches"] = int((pairs.n_matches == 0).sum())  # their precision/MMA count as 0
+    has_kp = (pairs.n_keypoints_1 > 0) & (pairs.n_keypoints_2 > 0)
+    out["pairs_without_keypoints"] = int((~has_kp).sum())  # no data: NaN, left out of the means
+    out["pairs_without_matches"] = int(((pairs.n_matches == 0) & has_kp).sum())  # their precision/MMA count as 0
     out["repeatability"] = _macro(pairs.repeatability)
     err = pairs.corner_error.to_numpy(np.float64)
     for t, v in zip(hom_thresholds, homography_accuracy(err, hom_thresholds)):

@@ -10,11 +10,14 @@ image of size W x H iff ``0 <= x < W`` and ``0 <= y < H`` and it does not map be
   (:func:`descbench.metrics.retrieval.project`); a point mapping behind the camera (w <= 0) has
   error inf.
 - **Legacy precision**: a match is correct iff error <= ``tau_px``; precision = correct / matches;
-  a pair without matches has precision 0 (and n_matches = 0), it is *counted*.
+  a pair without matches has precision 0 (and n_matches = 0), it is *counted*; a pair with no
+  keypoint in image 1 or image k has no data: precision, MMA and matching score NaN (left out of
+  the means, as retrieval's R = 0 queries), so an empty image never shows as a 0.0 result.
 - **MMA** (D2-Net ``hpatches_sequences/HPatches-Sequences-Matching-Benchmark.ipynb``; same in
   ALIKE ``hseq/eval.py``): per pair the
   fraction of matches with error <= thr for each thr in ``mma_thresholds`` (1..10 px); a pair
-  without matches scores 0 and is counted (D2-Net sets the distance list to ``[inf]``).
+  without matches scores 0 and is counted (D2-Net sets the distance list to ``[inf]``); NaN
+  without keypoints (see above).
 - **Matching score**: ``ms_correct / n_shared_1`` where ``ms_correct`` = correct matches
   (error <= tau_px) whose image-1 keypoint projects inside image k, and ``n_shared_1`` = image-1
   keypoints whose projection lies inside image k. 0 when ``n_shared_1 = 0``. Alternatives stored
@@ -232,14 +235,14 @@ def match_pair(q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size, params: 
     - ``n_keypoints_1``, ``n_keypoints_2``: N1, N2
     - ``n_matches``: mutual-NN matches
     - ``n_correct``: matches with reprojection error <= tau_px; ``precision`` = n_correct /
-      n_matches (0.0 without matches)
+      n_matches (0.0 without matches; NaN when image 1 or image k has no keypoint)
     - ``mma_correct_at_{t}`` / ``mma_at_{t}`` for t in mma_thresholds (keys via
       :func:`threshold_key`, e.g. ``mma_at_3``): correct count at t / its fraction (0.0 without
-      matches)
+      matches, NaN without keypoints)
     - ``n_shared_1``: image-1 keypoints projecting inside image k; ``n_shared_2``: image-k
       keypoints back-projecting inside image 1
     - ``ms_correct``: correct matches whose image-1 keypoint is shared; ``matching_score`` =
-      ms_correct / n_shared_1 (0.0 when n_shared_1 = 0)
+      ms_correct / n_shared_1 (0.0 when n_shared_1 = 0, NaN without keypoints)
     - ``n_repeated_1``, ``n_repeated_2``, ``repeatability`` (NaN when n_shared_1 + n_shared_2 = 0)
     - ``homography_found`` (0/1), ``n_inliers`` (RANSAC inliers, 0 on failure),
       ``corner_error`` (px, inf on failure)
@@ -277,20 +280,23 @@ def _match_stats(q_xy, t_xy, H, H_inv, size1, sizek, ia, ib, params: MatchingPar
     err = reprojection_errors(H, q_xy[ia], t_xy[ib])
 
     out: dict = {"n_keypoints_1": int(q_xy.shape[0]), "n_keypoints_2": int(t_xy.shape[0]), "n_matches": m}
+    # Without a keypoint in one of the images the pair has no data (NaN, left out of the means);
+    # with keypoints but no match, precision and MMA are 0 (protocols section 4: counted as 0).
+    no_match = 0.0 if q_xy.shape[0] and t_xy.shape[0] else float("nan")
     correct = err <= params.tau_px
     out["n_correct"] = int(correct.sum())
-    out["precision"] = out["n_correct"] / m if m else 0.0
+    out["precision"] = out["n_correct"] / m if m else no_match
     for t in params.mma_thresholds:
         c = int((err <= float(t)).sum())
         out[f"mma_correct_at_{threshold_key(t)}"] = c
-        out[f"mma_at_{threshold_key(t)}"] = c / m if m else 0.0
+        out[f"mma_at_{threshold_key(t)}"] = c / m if m else no_match
 
     n_s1 = int(shared1.sum())
     n_s2 = int(shared2.sum())
     out["n_shared_1"] = n_s1
     out["n_shared_2"] = n_s2
     out["ms_correct"] = int((correct & shared1[ia]).sum())
-    out["matching_score"] = out["ms_correct"] / n_s1 if n_s1 else 0.0
+    out["matching_score"] = (out["ms_correct"] / n_s1 if n_s1 else 0.0) if no_match == 0.0 else float("nan")
 
     r1, r2 = repeatability_counts(proj1, shared1, t_xy, shared2, params.repeatability_px)
     out["n_repeated_1"] = r1

@@ -36,6 +36,9 @@ def degenerate_notes(table: pd.DataFrame, distractor_scenes: int | None) -> list
         if distractor_scenes and "n_distractor_scenes_min" in table.columns and r["n_distractor_scenes_min"] < distractor_scenes:
             notes.append(f"{who}: verification used only {int(r['n_distractor_scenes_min'])} distractor scene(s) for some "
                          f"scene (configured {distractor_scenes}; too few other scenes)")
+        if r.get("pairs_without_keypoints", 0):
+            notes.append(f"{who}: {int(r['pairs_without_keypoints'])} pair(s) with an image without keypoints "
+                         "(no data: left out of the matching means, shown as n/a if no pair is left)")
         if r.get("pairs_without_matches", 0):
             notes.append(f"{who}: {int(r['pairs_without_matches'])} of {int(r['matching_pairs'])} pair(s) without any "
                          "mutual-nearest-neighbour match (their precision and MMA count as 0)")
