@@ -248,10 +248,11 @@ def test_report_has_intervals_and_the_paired_comparison(run):
     work, cfg = run
     report = work / "results" / "demo" / "report"
     table = pd.read_csv(report / "comparison.csv")
-    for m in ("true_map_micro", "true_map_macro_by_scene", "keypoint_verification_ap"):
-        assert ((table[f"{m}_ci_low"] <= table[m]) & (table[m] <= table[f"{m}_ci_high"])).all(), m
+    metrics = ("true_map_micro", "true_map_macro_by_scene", "keypoint_verification_ap", "mma_at_3", "homography_accuracy_at_3")
+    for m in metrics:
+        assert ((table[f"{m}_ci_low"] <= table[m] + 1e-12) & (table[m] <= table[f"{m}_ci_high"] + 1e-12)).all(), m
     sig = pd.read_csv(report / "significance.csv")
-    assert set(sig.metric) == {"true_map_micro", "true_map_macro_by_scene", "keypoint_verification_ap"}
+    assert set(sig.metric) == set(metrics)
     row = sig[sig.metric == "true_map_micro"].iloc[0]
     assert (row.descriptor_a, row.descriptor_b) == ("sift", "rootsift") and row.n_scenes == 2
     assert row.difference == pytest.approx(table.true_map_micro[0] - table.true_map_micro[1])

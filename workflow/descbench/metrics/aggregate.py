@@ -232,13 +232,22 @@ def pooled_verification_ap(lists: list[tuple[np.ndarray, np.ndarray]], conventio
 
 
 def matching_scene_values(pairs: pd.DataFrame) -> pd.DataFrame:
+    """Per-scene means over pairs, and per scene the sums behind the dataset's mean over pairs of
+    MMA at 3 px and homography accuracy at 3 px (``*_sum`` / ``n_matching_pairs``: the bootstrap
+    over scenes recomputes those means exactly; NaN pairs, without keypoints, count in neither)."""
     g = pairs.groupby("scene", sort=True)
-    return pd.DataFrame({
+    out = pd.DataFrame({
         "mean_precision": g.precision.mean(),
         "matching_score": g.matching_score.mean(),
         "repeatability": g.repeatability.mean(),
         "mean_matches": g.n_matches.mean(),
-    }).reset_index()
+    })
+    if "mma_at_3" in pairs.columns:
+        out["mma_at_3_sum"] = g.mma_at_3.sum()  # pandas' sum skips NaN
+        out["n_mma_pairs"] = g.mma_at_3.count()
+    out["homography_accurate_at_3"] = g.corner_error.apply(lambda e: int((e <= 3.0).sum()))
+    out["n_matching_pairs"] = g.size()
+    return out.reset_index()
 
 
 def features_per_image(pairs: pd.DataFrame) -> float:

@@ -154,6 +154,8 @@ CI_METRICS = {
     "true_map_micro": ("sum_ap", "n_relevant_queries"),
     "true_map_macro_by_scene": ("true_map", None),
     "keypoint_verification_ap": ("keypoint_verification_ap", None),
+    "mma_at_3": ("mma_at_3_sum", "n_mma_pairs"),
+    "homography_accuracy_at_3": ("homography_accurate_at_3", "n_matching_pairs"),
 }
 
 
@@ -165,6 +167,8 @@ def scene_num_den(scenes: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.nda
         return None
     num = scenes[num_col].to_numpy(np.float64)
     if den_col is not None:
+        if den_col not in scenes.columns:
+            return None
         return num, scenes[den_col].to_numpy(np.float64)
     ok = np.isfinite(num)
     return np.where(ok, num, 0.0), ok.astype(np.float64)
