@@ -74,3 +74,44 @@ def test_two_by_two_sweep_in_one_run_and_one_table(tmp_path):
     assert q["sift-grid-2"] < q["sift-grid-0"] and q["sift-grid-1"] <= q["sift-grid-0"]
     print(t[["descriptor", "keypoint_set", "sweep", "sweep:border_px", "sweep:params.contrast_threshold", "true_map_micro",
              "true_map_micro_ci_low", "true_map_micro_ci_high", "total_queries_processed"]].to_markdown(index=False))
+
+
+@pytest.mark.e2e
+def test_scoring_sweep_reuses_the_descriptors_and_scores_side_by_side(tmp_path):
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg["scenes"] = ["i_rocket", "v_coins"]
+    cfg["matching"]["enabled"] = False
+    cfg["keypoint_sets"]["sift"]["max_keypoints"] = 300
+    cfg["descriptors"] = {"sift": {"family": "sift"}}
+    cfg["sweeps"] = {"tau": {"descriptor": "sift", "grid": {"scoring.tau_px": [1.0, 5.0]}}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    smk = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path)]
+    dry = subprocess.run(smk + ["-n"], capture_output=True, text=True, timeout=600)
+    assert dry.returncode == 0, dry.stderr[-2000:]
+    from test_workflow import job_counts
+
+    counts = job_counts(dry.stdout + dry.stderr)
+    assert counts["descriptors"] == 1 and counts["score"] == 3 and counts["distractors"] == 3, counts  # features once (1 batch)
+    res = subprocess.run(smk + ["--cores", "2"], capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    t = pd.read_csv(tmp_path / "results" / "demo" / "report" / "comparison.csv").set_index("descriptor")
+    assert t["sweep:scoring.tau_px"].loc[["sift-tau-0", "sift-tau-1"]].tolist() == [1.0, 5.0]
+    # a larger tolerance gives more queries a ground truth: fewer are excluded
+    q = t.total_queries_excluded
+    assert q["sift-tau-0"] > q["sift"] > q["sift-tau-1"]  # tau 1 < 3 (default) < 5
+    assert not (tmp_path / "results/demo/descriptors/sift/sift-tau-0").exists()
+
+
+@pytest.mark.parametrize("descs, sweeps, message", [
+    ({"t": {"family": "sift", "overrides": {"scoring": {"tauu": 2}}}}, {}, r"unknown config key 'descriptors\.t\.overrides\.scoring\.tauu'"),
+    ({"t": {"family": "sift", "overrides": {"scoring": {"tau_px": -1}}}}, {}, r"descriptors\.t\.overrides\.scoring\.tau_px"),
+    ({"t": {"family": "sift", "overrides": {"matching": {"enabled": False}}}}, {}, r"other than 'enabled'"),
+    ({"t": {"family": "sift", "overrides": {"report": {}}}}, {}, r"unknown config key 'descriptors\.t\.overrides\.report'"),
+    ({"t": {"family": "rootsift", "features_of": "sift"}}, {}, r"descriptors\.t\.features_of: 'sift' computes other descriptors"),
+    ({}, {"b": {"keypoint_set": "sift", "grid": {"scoring.tau_px": [1.0]}}}, r"sweeps\.b\.grid\.scoring\.tau_px: scoring settings are swept per descriptor"),
+    ({"t": {"family": "sift", "overrides": {"scoring": {"gt": "all_within_tau", "tie_policy": "half"}}}}, {}, r"only for|defined"),
+])
+def test_bad_overrides_name_the_key(descs, sweeps, message):
+    cfg = {**BASE, "descriptors": {**BASE["descriptors"], **descs}, "sweeps": sweeps}
+    with pytest.raises(ConfigError, match=message):
+        validate_config(cfg, SCHEMA)

@@ -162,8 +162,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--scoring", required=True, help="scoring config (JSON)")
     p.add_argument("--verification", default="null", help="verification config (JSON), null: disabled")
     p.add_argument("--matching", default="null", help="matching config (JSON), null: disabled")
+    p.add_argument("--features-of", default=None, help="read this descriptor's files (a scoring variant's base)")
 
     p = sub.add_parser("distractors", help="draw every scene's distractor keypoints of one descriptor into one file")
+    p.add_argument("--features-of", default=None, help="read this descriptor's files (a scoring variant's base)")
     p.add_argument("--results-root", type=Path, required=True, help="<results_dir>/<dataset tag>")
     p.add_argument("--batches", required=True, help="JSON {batch: [scenes]} of every evaluated scene")
     p.add_argument("--keypoint-set", required=True)
@@ -246,9 +248,9 @@ def run(a: argparse.Namespace) -> None:
                               json.loads(a.keypoint_set_spec))
     elif a.cmd == "score":
         stages.score_batch(_paths(a), a.scene_root, a.batch, a.keypoint_set, a.descriptor, json.loads(a.scoring),
-                           json.loads(a.verification), json.loads(a.matching))
+                           json.loads(a.verification), json.loads(a.matching), a.features_of)
     elif a.cmd == "distractors":
-        stages.build_distractor_bank(_paths(a), a.keypoint_set, a.descriptor, json.loads(a.verification), a.out)
+        stages.build_distractor_bank(_paths(a), a.keypoint_set, a.descriptor, json.loads(a.verification), a.out, a.features_of)
     elif a.cmd == "report":
         from descbench.paths import ResultPaths, scene_batches
         from descbench.report.table import entry_files, write

@@ -117,10 +117,52 @@ def validate_config(config: dict | None, schema_path: Path | str) -> dict:
         for e in jsonschema.Draft202012Validator(pdef).iter_errors(spec["params"]):
             where = ".".join(str(p) for p in e.absolute_path)
             raise ConfigError(f"invalid config value at 'keypoint_sets.{name}.params.{where}': {e.message}")
+    _check_overrides(schema, cfg)
     _check_consistency(cfg)
+    for name in cfg.get("descriptors", {}):
+        _check_consistency(effective_config(cfg, name))  # the cross-key rules hold for every variant
     # the expansion, next to the results (descbench.sweeps: the table's sweep columns)
     cfg["sweeps"] = {name: {**spec, "variants": variants[name]} for name, spec in sweeps.items()}
     return cfg
+
+
+OVERRIDABLE = ("scoring", "verification", "matching")
+
+
+def effective_config(cfg: dict, descriptor: str) -> dict:
+    """The config a descriptor is evaluated with: its ``overrides`` merged into the scoring,
+    verification and matching sections (the one place they are merged; rules and report use it)."""
+    over = cfg["descriptors"][descriptor].get("overrides") or {}
+    if not over:
+        return cfg
+    out = dict(cfg)
+    for section, values in over.items():
+        out[section] = {**cfg[section], **values}
+    return out
+
+
+def _check_overrides(schema: dict, cfg: dict) -> None:
+    descs = cfg.get("descriptors", {})
+    for name, spec in descs.items():
+        where = f"descriptors.{name}"
+        for section, values in (spec.get("overrides") or {}).items():
+            if section not in OVERRIDABLE:
+                raise ConfigError(f"unknown config key '{where}.overrides.{section}'; allowed: {', '.join(OVERRIDABLE)}")
+            if not isinstance(values, dict) or "enabled" in values or "threads" in values:
+                raise ConfigError(f"{where}.overrides.{section}: a mapping of {section} settings other than 'enabled' "
+                                  "and 'threads' (whether a task runs, and a job's threads, are the same for every descriptor)")
+            node = schema["properties"][section]
+            merged = _check_unknown_and_fill(schema, node, {**cfg[section], **values}, f"{where}.overrides.{section}.")
+            for e in jsonschema.Draft202012Validator(node).iter_errors(merged):
+                path = ".".join(str(x) for x in e.absolute_path)
+                raise ConfigError(f"invalid config value at '{where}.overrides.{section}.{path}': {e.message}")
+        base = spec.get("features_of")
+        if base is not None:
+            if base not in descs or descs[base].get("features_of"):
+                raise ConfigError(f"{where}.features_of: '{base}' must name a descriptor that computes its own features")
+            if (spec["family"], spec["params"]) != (descs[base]["family"], descs[base]["params"]):
+                raise ConfigError(f"{where}.features_of: '{base}' computes other descriptors (family or params differ); "
+                                  "a descriptor reusing its files must have the same family and params")
 
 
 DETECTION_KEYS = ("mode", "border_px", "max_keypoints", "params")

@@ -601,7 +601,8 @@ def distractors_from_files(scene: str, all_scenes: list[str], verification: dict
     return _take_rows(draws, descriptor, load)[scene]
 
 
-def build_distractor_bank(paths: ResultPaths, kpset: str, descriptor: str, verification: dict, out: Path) -> None:
+def build_distractor_bank(paths: ResultPaths, kpset: str, descriptor: str, verification: dict, out: Path,
+                          features: str | None = None) -> None:
     """The distractor keypoints of every scene of one (keypoint set, descriptor), in one file.
 
     One row per drawn keypoint: ``target_scene`` (whose distractor it is), ``distractor_scene``,
@@ -610,14 +611,15 @@ def build_distractor_bank(paths: ResultPaths, kpset: str, descriptor: str, verif
     descriptor files (each is read once here, and the DAG gets one input instead of ~20).
     """
     all_scenes = [s for ss in paths.batches.values() for s in ss]
+    files_of = features or descriptor  # a scoring variant reads its base descriptor's files
     draw_params = {k: verification[k] for k in DRAW_KEYS}
 
-    def load(o):
-        f = read_features(Path(paths.keypoints(kpset, o)), Path(paths.descriptors(kpset, descriptor, o)))
-        return f.by_image, f.dmeta, paths.descriptors(kpset, descriptor, o)
+    def load(o):  # `features`: the descriptor whose files a scoring variant reuses (descriptors.<d>.features_of)
+        f = read_features(Path(paths.keypoints(kpset, o)), Path(paths.descriptors(kpset, files_of, o)))
+        return f.by_image, f.dmeta, paths.descriptors(kpset, files_of, o)
 
-    draws = draw_all(all_scenes, all_scenes, draw_params, lambda o: image_counts(Path(paths.descriptors(kpset, descriptor, o))))
-    taken = _take_rows(draws, descriptor, load)
+    draws = draw_all(all_scenes, all_scenes, draw_params, lambda o: image_counts(Path(paths.descriptors(kpset, files_of, o))))
+    taken = _take_rows(draws, files_of, load)
     cols: dict[str, list] = {"target_scene": [], "distractor_scene": [], "image": [], "row": []}
     blocks = []
     for target in all_scenes:
@@ -631,7 +633,7 @@ def build_distractor_bank(paths: ResultPaths, kpset: str, descriptor: str, verif
     if blocks:
         desc = np.concatenate(blocks)
     else:  # no distractor at all (a single scene): keep the dtype/width of this descriptor
-        first = read_features(Path(paths.keypoints(kpset, all_scenes[0])), Path(paths.descriptors(kpset, descriptor, all_scenes[0])))
+        first = read_features(Path(paths.keypoints(kpset, all_scenes[0])), Path(paths.descriptors(kpset, files_of, all_scenes[0])))
         desc = first.by_image[1][:0]
     table = io.descriptors_table(np.concatenate(cols["image"]) if cols["image"] else np.zeros(0, np.int8), desc)
     table = table.append_column("target_scene", pa.array(cols["target_scene"], pa.string()))
@@ -693,7 +695,7 @@ def describe_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str,
 
 
 def score_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, descriptor: str,
-                scoring: dict, verification: dict | None, matching: dict | None) -> None:
+                scoring: dict, verification: dict | None, matching: dict | None, features: str | None = None) -> None:
     """Every enabled task (keypoint retrieval; verification + keypoint retrieval with distractors,
     from the distractor bank; matching + classifier) on every scene of a batch, in one process:
     each scene's features are read once and shared by the tasks."""
@@ -703,7 +705,8 @@ def score_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, de
         bank = read_distractor_bank(Path(paths.distractor_bank(kpset, descriptor)), all_scenes, verification, descriptor)
     for scene in paths.batches[batch]:
         scene_dir = Path(scene_root) / scene
-        f = read_features(Path(paths.keypoints(kpset, scene)), Path(paths.descriptors(kpset, descriptor, scene)))
+        # `features`: a scoring variant reads its base descriptor's files (descriptors.<d>.features_of)
+        f = read_features(Path(paths.keypoints(kpset, scene)), Path(paths.descriptors(kpset, features or descriptor, scene)))
         # one screen product per row block for all tasks; each task's timing file gets its share
         sp = scene_pass(scene_dir, f, scoring, bank[scene] if bank is not None else None, verification, matching)
         now = time.perf_counter

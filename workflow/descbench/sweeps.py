@@ -12,7 +12,11 @@ gives the keypoint sets ``sift-border-0`` .. ``sift-border-3``: copies of ``sift
 combination (the grid's product, first key slowest, values in the order given), each a new name,
 so no variant ever replaces another's results (nor the base's, which stays as configured).
 Descriptors that evaluate the base set evaluate every variant; a swept descriptor keeps the base
-descriptor's ``keypoint_sets``. The comparison table carries, per row, the sweep's name and one
+descriptor's ``keypoint_sets``. Paths starting with ``scoring.``, ``verification.`` or
+``matching.`` (descriptor sweeps only) sweep how the descriptor is evaluated: they go into the
+variant's ``overrides`` (:func:`descbench.config.effective_config`), and a variant that differs
+from its base only there reuses the base's descriptor files (``features_of``), so only the
+scoring jobs run again. The comparison table carries, per row, the sweep's name and one
 column per swept path (``sweep:border_px``, ``sweep:params.contrast_threshold``), and the
 expansion is recorded in the validated config under ``sweeps.<name>.variants``.
 
@@ -26,6 +30,9 @@ import copy
 import itertools
 
 from descbench.errors import ConfigError
+
+# Grid paths starting with these sweep how a descriptor is evaluated (descriptors.<d>.overrides).
+SCORING_SECTIONS = ("scoring", "verification", "matching")
 
 
 def _set_path(spec: dict, path: str, value, where: str) -> None:
@@ -55,8 +62,8 @@ def expand_sweeps(config: dict) -> tuple[dict, dict]:
     if not sweeps:
         return config, {}
     cfg = copy.deepcopy(config)
-    kpsets = cfg.setdefault("keypoint_sets", {})
-    descs = cfg.setdefault("descriptors", {})
+    kpsets = cfg.get("keypoint_sets") or {}  # absent sections keep their defaults (then no base is found)
+    descs = cfg.get("descriptors") or {}
     recorded = {}
     for name, sweep in sweeps.items():
         where = f"sweeps.{name}"
@@ -75,8 +82,18 @@ def expand_sweeps(config: dict) -> tuple[dict, dict]:
             if vname in pool:
                 raise ConfigError(f"{where}: variant name '{vname}' is already used; rename the sweep or that {kind.replace('_', ' ')}")
             spec = copy.deepcopy(pool[base])
+            scoring_only = kind == "descriptor" and all(p.split(".")[0] in SCORING_SECTIONS for p in values)
             for path, value in values.items():
-                _set_path(spec, path, value, f"{where}.grid")
+                section = path.split(".")[0]
+                if section in SCORING_SECTIONS:  # a scoring setting of this descriptor's evaluation
+                    if kind != "descriptor":
+                        raise ConfigError(f"{where}.grid.{path}: scoring settings are swept per descriptor "
+                                          "(sweeps.<name>.descriptor), not per keypoint set")
+                    _set_path(spec.setdefault("overrides", {}), path, value, f"{where}.grid")
+                else:
+                    _set_path(spec, path, value, f"{where}.grid")
+            if scoring_only:  # same descriptors: the variant reuses the base's files
+                spec["features_of"] = base
             pool[vname] = spec
             recorded[name][vname] = values
             if kind == "keypoint_set":  # descriptors that list the base set evaluate its variants too

@@ -4,7 +4,7 @@ import shlex
 import time
 from pathlib import Path
 
-from descbench.config import combinations, validate_config
+from descbench.config import combinations, effective_config, validate_config
 from descbench.keypoints.sets import global_top_n, root_detector_spec, set_sources
 from descbench.datasets import dataset_tag, experiment_name, list_scenes, scene_root
 from descbench.datasets.layout import TARGET_IMAGES, scene_files
@@ -150,21 +150,35 @@ def batch_json(wildcards):
     return as_json({wildcards.batch: BATCHES[wildcards.batch]})
 
 
+def features_of(descriptor):
+    """The descriptor whose files a descriptor's scoring reads: itself, or its base (features_of)."""
+    return CFG["descriptors"][descriptor].get("features_of") or descriptor
+
+
+def features_arg(wildcards):
+    base = CFG["descriptors"][wildcards.descriptor].get("features_of")
+    return f"--features-of {shlex.quote(base)}" if base else ""
+
+
+def section_json(section, descriptor):
+    """A descriptor's effective scoring / verification / matching section (its overrides merged;
+    descbench.config.effective_config), as the scoring job's JSON; null when the task is off."""
+    sec = effective_config(CFG, descriptor)[section]
+    if section == "scoring":
+        return as_json({k: v for k, v in sec.items() if k != "threads"})
+    return as_json({k: v for k, v in sec.items() if k != "enabled"}) if sec["enabled"] else "null"
+
+
 def score_feature_inputs(wildcards):
     """The batch's keypoints and descriptors, and (verification) the distractor bank of its
     (keypoint set, descriptor), which is built from every scene's descriptors."""
     out = {
         "keypoints": PATHS.keypoints_dir(wildcards.kpset, wildcards.batch),
-        "descriptors": PATHS.descriptors_dir(wildcards.kpset, wildcards.descriptor, wildcards.batch),
+        "descriptors": PATHS.descriptors_dir(wildcards.kpset, features_of(wildcards.descriptor), wildcards.batch),
     }
     if CFG["verification"]["enabled"]:
         out["distractors"] = PATHS.distractor_bank(wildcards.kpset, wildcards.descriptor)
     return out
-
-
-def task_json(task):
-    """A task's config section for the scoring job (JSON), or null when the task is disabled."""
-    return as_json({k: v for k, v in CFG[task].items() if k != "enabled"}) if CFG[task]["enabled"] else "null"
 
 
 def results_root(levels):

@@ -33,9 +33,11 @@ rule score:
         results_root=results_root(3),  # <root>/scores/<kpset>/<descriptor>/<batch>
         # every batch: the distractor draw depends on the whole scene list
         batches=as_json(BATCHES),
-        scoring=as_json({k: v for k, v in CFG["scoring"].items() if k != "threads"}),
-        verification=task_json("verification"),
-        matching=task_json("matching"),
+        # the descriptor's effective settings (its overrides: a sweep over scoring parameters)
+        scoring=lambda wc: section_json("scoring", wc.descriptor),
+        verification=lambda wc: section_json("verification", wc.descriptor),
+        matching=lambda wc: section_json("matching", wc.descriptor),
+        features=features_arg,
         numba_cache=NUMBA_CACHE,
     log:
         str(RES / "logs" / "score" / "{kpset}" / "{descriptor}" / "{batch}.log"),
@@ -52,7 +54,7 @@ rule score:
         "export NUMBA_NUM_THREADS={threads} {params.numba_cache}; python -m descbench score --results-root {params.results_root} --scene-root {params.scene_root} "
         "--batches {params.batches:q} --batch {wildcards.batch} --keypoint-set {wildcards.kpset} "
         "--descriptor {wildcards.descriptor} --scoring {params.scoring:q} --verification {params.verification:q} "
-        "--matching {params.matching:q} --threads {threads} > {log} 2>&1"
+        "--matching {params.matching:q} {params.features} --threads {threads} > {log} 2>&1"
 
 
 # Every scene's distractor keypoints of one (keypoint set, descriptor), drawn once: the scoring
@@ -60,13 +62,15 @@ rule score:
 rule distractors:
     input:
         keypoints=[PATHS.keypoints_dir("{kpset}", b) for b in BATCHES],
-        descriptors=[PATHS.descriptors_dir("{kpset}", "{descriptor}", b) for b in BATCHES],
+        descriptors=lambda wc: [PATHS.descriptors_dir(wc.kpset, features_of(wc.descriptor), b) for b in BATCHES],
     output:
         PATHS.distractor_bank("{kpset}", "{descriptor}"),
     params:
         results_root=results_root(2),  # <root>/distractors/<kpset>/<descriptor>.parquet
         batches=as_json(BATCHES),
-        draw=as_json({k: CFG["verification"][k] for k in ("seed", "distractor_scenes", "distractors_per_scene")}),
+        draw=lambda wc: as_json({k: effective_config(CFG, wc.descriptor)["verification"][k]
+                                 for k in ("seed", "distractor_scenes", "distractors_per_scene")}),
+        features=features_arg,
     log:
         str(RES / "logs" / "distractors" / "{kpset}" / "{descriptor}.log"),
     benchmark:
@@ -79,4 +83,4 @@ rule distractors:
     shell:
         "python -m descbench distractors --results-root {params.results_root} --batches {params.batches:q} "
         "--keypoint-set {wildcards.kpset} --descriptor {wildcards.descriptor} --verification {params.draw:q} "
-        "--out {output} > {log} 2>&1"
+        "{params.features} --out {output} > {log} 2>&1"

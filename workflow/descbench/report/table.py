@@ -22,6 +22,7 @@ from descbench.metrics.aggregate import (
     matching_scene_values, matching_summary, metadata_string, pooled_verification_ap, scene_table, summarize,
     verification_scene_values, verification_summary,
 )
+from descbench.config import effective_config
 from descbench.paths import ResultPaths
 from descbench.report.summary import degenerate_notes
 from descbench.sweeps import sweep_columns
@@ -124,11 +125,12 @@ def build(entries: list[Entry], cfg: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
         pairs, metas = load_pairs(e.pairs)
         summary = summarize(pairs)
         scenes = scene_table(pairs)
-        vsummary, vscenes = _verification(e, cfg)
+        ecfg = effective_config(cfg, e.descriptor) if e.descriptor in cfg.get("descriptors", {}) else cfg  # its overrides
+        vsummary, vscenes = _verification(e, ecfg)
         summary.update(vsummary)
         if vscenes is not None:
             scenes = scenes.merge(vscenes, on="scene", how="left", validate="one_to_one")
-        msummary, mscenes = _matching(e, cfg)
+        msummary, mscenes = _matching(e, ecfg)
         summary.update(msummary)
         if mscenes is not None:
             scenes = scenes.merge(mscenes, on="scene", how="left", validate="one_to_one")
