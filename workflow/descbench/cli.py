@@ -173,19 +173,20 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--verification", required=True, help="the draw: JSON {seed, distractor_scenes, distractors_per_scene}")
     p.add_argument("--out", type=Path, required=True)
 
+    def run_args(p):
+        """The whole run a report-stage command reads: every combination on every scene."""
+        p.add_argument("--results-root", type=Path, required=True, help="<results_dir>/<experiment>")
+        p.add_argument("--combos", required=True, help="JSON list of [keypoint_set, descriptor]")
+        p.add_argument("--scenes", required=True, help="JSON list of scenes")
+        p.add_argument("--config", required=True, help="the validated config (JSON)")
+
     p = sub.add_parser("report", help="comparison table across descriptors and keypoint sets")
-    p.add_argument("--results-root", type=Path, required=True, help="<results_dir>/<dataset tag>")
-    p.add_argument("--combos", required=True, help="JSON list of [keypoint_set, descriptor]")
-    p.add_argument("--scenes", required=True, help="JSON list of scenes")
-    p.add_argument("--config", required=True, help="the validated config (JSON)")
+    run_args(p)
     p.add_argument("--provenance", required=True)
     p.add_argument("--out-dir", type=Path, required=True)
 
     p = sub.add_parser("plots", help="the run's figures (PNG + SVG) from the result files")
-    p.add_argument("--results-root", type=Path, required=True, help="<results_dir>/<dataset tag>")
-    p.add_argument("--combos", required=True, help="JSON list of [keypoint_set, descriptor]")
-    p.add_argument("--scenes", required=True, help="JSON list of scenes")
-    p.add_argument("--config", required=True, help="the validated config (JSON)")
+    run_args(p)
     p.add_argument("--report-dir", type=Path, required=True)
     p.add_argument("--out-dir", type=Path, required=True)
 

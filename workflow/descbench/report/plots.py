@@ -7,6 +7,7 @@ definition and parameters; the HTML report shows it under the figure.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -70,6 +71,125 @@ def _key(t) -> str:
     return threshold_key(t)
 
 
+@dataclass(frozen=True)
+class Run:
+    """What every figure reads: the result files, the comparison table and the styles."""
+
+    paths: ResultPaths
+    combos: list[tuple[str, str]]
+    cfg: dict
+    report_dir: Path
+    table: pd.DataFrame
+    styles: dict
+
+    def rows(self, task: str, kind: str):
+        """(keypoint set, descriptor, every scene's rows of ``<task>/<...>/<scene>.<kind>``) per
+        combination; nothing when the task is disabled."""
+        if task != "scores" and not self.cfg[task]["enabled"]:
+            return
+        where = {"scores": self.paths.score, "verification": self.paths.verification, "matching": self.paths.matching}[task]
+        for ks, d in self.combos:
+            yield ks, d, _rows([where(ks, d, s, kind) for s in self.paths.scenes])
+
+
+def draw_mma(run: Run, plt):
+    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
+    if run.cfg["matching"]["enabled"]:
+        plot_mma(run.table, run.styles, run.cfg["matching"]["mma_thresholds"], axes)
+    axes[-1].legend(fontsize=8)
+    return fig
+
+
+def draw_homography_accuracy(run: Run, plt):
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    grid = np.linspace(0, 10, 101)
+    for ks, d, pairs in run.rows("matching", "pairs.parquet"):
+        err = pairs.corner_error.to_numpy(float)
+        ax.plot(grid, [(err <= t).mean() for t in grid], **run.styles[(d, ks)])
+    ax.set(xlabel="corner error threshold (px)", ylabel="fraction of pairs", ylim=(0, 1.02))
+    ax.legend(fontsize=8)
+    return fig
+
+
+def draw_roc(run: Run, plt):
+    fig, ax = plt.subplots(figsize=(5, 5))
+    fpr_grid = np.linspace(0, 1, 201)
+    for ks, d, roc in run.rows("matching", "roc.parquet"):
+        mean = mean_roc(roc[roc.matcher == "threshold"], fpr_grid)
+        if mean is not None:
+            ax.plot(fpr_grid, mean, **run.styles[(d, ks)])
+    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=0.8)
+    ax.set(xlabel="false positive rate", ylabel="true positive rate", xlim=(0, 1), ylim=(0, 1))
+    ax.legend(fontsize=8, loc="lower right")
+    return fig
+
+
+def draw_verification_pr(run: Run, plt):
+    fig, ax = plt.subplots(figsize=(5.5, 4))
+    for ks, d, lst in run.rows("verification", "list.parquet"):
+        order = np.argsort(lst.distance.to_numpy(), kind="stable")
+        pos = (lst.label.to_numpy()[order] == 1).astype(float)
+        if pos.sum():
+            tp = np.cumsum(pos)
+            ax.plot(tp / pos.sum(), tp / np.arange(1, len(pos) + 1), **run.styles[(d, ks)])
+    ax.set(xlabel="recall", ylabel="precision", xlim=(0, 1), ylim=(0, 1.02))
+    ax.legend(fontsize=8)
+    return fig
+
+
+def draw_per_scene_map(run: Run, plt):
+    per_scene = pd.read_csv(run.report_dir / "per_scene.csv")
+    order = per_scene.groupby("scene").true_map.mean().sort_values()
+    fig, axes = plt.subplots(1, 2, figsize=(12, max(3, 0.18 * len(order) / 2 + 1.5)))
+    for ax, prefix, title in zip(axes, ("i_", "v_"), ("illumination scenes", "viewpoint scenes")):
+        names = [s for s in order.index if s.startswith(prefix)]
+        for (d, ks), g in per_scene.groupby(["descriptor", "keypoint_set"], sort=False):
+            g = g.set_index("scene").reindex(names)
+            st = run.styles[(d, ks)]
+            ax.plot(g.true_map, np.arange(len(names)), "o", color=st["color"], ms=4, label=st["label"],
+                    fillstyle="full" if st["linestyle"] == "-" else "none")
+        ax.set_yticks(np.arange(len(names)), names, fontsize=7)
+        ax.set(title=title, xlabel="true mAP", xlim=(0, 1))
+    axes[1].legend(fontsize=8)
+    return fig
+
+
+RANK_BINS = np.array([1, 2, 3, 4, 5, 6, 11, 21, 51, np.inf])
+RANK_LABELS = ["1", "2", "3", "4", "5", "6-10", "11-20", "21-50", ">50"]
+
+
+def draw_rank_histogram(run: Run, plt):
+    fig, ax = plt.subplots(figsize=(6, 4))
+    width = 0.8 / max(1, len(run.combos))
+    for i, (ks, d, q) in enumerate(run.rows("scores", "queries.parquet")):
+        r = q["rank"].to_numpy(float)
+        r = r[np.isfinite(r)]
+        st = run.styles[(d, ks)]
+        ax.bar(np.arange(len(RANK_LABELS)) + i * width, np.histogram(r, bins=RANK_BINS)[0] / max(1, len(r)), width=width,
+               color=st["color"], label=st["label"], hatch=None if st["linestyle"] == "-" else "//")
+    ax.set_xticks(np.arange(len(RANK_LABELS)) + 0.4 - width / 2, RANK_LABELS)
+    ax.set(xlabel="rank of the ground truth", ylabel="fraction of queries (R = 1)")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def draw_keypoint_stats(run: Run, plt):
+    stats = pd.read_csv(run.report_dir / "keypoint_stats.csv")
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
+    axes[0].bar(stats.keypoint_set, stats.keypoints_per_image_mean, color="tab:grey")
+    axes[0].set(ylabel="mean keypoints per image")
+    axes[1].bar(stats.keypoint_set, stats.repeatability, color="tab:grey")
+    axes[1].set(ylabel=f"repeatability at {run.cfg['matching']['repeatability_px']:g} px", ylim=(0, 1))
+    for ax in axes:
+        ax.tick_params(axis="x", rotation=30, labelsize=8)
+    return fig
+
+
+DRAW = {"mma": draw_mma, "homography_accuracy": draw_homography_accuracy, "roc": draw_roc,
+        "verification_pr": draw_verification_pr, "per_scene_map": draw_per_scene_map,
+        "rank_histogram": draw_rank_histogram, "keypoint_stats": draw_keypoint_stats}
+
+
 def make_figures(paths: ResultPaths, combos: list[tuple[str, str]], cfg: dict, report_dir: Path, out_dir: Path) -> list[Path]:
     """Write every figure of :data:`FIGURES` (PNG + SVG) into ``out_dir``; returns the PNG paths."""
     import matplotlib
@@ -81,102 +201,9 @@ def make_figures(paths: ResultPaths, combos: list[tuple[str, str]], cfg: dict, r
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     table = pd.read_csv(Path(report_dir) / "comparison.csv")
-    styles = _style(table)
-    scenes = paths.scenes
-    mat, ver = cfg["matching"]["enabled"], cfg["verification"]["enabled"]
-
-    fig, axes = plt.subplots(1, 3, figsize=(13, 3.8), sharey=True)
-    if mat:
-        plot_mma(table, styles, cfg["matching"]["mma_thresholds"], axes)
-    axes[-1].legend(fontsize=8)
-    _save(fig, out_dir, "mma")
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    grid = np.linspace(0, 10, 101)
-    for ks, d in combos:
-        if not mat:
-            break
-        err = _rows([paths.matching(ks, d, s, "pairs.parquet") for s in scenes]).corner_error.to_numpy(float)
-        ax.plot(grid, [(err <= t).mean() for t in grid], **styles[(d, ks)])
-    ax.set(xlabel="corner error threshold (px)", ylabel="fraction of pairs", ylim=(0, 1.02))
-    ax.legend(fontsize=8)
-    _save(fig, out_dir, "homography_accuracy")
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(5, 5))
-    fpr_grid = np.linspace(0, 1, 201)
-    for ks, d in combos:
-        if not mat:
-            break
-        roc = _rows([paths.matching(ks, d, s, "roc.parquet") for s in scenes])
-        mean = mean_roc(roc[roc.matcher == "threshold"], fpr_grid)
-        if mean is not None:
-            ax.plot(fpr_grid, mean, **styles[(d, ks)])
-    ax.plot([0, 1], [0, 1], color="grey", linestyle="--", linewidth=0.8)
-    ax.set(xlabel="false positive rate", ylabel="true positive rate", xlim=(0, 1), ylim=(0, 1))
-    ax.legend(fontsize=8, loc="lower right")
-    _save(fig, out_dir, "roc")
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(5.5, 4))
-    for ks, d in combos:
-        if not ver:
-            break
-        lst = _rows([paths.verification(ks, d, s, "list.parquet") for s in scenes])
-        order = np.argsort(lst.distance.to_numpy(), kind="stable")
-        pos = (lst.label.to_numpy()[order] == 1).astype(float)
-        if pos.sum() == 0:
-            continue
-        tp = np.cumsum(pos)
-        ax.plot(tp / pos.sum(), tp / np.arange(1, len(pos) + 1), **styles[(d, ks)])
-    ax.set(xlabel="recall", ylabel="precision", xlim=(0, 1), ylim=(0, 1.02))
-    ax.legend(fontsize=8)
-    _save(fig, out_dir, "verification_pr")
-    plt.close(fig)
-
-    per_scene = pd.read_csv(Path(report_dir) / "per_scene.csv")
-    order = per_scene.groupby("scene").true_map.mean().sort_values()
-    fig, axes = plt.subplots(1, 2, figsize=(12, max(3, 0.18 * len(order) / 2 + 1.5)))
-    for ax, prefix, title in zip(axes, ("i_", "v_"), ("illumination scenes", "viewpoint scenes")):
-        names = [s for s in order.index if s.startswith(prefix)]
-        for (d, ks), g in per_scene.groupby(["descriptor", "keypoint_set"], sort=False):
-            g = g.set_index("scene").reindex(names)
-            st = styles[(d, ks)]
-            ax.plot(g.true_map, np.arange(len(names)), "o", color=st["color"], ms=4, label=st["label"],
-                    fillstyle="full" if st["linestyle"] == "-" else "none")
-        ax.set_yticks(np.arange(len(names)), names, fontsize=7)
-        ax.set(title=title, xlabel="true mAP", xlim=(0, 1))
-    axes[1].legend(fontsize=8)
-    _save(fig, out_dir, "per_scene_map")
-    plt.close(fig)
-
-    fig, ax = plt.subplots(figsize=(6, 4))
-    bins = np.array([1, 2, 3, 4, 5, 6, 11, 21, 51, np.inf])
-    labels = ["1", "2", "3", "4", "5", "6-10", "11-20", "21-50", ">50"]
-    width = 0.8 / max(1, len(combos))
-    for i, (ks, d) in enumerate(combos):
-        q = _rows([paths.score(ks, d, s, "queries.parquet") for s in scenes])
-        r = q["rank"].to_numpy(float)
-        r = r[np.isfinite(r)]
-        hist = np.histogram(r, bins=bins)[0] / max(1, len(r))
-        st = styles[(d, ks)]
-        ax.bar(np.arange(len(labels)) + i * width, hist, width=width, color=st["color"], label=st["label"],
-               hatch=None if st["linestyle"] == "-" else "//")
-    ax.set_xticks(np.arange(len(labels)) + 0.4 - width / 2, labels)
-    ax.set(xlabel="rank of the ground truth", ylabel="fraction of queries (R = 1)")
-    ax.legend(fontsize=8)
-    _save(fig, out_dir, "rank_histogram")
-    plt.close(fig)
-
-    stats = pd.read_csv(Path(report_dir) / "keypoint_stats.csv")
-    fig, axes = plt.subplots(1, 2, figsize=(10, 3.5))
-    axes[0].bar(stats.keypoint_set, stats.keypoints_per_image_mean, color="tab:grey")
-    axes[0].set(ylabel="mean keypoints per image")
-    axes[1].bar(stats.keypoint_set, stats.repeatability, color="tab:grey")
-    axes[1].set(ylabel=f"repeatability at {cfg['matching']['repeatability_px']:g} px", ylim=(0, 1))
-    for ax in axes:
-        ax.tick_params(axis="x", rotation=30, labelsize=8)
-    _save(fig, out_dir, "keypoint_stats")
-    plt.close(fig)
+    run = Run(paths, combos, cfg, Path(report_dir), table, _style(table))
+    for name in FIGURES:
+        fig = DRAW[name](run, plt)
+        _save(fig, out_dir, name)
+        plt.close(fig)
     return [out_dir / f"{n}.png" for n in FIGURES]
