@@ -181,6 +181,9 @@ def keypoint_statistics(paths: ResultPaths, scene_root: Path, kpsets: dict, repe
     io.write_table(pa.Table.from_pandas(table, preserve_index=False), out_dir / "keypoint_stats.parquet", meta)
     io.write_text(out_dir / "keypoint_stats.csv", table.to_csv(index=False))
     io.write_text(out_dir / "keypoint_stats.md", to_markdown(table))
+    from descbench.report.table import html_page
+
+    io.write_text(out_dir / "keypoint_stats.html", html_page("Keypoint sets", table))
 
 
 def export_keypoints(paths: ResultPaths, name: str, out: Path) -> None:

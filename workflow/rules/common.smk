@@ -186,8 +186,9 @@ def results_root(levels):
     return lambda wildcards, output: str(Path(output[0]).parents[levels])
 
 
-REPORT_FILES = ("comparison.csv", "comparison.md", "comparison.parquet", "per_scene.csv", "per_scene.parquet",
-                "significance.csv", "significance.md", "significance.parquet", "provenance.json")
+REPORT_FILES = ("comparison.csv", "comparison.md", "comparison.parquet", "comparison.html", "per_scene.csv", "per_scene.parquet",
+                "per_scene.html", "significance.csv", "significance.md", "significance.parquet", "significance.html",
+                "provenance.json")
 
 
 RUN_STARTED = time.time()
@@ -207,15 +208,15 @@ def print_run_summary():
 
 from descbench.report.figures import FIGURES as PLOTS  # noqa: E402  (names only: plotting imports are the job's)
 
-KEYPOINT_STATS_FILES = ("keypoint_stats.csv", "keypoint_stats.md", "keypoint_stats.parquet")
+KEYPOINT_STATS_FILES = ("keypoint_stats.csv", "keypoint_stats.md", "keypoint_stats.parquet", "keypoint_stats.html")
 
 
 # Files shown in `snakemake --report` (Tables, Plots), with their captions (absolute: the rules
 # that list them live in several files).
 CAPTIONS_DIR = Path(workflow.basedir) / "workflow" / "descbench" / "report" / "captions"
 # Files shown in `snakemake --report` (Tables), with their captions.
-REPORT_TABLES = {"comparison.csv": "table_comparison", "significance.csv": "table_significance",
-                 "per_scene.csv": "table_per_scene", "keypoint_stats.csv": "table_keypoint_stats"}
+REPORT_TABLES = {"comparison.html": "table_comparison", "significance.html": "table_significance",
+                 "per_scene.html": "table_per_scene", "keypoint_stats.html": "table_keypoint_stats"}
 
 
 def _in_report(name):

@@ -235,6 +235,14 @@ def to_markdown(table: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
+def html_page(title: str, table: pd.DataFrame) -> str:
+    """A table as a self-contained HTML page (numbers to 4 decimals, NaN as n/a)."""
+    body = table.to_html(index=False, na_rep="n/a", float_format=lambda v: f"{v:.4f}", border=0, classes="descbench")
+    style = ("<style>body{font-family:sans-serif;font-size:12px} table{border-collapse:collapse} "
+             "td,th{padding:2px 6px;border-bottom:1px solid #ddd;text-align:right} th{position:sticky;top:0;background:#f4f4f4}</style>")
+    return f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>{style}</head><body><h3>{title}</h3>{body}</body></html>\n"
+
+
 def significance_markdown(sig: pd.DataFrame) -> str:
     cols = ["keypoint_set", "metric", "descriptor_a", "descriptor_b", "difference", "ci_low", "ci_high", "p_value", "n_scenes"]
     lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
@@ -265,6 +273,10 @@ def write(entries: list[Entry], cfg: dict, out_dir: Path, provenance_params: dic
     io.write_table(pa.Table.from_pandas(table.drop(columns=["processing_time_ms"]), preserve_index=False), out_dir / "comparison.parquet", meta)
     io.write_table(pa.Table.from_pandas(scenes, preserve_index=False), out_dir / "per_scene.parquet", meta)
     io.write_text(out_dir / "comparison.csv", table.to_csv(index=False))
+    # the HTML report (snakemake --report) shows these pages inline
+    io.write_text(out_dir / "comparison.html", html_page("Comparison", table.drop(columns=["metadata"], errors="ignore")))
+    io.write_text(out_dir / "significance.html", html_page("Paired comparisons", sig))
+    io.write_text(out_dir / "per_scene.html", html_page("Per-scene values", scenes))
     io.write_text(out_dir / "per_scene.csv", scenes.to_csv(index=False))
     notes = degenerate_notes(table, cfg["verification"]["distractor_scenes"] if cfg["verification"]["enabled"] else None)
     io.write_text(out_dir / "comparison.md", to_markdown(table) + ("\nNot plain results:\n\n" + "".join(f"- {n}\n" for n in notes)
