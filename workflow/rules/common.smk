@@ -1,4 +1,5 @@
 # Config validation, paths, input functions and wildcard constraints.
+import functools
 import json
 import shlex
 import time
@@ -160,6 +161,7 @@ def features_arg(wildcards):
     return f"--features-of {shlex.quote(base)}" if base else ""
 
 
+@functools.cache  # one JSON per (section, descriptor), not one per scoring job at DAG build
 def section_json(section, descriptor):
     """A descriptor's effective scoring / verification / matching section (its overrides merged;
     descbench.config.effective_config), as the scoring job's JSON; null when the task is off."""

@@ -42,17 +42,41 @@ def homography_jacobian(H: np.ndarray, xy: np.ndarray) -> tuple[np.ndarray, np.n
     return p, J, front
 
 
+def map_frames(H: np.ndarray, xy: np.ndarray, angle: np.ndarray, size: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Keypoint frames mapped through H: (angle in degrees [0, 360), size), float64, per point.
+
+    With ``(a, b, w) = H [x, y, 1]`` and ``(u, v) = (a/w, b/w)``, the Jacobian is
+    ``J = [[h00 - u h20, h01 - u h21], [h10 - v h20, h11 - v h21]] / w``; the angle (OpenCV
+    convention: degrees, image coordinates, direction ``(cos, sin)``) maps to the direction of
+    ``J (cos, sin)`` and the size to ``size * sqrt|det J|``. An undefined angle (< 0, e.g. GFTT,
+    FAST) stays -1. The one definition: the projected detection mode and the ``closest_oriented``
+    ground truth (:mod:`descbench.metrics.retrieval`) both use it.
+    """
+    xy = np.asarray(xy, dtype=np.float64).reshape(-1, 2)
+    H = np.asarray(H, dtype=np.float64)
+    x, y = xy[:, 0], xy[:, 1]
+    a = H[0, 0] * x + H[0, 1] * y + H[0, 2]
+    b = H[1, 0] * x + H[1, 1] * y + H[1, 2]
+    w = H[2, 0] * x + H[2, 1] * y + H[2, 2]
+    with np.errstate(divide="ignore", invalid="ignore"):
+        u, v = a / w, b / w
+        j00, j01 = (H[0, 0] - u * H[2, 0]) / w, (H[0, 1] - u * H[2, 1]) / w
+        j10, j11 = (H[1, 0] - v * H[2, 0]) / w, (H[1, 1] - v * H[2, 1]) / w
+        th = np.deg2rad(np.asarray(angle, dtype=np.float64))
+        c, s = np.cos(th), np.sin(th)
+        ang = np.rad2deg(np.arctan2(j10 * c + j11 * s, j00 * c + j01 * s)) % 360.0
+        out_size = np.asarray(size, dtype=np.float64) * np.sqrt(np.abs(j00 * j11 - j01 * j10))
+    ang = np.where(np.asarray(angle) < 0, -1.0, ang)
+    return ang, out_size
+
+
 def project_keypoints(kps: ImageKeypoints, H: np.ndarray, width: int, height: int, border_px: float,
                       sift_octave: bool = False) -> ImageKeypoints:
     """Image 1's keypoints ``kps`` as seen in image k (``H = H_1_k``, image k of ``width`` x ``height``)."""
-    p, J, front = homography_jacobian(H, kps.xy)
-    scale = np.sqrt(np.abs(np.linalg.det(J))) if len(kps) else np.zeros(0)
-    a = np.deg2rad(kps.angle.astype(np.float64))
-    d = np.einsum("nij,nj->ni", J, np.stack([np.cos(a), np.sin(a)], axis=1)) if len(kps) else np.zeros((0, 2))
-    angle = np.mod(np.rad2deg(np.arctan2(d[:, 1], d[:, 0])), 360.0)
+    p, _, front = homography_jacobian(H, kps.xy)
+    angle, size = map_frames(H, kps.xy, kps.angle, kps.size)
     angle = np.where(angle >= np.float32(360.0), 0.0, angle)  # 359.99999... rounds to 360 in float32
-    angle = np.where(kps.angle < 0, -1.0, angle)
-    size = (kps.size * scale).astype(np.float32)
+    size = np.where(front, size, 0.0).astype(np.float32)  # behind the camera: dropped below
     x, y = p[:, 0].astype(np.float32), p[:, 1].astype(np.float32)
     if sift_octave:
         from descbench.keypoints.sift import sift_octave_from_size

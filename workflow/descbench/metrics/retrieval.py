@@ -87,30 +87,11 @@ GT_MODES = ("closest", "all_within_tau", "closest_group", "closest_oriented")
 
 
 def projected_frames(H: np.ndarray, q_xy: np.ndarray, q_angle: np.ndarray, q_size: np.ndarray):
-    """q's frame mapped through H: (angle in degrees [0, 360), size) per query.
+    """q's frame mapped through H: (angle in degrees [0, 360), size) per query
+    (:func:`descbench.keypoints.projected.map_frames`, the one definition)."""
+    from descbench.keypoints.projected import map_frames
 
-    With ``(a, b, w) = H [x, y, 1]`` and ``(u, v) = (a/w, b/w)``, the Jacobian is
-    ``J = [[h00 - u h20, h01 - u h21], [h10 - v h20, h11 - v h21]] / w``; the angle (OpenCV
-    convention: degrees, image coordinates, direction ``(cos, sin)``) maps to the direction of
-    ``J (cos, sin)`` and the size to ``size * sqrt|det J|``. An undefined angle (< 0, e.g. GFTT,
-    FAST) stays -1.
-    """
-    xy = np.asarray(q_xy, dtype=np.float64).reshape(-1, 2)
-    H = np.asarray(H, dtype=np.float64)
-    x, y = xy[:, 0], xy[:, 1]
-    a = H[0, 0] * x + H[0, 1] * y + H[0, 2]
-    b = H[1, 0] * x + H[1, 1] * y + H[1, 2]
-    w = H[2, 0] * x + H[2, 1] * y + H[2, 2]
-    with np.errstate(divide="ignore", invalid="ignore"):
-        u, v = a / w, b / w
-        j00, j01 = (H[0, 0] - u * H[2, 0]) / w, (H[0, 1] - u * H[2, 1]) / w
-        j10, j11 = (H[1, 0] - v * H[2, 0]) / w, (H[1, 1] - v * H[2, 1]) / w
-        th = np.deg2rad(np.asarray(q_angle, dtype=np.float64))
-        c, s = np.cos(th), np.sin(th)
-        ang = np.rad2deg(np.arctan2(j10 * c + j11 * s, j00 * c + j01 * s)) % 360.0
-        size = np.asarray(q_size, dtype=np.float64) * np.sqrt(np.abs(j00 * j11 - j01 * j10))
-    ang = np.where(np.asarray(q_angle) < 0, -1.0, ang)
-    return ang, size
+    return map_frames(H, q_xy, q_angle, q_size)
 
 
 def nearest_sets(proj: np.ndarray, target_xy: np.ndarray, nn_idx: np.ndarray, active: np.ndarray, tau_px: float):
