@@ -76,3 +76,42 @@ def test_single_metric_interval_coverage():
         lo, hi = bootstrap_ci(num, den, BootstrapParams(resamples=400, seed=t))
         covered += lo <= 0.6 <= hi
     assert 0.88 <= covered / 300 <= 0.99, covered / 300
+
+
+def test_two_stage_interval_against_a_direct_loop_and_by_simulation():
+    from descbench.metrics.bootstrap import two_stage_ci
+    from descbench.metrics.kernels import two_stage_sums
+
+    rng = np.random.default_rng(5)
+    vals = [rng.uniform(0, 1, n) for n in (3, 0, 7, 5)]
+    p = BootstrapParams(resamples=300, level=0.9, seed=4)
+    draws = scene_draws(4, p)
+    offsets = np.array([0, 3, 3, 10, 15])
+    num, den = two_stage_sums(np.concatenate(vals), offsets, draws, 6)
+    # the definition for draw b: the drawn scenes' values redrawn; den = sum of their sizes
+    assert np.array_equal(den, np.array([sum(len(vals[s]) for s in row) for row in draws], float))
+    assert np.all(num <= den + 1e-12) and np.all(num >= 0)
+    lo, hi = two_stage_ci(vals, p)
+    assert (lo, hi) == pytest.approx(tuple(np.percentile(num[den > 0] / den[den > 0], [5, 95])))
+    assert two_stage_ci(vals, p) == (lo, hi)  # seeded
+    # a scene with one query per draw: the within-scene redraw changes nothing
+    one = [np.array([0.2]), np.array([0.9]), np.array([0.4])]
+    assert two_stage_ci(one, p) == pytest.approx(bootstrap_ci([0.2, 0.9, 0.4], [1, 1, 1], p))
+    # hierarchical data, 30 scenes: scene means ~ N(0.6, tau), queries ~ N(scene mean, 0.2). The
+    # two-stage interval covers the true 0.6 like the scene interval (the percentile bootstrap
+    # undercovers a little on 30 scenes: ~0.92 both, measured over 600 datasets) and is wider on
+    # average; with tau = 0 (all variance within scenes) it counts that variance twice: ~sqrt(2)x
+    for tau, min_ratio in ((0.08, 1.0), (0.0, 1.25)):
+        covered, w1, w2 = 0, [], []
+        for t in range(150):
+            sims = [rng.normal(m, 0.2, rng.integers(5, 40)) for m in rng.normal(0.6, tau, 30)]
+            q = BootstrapParams(resamples=300, seed=t)
+            lo2, hi2 = two_stage_ci(sims, q)
+            lo1, hi1 = bootstrap_ci([s.sum() for s in sims], [s.size for s in sims], q)
+            covered += lo2 <= 0.6 <= hi2
+            w1.append(hi1 - lo1)
+            w2.append(hi2 - lo2)
+        ratio = np.mean(w2) / np.mean(w1)
+        print(f"tau={tau}: two-stage coverage {covered / 150:.3f}, width ratio {ratio:.2f}")
+        assert 0.86 <= covered / 150 <= 1.0
+        assert min_ratio <= ratio <= 1.6

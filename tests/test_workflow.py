@@ -9,6 +9,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -295,3 +296,24 @@ def test_html_report_holds_the_tables_and_every_captioned_plot(run):
         assert name in html, name
     for phrase in ("vertical averaging", "Mean matching accuracy", "paired permutation p-value", "Tables", "Plots"):
         assert phrase in html, phrase
+
+
+def test_two_stage_interval_reads_the_query_files_of_the_run(run):
+    """statistics.resample_queries: the per-query APs the report would resample are exactly the
+    queries behind true_map_micro (their mean is the table's value) and the interval holds it."""
+    import copy
+
+    from descbench.metrics.bootstrap import BootstrapParams, two_stage_ci
+    from descbench.report.table import entry_files, query_aps
+
+    work, cfg = run
+    table = pd.read_csv(work / "results" / "demo" / "report" / "comparison.csv")
+    on = copy.deepcopy(cfg)
+    on["statistics"]["resample_queries"] = True
+    entry = entry_files(result_paths(work, cfg), "sift", "sift", cfg["scenes"], on)
+    assert entry_files(result_paths(work, cfg), "sift", "sift", cfg["scenes"], cfg).queries == []  # off: not read
+    aps = query_aps(entry.queries)
+    assert len(aps) == 2 and all(a.size > 0 for a in aps)
+    assert np.concatenate(aps).mean() == pytest.approx(table.true_map_micro[0], rel=1e-12)
+    lo, hi = two_stage_ci(aps, BootstrapParams(resamples=500))
+    assert lo <= table.true_map_micro[0] <= hi

@@ -670,3 +670,32 @@ def group_query_scores(indptr, dexact, less, equal, policy, ks, recall_ks):
         for t in range(recall_ks.shape[0]):
             rec[i, t] = _first_hit_prob(policy, L, n, g, recall_ks[t])
     return ap, hit, rec, n_closer, n_tied, rank
+
+
+# --------------------------------------------------------------------------- bootstrap
+
+
+@njit(cache=True)
+def two_stage_sums(values, offsets, scene_draws, seed):
+    """Sums of a two-stage bootstrap: scenes drawn by ``scene_draws`` [B, S], then in each drawn
+    scene s its n_s values (``values[offsets[s]:offsets[s+1]]``) drawn n_s times with replacement.
+
+    Returns ``(num float64[B], den float64[B])``: the sum of the drawn values and their count.
+    The within-scene draws use numba's Mersenne Twister seeded with ``seed`` (one sequential
+    stream, so the result is the same on every run and platform).
+    """
+    np.random.seed(seed)
+    n_res, n_scenes = scene_draws.shape
+    num = np.zeros(n_res)
+    den = np.zeros(n_res)
+    for b in range(n_res):
+        for j in range(n_scenes):
+            s = scene_draws[b, j]
+            lo = offsets[s]
+            n = offsets[s + 1] - lo
+            acc = 0.0
+            for _ in range(n):
+                acc += values[lo + np.random.randint(0, n)]
+            num[b] += acc
+            den[b] += n
+    return num, den

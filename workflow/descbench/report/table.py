@@ -17,7 +17,7 @@ import pandas as pd
 import pyarrow as pa
 
 from descbench import io
-from descbench.metrics.bootstrap import BootstrapParams, bootstrap_ci, paired_comparison
+from descbench.metrics.bootstrap import BootstrapParams, bootstrap_ci, paired_comparison, two_stage_ci
 from descbench.metrics.aggregate import (
     matching_scene_values, matching_summary, metadata_string, pooled_verification_ap, scene_table, summarize,
     verification_scene_values, verification_summary,
@@ -53,10 +53,12 @@ class Entry:
     classifier: list[Path] = field(default_factory=list)
     roc: list[Path] = field(default_factory=list)
     matching_timings: list[Path] = field(default_factory=list)
+    queries: list[Path] = field(default_factory=list)  # read only for statistics.resample_queries
+    scenes: list[str] = field(default_factory=list)  # the scene of each per-scene file, in order
 
     def all_files(self) -> list[str]:
         groups = (self.pairs, self.timings, self.verification, self.verification_lists, self.verification_timings,
-                  self.matching, self.classifier, self.roc, self.matching_timings)
+                  self.matching, self.classifier, self.roc, self.matching_timings, self.queries)
         return [str(p) for g in groups for p in g]
 
 
@@ -76,6 +78,9 @@ def entry_files(paths: ResultPaths, keypoint_set: str, descriptor: str, scenes: 
         classifier=[Path(paths.matching(ks, d, s, "classifier.parquet")) for s in scenes] if mat else [],
         roc=[Path(paths.matching(ks, d, s, "roc.parquet")) for s in scenes] if mat else [],
         matching_timings=[Path(paths.matching(ks, d, s, "timing.json")) for s in scenes] if mat else [],
+        queries=[Path(paths.score(ks, d, s, "queries.parquet")) for s in scenes]
+        if cfg["statistics"].get("resample_queries") else [],
+        scenes=list(scenes),
     )
 
 
@@ -90,6 +95,15 @@ def load_pairs(paths: list[Path]) -> tuple[pd.DataFrame, list[dict]]:
 
 def load_rows(paths: list[Path], schema: pa.Schema) -> pd.DataFrame:
     return pd.concat([io.read_table(p, schema)[0].to_pandas() for p in paths], ignore_index=True)
+
+
+def query_aps(paths: list[Path]) -> list[np.ndarray]:
+    """Per scene file, the APs of its queries that have one (R = 1; NaN = no relevant item)."""
+    out = []
+    for p in paths:
+        ap = io.column_array(io.read_table(p, io.QUERIES)[0].column("ap"))
+        out.append(ap[np.isfinite(ap)])
+    return out
 
 
 def _verification(e: Entry, cfg: dict) -> tuple[dict, pd.DataFrame | None]:
@@ -176,8 +190,11 @@ def scene_num_den(scenes: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.nda
     return np.where(ok, num, 0.0), ok.astype(np.float64)
 
 
-def add_intervals(table: pd.DataFrame, scene_tables: list[pd.DataFrame], params: BootstrapParams) -> pd.DataFrame:
-    """``<metric>_ci_low`` / ``_ci_high`` columns (percentile bootstrap over scenes)."""
+def add_intervals(table: pd.DataFrame, scene_tables: list[pd.DataFrame], params: BootstrapParams,
+                  query_values: list[list[np.ndarray]] | None = None) -> pd.DataFrame:
+    """``<metric>_ci_low`` / ``_ci_high`` columns (percentile bootstrap over scenes); with
+    ``query_values`` (per entry, per scene in the order of its scene table: the query APs) also
+    ``true_map_micro_ci2_low`` / ``_ci2_high``, the two-stage interval (scenes, then queries)."""
     for metric in CI_METRICS:
         lows, highs = [], []
         for scenes in scene_tables:
@@ -188,6 +205,10 @@ def add_intervals(table: pd.DataFrame, scene_tables: list[pd.DataFrame], params:
         if metric in table.columns:  # appended: the lead columns keep the seed's layout
             table[f"{metric}_ci_low"] = lows
             table[f"{metric}_ci_high"] = highs
+    if query_values is not None:
+        two = [two_stage_ci(v, params) for v in query_values]
+        table["true_map_micro_ci2_low"] = [lo for lo, _ in two]
+        table["true_map_micro_ci2_high"] = [hi for _, hi in two]
     return table
 
 
@@ -261,7 +282,11 @@ def write(entries: list[Entry], cfg: dict, out_dir: Path, provenance_params: dic
     params = BootstrapParams(resamples=st["bootstrap_resamples"], level=st["ci_level"], seed=st["seed"])
     per_entry = [scenes[(scenes.descriptor == d) & (scenes.keypoint_set == k)].reset_index(drop=True)
                  for d, k in zip(table.descriptor, table.keypoint_set)]
-    table = add_intervals(table, per_entry, params)
+    query_values = None
+    if st.get("resample_queries"):
+        by_entry = {(e.keypoint_set, e.descriptor): dict(zip(e.scenes, query_aps(e.queries))) for e in entries}
+        query_values = [[by_entry[(k, d)][s] for s in sc.scene] for d, k, sc in zip(table.descriptor, table.keypoint_set, per_entry)]
+    table = add_intervals(table, per_entry, params, query_values)
     sig = significance_table(table, per_entry, params)
     out_dir = Path(out_dir)
     meta = io.provenance("report", provenance_params)
