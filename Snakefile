@@ -15,6 +15,7 @@ include: "workflow/rules/keypoints.smk"
 include: "workflow/rules/descriptors.smk"
 include: "workflow/rules/scoring.smk"
 include: "workflow/rules/report.smk"
+include: "workflow/rules/patches.smk"
 
 
 rule all:
@@ -23,4 +24,5 @@ rule all:
         [PATHS.report(f) for f in KEYPOINT_STATS_FILES],
         str(RES / "results.sqlite"),
         [PATHS.report(f"plots/{name}.png") for name in PLOTS],
+        patch_outputs(),
     default_target: True

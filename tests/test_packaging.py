@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from pathlib import Path
 
 import yaml
@@ -25,5 +27,5 @@ def test_conda_env_installs_this_package():
 def test_every_rule_has_log_and_conda():
     for smk in (ROOT / "workflow/rules").glob("*.smk"):
         text = smk.read_text()
-        rules = text.count("\nrule ") + text.count("\n    rule ")
+        rules = len(re.findall(r"^\s*rule \w+:", text, re.M))  # at any nesting (rules inside `if`s)
         assert text.count("log:") == rules and text.count("conda:") == rules, smk.name

@@ -119,6 +119,10 @@ def validate_config(config: dict | None, schema_path: Path | str) -> dict:
             raise ConfigError(f"invalid config value at 'keypoint_sets.{name}.params.{where}': {e.message}")
     _check_overrides(schema, cfg)
     _check_consistency(cfg)
+    if cfg["patches"]["enabled"]:
+        from descbench.patches.stages import check_source
+
+        check_source(cfg)
     for name in cfg.get("descriptors", {}):
         _check_consistency(effective_config(cfg, name))  # the cross-key rules hold for every variant
     # the expansion, next to the results (descbench.sweeps: the table's sweep columns)

@@ -336,3 +336,19 @@ def descriptors_array(table: pa.Table) -> np.ndarray:
     col = table.column("descriptor").combine_chunks()
     d = col.type.list_size
     return column_array(col.flatten()).reshape(len(col), d)
+
+
+# HPatches patch descriptors (descbench.patches.describe): one file per (descriptor, sequence), rows
+# sorted by (type, index); ``type`` indexes descbench.patches.PATCH_TYPES (0 = ref, 1..5 = e1..e5,
+# 6..10 = h1..h5, 11..15 = t1..t5), ``index`` is the patch's row in its strip; plus the column
+# ``descriptor`` (FixedSizeList of float32, or of uint8 packed bits, as descriptors_table).
+PATCH_DESCRIPTORS = pa.schema([("type", pa.int8()), ("index", pa.int32())])
+
+
+def patch_descriptors_table(type_index: np.ndarray, index: np.ndarray, desc: np.ndarray) -> pa.Table:
+    """Patch descriptor rows (schema :data:`PATCH_DESCRIPTORS` + ``descriptor``)."""
+    d = desc.shape[1]
+    value_type = pa.uint8() if desc.dtype == np.uint8 else pa.float32()
+    values = pa.array(np.ascontiguousarray(desc).reshape(-1), type=value_type)
+    return pa.table({"type": pa.array(type_index, type=pa.int8()), "index": pa.array(index, type=pa.int32()),
+                     "descriptor": pa.FixedSizeListArray.from_arrays(values, d)})

@@ -41,6 +41,9 @@ EXE = CFG["execution"]
 BATCHES = scene_batches(SCENES, EXE["scenes_per_job"])
 PATHS = ResultPaths(RES, BATCHES)
 COMBOS = combinations(CFG)
+# The config of the sequence benchmarks' report rules: without the `patches` section, so that
+# turning the patch benchmarks on or changing them never reruns (or replaces) the sequence report.
+CFG_REPORT = {k: v for k, v in CFG.items() if k != "patches"}
 WARMUP_FLAG = Path(CFG["results_dir"]) / ".numba_warmup.done"
 HPATCHES_FLAG = str(Path(CFG["data_dir"]) / "hpatches" / "validated.flag")
 ENV = "../../envs/descbench.yaml"
@@ -53,7 +56,7 @@ def _warn_changed_settings():
     from descbench.report.changes import changed_settings, previous_config
 
     old = previous_config(PATHS.report("provenance.json"))
-    changes = changed_settings(old, CFG) if old else []
+    changes = changed_settings(old, CFG_REPORT) if old else []
     if changes:
         logger.warning(
             f"descbench: these settings changed since {RES}'s last report; the results computed with the old "
@@ -221,10 +224,15 @@ REPORT_TABLES = {"comparison.html": "table_comparison", "significance.html": "ta
                  "per_scene.html": "table_per_scene", "keypoint_stats.html": "table_keypoint_stats"}
 
 
+REPORT_PLOTS = {"patches/patches_map.png": "patches_map"}  # figures of other rules than `plots`
+
+
 def _in_report(name):
     path = PATHS.report(name)
     if name in REPORT_TABLES:
         return report(path, caption=str(CAPTIONS_DIR / f"{REPORT_TABLES[name]}.rst"), category="Tables")
+    if name in REPORT_PLOTS:
+        return report(path, caption=str(CAPTIONS_DIR / f"{REPORT_PLOTS[name]}.rst"), category="Plots")
     return path
 
 
@@ -235,3 +243,81 @@ def report_outputs():
 def report_inputs():
     """Every scoring job's task folders (the report reads their per-scene files, same paths)."""
     return [PATHS.task_dir(t, ks, d, b) for ks, d in COMBOS for b in BATCHES for t in SCORE_TASKS_ON]
+
+
+# ----------------------------------------------------------------------------- patch benchmarks
+# (workflow/rules/patches.smk; descbench.patches)
+from descbench.patches import PATCH_TYPES  # noqa: E402
+
+PATCH_CFG = CFG["patches"]
+PATCHES_ON = PATCH_CFG["enabled"]
+PATCH_FLAG = str(Path(CFG["data_dir"]) / "hpatches" / "patches_validated.flag")
+
+
+def _patch_root_and_sequences():
+    """Where the patch sequences are, and which (`patches.sequences`, default all of the source's):
+    generated from this run's scenes (one folder per scene under the experiment), hpatches-release
+    (116), or your folder's."""
+    src, chosen = PATCH_CFG["source"], PATCH_CFG["sequences"]
+    if src == "generated":
+        root, available = RES / "patches" / "dataset", list(SCENES)
+    elif src == "hpatches_release":
+        from descbench.datasets import hpatches_scenes
+        from descbench.patches.download import PATCHES_ROOT
+
+        root, available = Path(CFG["data_dir"]) / "hpatches" / PATCHES_ROOT, hpatches_scenes("full")
+    else:
+        from descbench.patches.layout import list_patch_sequences
+
+        root = Path(PATCH_CFG["path"])
+        available = list_patch_sequences(root) if root.is_dir() else []
+        if not available:
+            raise WorkflowError(f"descbench config error: patches.path {root} holds no patch sequence folder "
+                                "(hpatches-release layout: <seq>/ref.png, e1.png .. t5.png)")
+    missing = [s for s in (chosen or []) if s not in available]
+    if missing:
+        raise WorkflowError(f"descbench config error: patches.sequences {missing} are not among the {src} patch "
+                            f"sequences ({', '.join(available[:8])}{' ...' if len(available) > 8 else ''})")
+    return root, list(chosen or available)
+
+
+PATCH_ROOT, PATCH_SEQS = _patch_root_and_sequences() if PATCHES_ON else (None, [])
+PATCH_REPORT_FILES = ("hbench.csv", "hbench.md", "hbench.html", "hpatches_benchmark.csv", "hpatches_benchmark.md",
+                      "hpatches_benchmark.html", "patches_map.png", "patches_map.svg", "patches_provenance.json")
+REPORT_TABLES.update({"patches/hbench.html": "table_patches_hbench",
+                      "patches/hpatches_benchmark.html": "table_patches_hpatches_benchmark"})
+
+
+def patch_sequence_files(seq):
+    """The files a patch sequence is made of (generated: the generation job's outputs)."""
+    if PATCH_CFG["source"] == "hpatches_release":
+        return [PATCH_FLAG]
+    files = [str(PATCH_ROOT / seq / f"{t}.png") for t in PATCH_TYPES]
+    return files + [str(PATCH_ROOT / seq / "patches.json")] if PATCH_CFG["source"] == "generated" else files
+
+
+def patch_sequence_inputs(wildcards):
+    out = patch_sequence_files(wildcards.seq)
+    csv = PATCH_CFG["csv"].get(wildcards.pdesc) if hasattr(wildcards, "pdesc") else None
+    if csv:  # new CSV files trigger a rerun
+        out = out + [str(Path(csv["path"]) / wildcards.seq / f"{t}.csv") for t in PATCH_TYPES]
+    return out
+
+
+def patch_describe_args(wildcards):
+    """The descriptor's definition as arguments: a registry family (its spec, so that editing it
+    reruns only its jobs) or a folder of hpatches-benchmark CSV files."""
+    csv = PATCH_CFG["csv"].get(wildcards.pdesc)
+    if csv:
+        return f"--csv-root {shlex.quote(csv['path'])}" + (" --binary-packed" if csv["binary_packed"] else "")
+    spec = {k: v for k, v in CFG["descriptors"][wildcards.pdesc].items() if k in ("family", "params")}
+    return f"--spec {shlex.quote(as_json(spec))} --centre-keypoint {PATCH_CFG['centre_keypoint']}"
+
+
+def patch_outputs():
+    return [PATHS.report(f"patches/{f}") for f in PATCH_REPORT_FILES] if PATCHES_ON else []
+
+
+wildcard_constraints:
+    seq=r"[A-Za-z0-9][A-Za-z0-9_.+-]*",
+    pdesc=r"[A-Za-z0-9][A-Za-z0-9_-]*",

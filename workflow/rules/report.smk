@@ -10,8 +10,8 @@ rule report:
         combos=as_json(COMBOS),
         scenes=as_json(SCENES),
         root=results_root(1),  # <root>/report/comparison.csv
-        config=as_json(CFG),
-        provenance=as_json({"experiment": experiment_name(CFG), "dataset": dataset_tag(CFG), "scenes": SCENES, "config": CFG}),
+        config=as_json(CFG_REPORT),
+        provenance=as_json({"experiment": experiment_name(CFG), "dataset": dataset_tag(CFG), "scenes": SCENES, "config": CFG_REPORT}),
         out_dir=lambda wc, output: str(Path(output[0]).parent),
     log:
         str(RES / "logs" / "report.log"),
@@ -67,7 +67,7 @@ rule plots:
         combos=as_json(COMBOS),
         scenes=as_json(SCENES),
         root=lambda wc, output: str(Path(output[0]).parents[2]),  # <root>/report/plots/x.png
-        config=as_json(CFG),
+        config=as_json(CFG_REPORT),
         report_dir=lambda wc, output: str(Path(output[0]).parents[1]),
         out_dir=lambda wc, output: str(Path(output[0]).parent),
     log:
@@ -92,7 +92,7 @@ rule results_db:
     params:
         report_dir=lambda wc, input: str(Path(input[0]).parent),
         name=experiment_name(CFG),
-        config=as_json(CFG),
+        config=as_json(CFG_REPORT),
         n_scenes=len(SCENES),
         workflow_dir=workflow.basedir,
     log:

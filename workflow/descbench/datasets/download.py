@@ -129,12 +129,13 @@ def fetch_archive(
     raise DownloadError(_all_mirrors_failed_message(failures, dest_dir, names, expected))
 
 
-def find_local_archive(dest_dir: Path | str) -> Path | None:
-    """Return the complete HPatches archive in ``dest_dir`` (``.tar.gz`` first, then ``.zip``).
+def find_local_archive(dest_dir: Path | str, names: tuple[str, ...] = ARCHIVE_NAMES) -> Path | None:
+    """Return the complete archive in ``dest_dir``: the first of ``names`` that exists (default:
+    the HPatches sequences, ``.tar.gz`` first, then ``.zip``).
 
     ``.part`` files are partial downloads and never returned; ``None`` if there is no archive.
     """
-    for name in ARCHIVE_NAMES:
+    for name in names:
         path = Path(dest_dir) / name
         if path.is_file():
             return path

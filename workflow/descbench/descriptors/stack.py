@@ -69,6 +69,12 @@ def stack_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset
 
     blocks = [compute_descriptors(p["family"], p["params"], image_path, kps, kpset, f"stack part {i} ({p['family']})")
               for i, p in enumerate(params["parts"])]
+    return combine_blocks(blocks, params)
+
+
+def combine_blocks(blocks: list[np.ndarray], params: dict) -> np.ndarray:
+    """The parts' rows as one descriptor: binary parts concatenated as bits; float parts each
+    normalised (``block_norm``), weighted, concatenated, then normalised (``final_norm``)."""
     binary = [b.dtype == np.uint8 for b in blocks]
     if all(binary):
         return np.ascontiguousarray(np.concatenate(blocks, axis=1))

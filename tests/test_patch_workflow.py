@@ -1,0 +1,132 @@
+"""End to end: the patch benchmarks (patches.enabled) through snakemake on a tiny demo (2 scenes)."""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+pytestmark = pytest.mark.e2e
+
+SMALL = {
+    "enabled": True,
+    "generate": {"max_patches": 60},
+    "descriptors": ["sift", "rootsift"],
+    "hbench": {"retrieval_sequences": [2], "retrieval_seeds": 1, "retrieval_queries_per_sequence": 10},
+    "hpatches_benchmark": {"splits": ["full", "view"], "verification_pairs": 2000, "retrieval_queries": 40,
+                           "retrieval_distractors": 60},
+}
+
+
+def snakemake(workdir: Path, *args: str, ok: bool = True) -> str:
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
+    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
+    out = res.stdout + res.stderr
+    assert (res.returncode == 0) == ok, out[-4000:]
+    return out
+
+
+def write_config(work: Path, patches: dict, **top) -> None:
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg["scenes"] = ["i_rocket", "v_coins"]
+    cfg["patches"] = {**cfg["patches"], **patches}
+    cfg.update(top)
+    (work / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+
+
+def digests(root: Path) -> dict[str, str]:
+    return {str(p.relative_to(root)): hashlib.sha256(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file() and p.suffix in (".parquet", ".results", ".png", ".benchmark",
+                                                                              ".labels", ".gz")}
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("patches")
+    write_config(work, SMALL)
+    out = snakemake(work, "--cores", "2", "patch_report")
+    return work, out
+
+
+def test_tables_for_both_benchmarks_and_every_descriptor(run):
+    work, _ = run
+    rep = work / "results/demo/report/patches"
+    hb = pd.read_csv(rep / "hbench.csv")
+    assert list(hb.descriptor) == ["sift", "rootsift"]
+    cols = ["matching_all_easy_illum", "matching_all_easy_viewpoint", "matching_all_hard_illum",
+            "matching_all_hard_viewpoint", "retrieval_patch_map_easy", "retrieval_image_map_hard"]
+    assert hb[cols].notna().all().all() and ((hb[cols] >= 0) & (hb[cols] <= 1)).all().all()
+    hp = pd.read_csv(rep / "hpatches_benchmark.csv")
+    assert sorted(zip(hp.descriptor, hp.split)) == sorted([(d, s) for d in ("sift", "rootsift") for s in ("full", "view")])
+    for c in ("verification_balanced_auc", "verification_imbalanced_ap", "matching_map", "retrieval_map"):
+        assert ((hp[c] > 0) & (hp[c] <= 100)).all(), c
+    assert hp[hp.split == "view"].matching_map_i.isna().all()  # no i_ sequence in the view split: n/a, not 0
+    assert "| sift |" in (rep / "hbench.md").read_text()
+    assert (rep / "patches_map.png").stat().st_size > 10_000
+
+
+def test_hbench_results_files_evaluate_to_the_table(run):
+    """The written .results files are read back and evaluated (the path other tools' files take):
+    the per-task mAP equals the table's, and the matching mAP equals a brute force from the
+    descriptors (nearest neighbour by full distance matrix, AP = mean over correct of k/rank)."""
+    from descbench.patches import hbench
+    from descbench.patches.stages import load_descriptors
+
+    work, _ = run
+    res = work / "results/demo"
+    hb = pd.read_csv(res / "report/patches/hbench.csv").set_index("descriptor")
+    tasks = res / "patches/tasks/hbench/matching"
+    descs = load_descriptors(sorted((res / "patches/descriptors/sift").glob("*.parquet")))
+    for bench in sorted(tasks.glob("*.benchmark")):
+        pairs = hbench.read_matching_benchmark(bench)
+        results = hbench.read_matching_results(res / "patches/eval/sift/hbench/matching" / f"{bench.stem}.results")
+        ev = hbench.evaluate_matching({bench.stem: pairs}, {bench.stem: results})
+        assert ev.per_task.mean_ap[0] == pytest.approx(hb.loc["sift", f"matching_{bench.stem}"], abs=1e-12)
+        aps = []
+        for a, b in pairs:
+            (sa, ta), (sb, tb) = a.split("."), b.split(".")
+            da, db = descs[sa][ta].astype(np.float64), descs[sb][tb].astype(np.float64)
+            d = np.sqrt(((da[:, None, :] - db[None, :, :]) ** 2).sum(-1))
+            nn = d.argmin(1)
+            order = np.argsort(d[np.arange(len(d)), nn], kind="stable")
+            correct = (nn == np.arange(len(d)))[order]
+            ranks = np.flatnonzero(correct) + 1
+            aps.append(np.sum(np.arange(1, ranks.size + 1) / ranks) / len(d))
+        assert np.mean(aps) == pytest.approx(ev.per_task.mean_ap[0], abs=1e-9)
+
+
+def test_rerun_is_bit_identical(run, tmp_path):
+    work, _ = run
+    res = work / "results/demo/patches"
+    before = digests(res)
+    assert any(k.endswith(".results") for k in before) and any(k.endswith(".gz") for k in before)
+    other = tmp_path / "again"
+    other.mkdir()
+    write_config(other, SMALL)
+    snakemake(other, "--cores", "2", "patch_report")
+    assert digests(other / "results/demo/patches") == before
+
+
+def test_a_broken_strip_stops_the_run_with_its_name(tmp_path):
+    """source: folder with a strip whose height is not a multiple of 65: the job's own message
+    (file and fix) reaches the terminal."""
+    import cv2
+
+    from descbench.patches import PATCH_TYPES
+
+    folder = tmp_path / "mypatches"
+    for seq in ("i_a", "v_b"):
+        (folder / seq).mkdir(parents=True)
+        for t in PATCH_TYPES:
+            cv2.imwrite(str(folder / seq / f"{t}.png"), np.full((65 * 3, 65), 128, np.uint8))
+    cv2.imwrite(str(folder / "v_b" / "e3.png"), np.full((65 * 3 + 7, 65), 128, np.uint8))
+    write_config(tmp_path, {"enabled": True, "source": "folder", "path": str(folder), "descriptors": ["sift"]})
+    out = snakemake(tmp_path, "--cores", "1", "patch_report", ok=False)
+    assert "v_b/e3.png" in out and "not a multiple of 65" in out

@@ -1,0 +1,289 @@
+"""The patch benchmarks' job steps (called by ``python -m descbench patches <step>`` from
+``workflow/rules/patches.smk``): generate a sequence's patches, describe a sequence, build the
+task files, evaluate one descriptor, write the report tables. Each step is a thin composition of
+the pure modules of :mod:`descbench.patches`; outputs are written atomically.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from descbench import io
+from descbench.errors import ConfigError, DataError
+from descbench.patches import PATCH_TYPES
+from descbench.patches.describe import HPATCHES_BENCHMARK
+
+# How the centre keypoint of a patch is set (patches.centre_keypoint):
+#   hpatches_benchmark: angle -1 and octave 0, exactly hpatches-benchmark's extract_opencv_sift.py
+#                       (for SIFT: a 1 degree rotation and the full-resolution level; the numbers
+#                       are comparable with papers' opencv-sift on HPatches)
+#   upright:            angle 0, the SIFT level derived from the size (descbench's registry rule)
+CENTRE_KEYPOINTS = {"hpatches_benchmark": HPATCHES_BENCHMARK, "upright": {"angle": 0.0, "sift_octave": "size"}}
+
+
+def generate(scene_dir: Path, out_dir: Path, params: dict) -> int:
+    """Patches of one sequence-dataset scene into ``out_dir`` (the sequence's folder)."""
+    from descbench.patches.generate import PatchGenParams, generate_sequence_patches
+
+    return generate_sequence_patches(scene_dir, out_dir, PatchGenParams.from_mapping(params, "patches.generate"))
+
+
+def describe(patch_dir: Path, out: Path, name: str, spec: dict, centre_keypoint: str) -> None:
+    """One descriptor of the 16 strips of one patch sequence -> one Parquet file (``out``)."""
+    from descbench.patches.describe import describe_patches, patch_settings, write_sequence_descriptors
+    from descbench.patches.layout import read_strip, strip_path
+
+    geometry = CENTRE_KEYPOINTS[centre_keypoint]
+    params = spec.get("params", {})
+    key = f"descriptors.{name}.params"
+    descs = {}
+    for t in PATCH_TYPES:
+        path = strip_path(patch_dir, t)
+        descs[t] = describe_patches(read_strip(path), spec["family"], params, where=str(path), config_key=key, **geometry)
+    meta = {"descriptor": name, "sequence": Path(patch_dir).name, "centre_keypoint": centre_keypoint,
+            **patch_settings(spec["family"], params, config_key=key, **geometry)}
+    write_sequence_descriptors(out, descs, meta)
+
+
+def import_csv(csv_root: Path, patch_dir: Path, out: Path, name: str, binary_packed: bool) -> None:
+    """Precomputed descriptors in hpatches-benchmark's layout (``<root>/<seq>/<type>.csv``) of one
+    sequence -> the same Parquet file as :func:`describe` (row counts checked against the strips)."""
+    from descbench.patches.describe import read_hpatches_csv, write_sequence_descriptors
+    from descbench.patches.layout import sequence_patch_count
+
+    seq = Path(patch_dir).name
+    descs = read_hpatches_csv(csv_root, seq, sequence_patch_count(patch_dir), binary_packed=binary_packed)
+    write_sequence_descriptors(out, descs, {"descriptor": name, "sequence": seq, "source": "hpatches_csv",
+                                            "csv_root": str(csv_root), "binary_packed": binary_packed})
+
+
+def load_descriptors(files: list[Path]) -> dict[str, dict[str, np.ndarray]]:
+    """sequence -> type -> [N, D] from the per-sequence Parquet files (one descriptor); all files
+    must hold one dtype and dimension."""
+    from descbench.patches.describe import read_sequence_descriptors
+
+    out, kinds = {}, set()
+    for f in files:
+        descs, meta = read_sequence_descriptors(f)
+        seq = meta["params"]["sequence"]
+        out[seq] = descs
+        kinds.add((descs["ref"].dtype.str, descs["ref"].shape[1]))
+    if len(kinds) > 1:
+        raise DataError(f"the patch descriptor files {files[0].parent} hold different kinds {sorted(kinds)} "
+                        "(dtype, dimension); rebuild them with one descriptor definition")
+    return out
+
+
+def check_source(cfg: dict) -> None:
+    """Config rules of the ``patches`` section that span keys (called at validation)."""
+    p = cfg["patches"]
+    if p["source"] == "folder" and not p.get("path"):
+        raise ConfigError("patches.source 'folder' needs patches.path: the directory holding your patch sequence folders "
+                          "(hpatches-release layout: <seq>/ref.png, e1.png .. t5.png)")
+    from descbench.patches.generate import PatchGenParams
+
+    PatchGenParams.from_mapping(p["generate"], "patches.generate")
+    for name in p["descriptors"]:
+        if name not in cfg["descriptors"] and name not in p["csv"]:
+            raise ConfigError(f"patches.descriptors lists '{name}', which is neither in descriptors: nor in patches.csv:; "
+                              f"define it there (available: {', '.join(sorted(cfg['descriptors']))})")
+        if name in cfg["descriptors"]:
+            fam = cfg["descriptors"][name].get("family")
+            from descbench.patches.describe import NOT_ON_PATCHES
+
+            if fam in NOT_ON_PATCHES:
+                raise ConfigError(f"patches.descriptors: '{name}' (family {fam}) cannot describe patches: {NOT_ON_PATCHES[fam]}")
+
+
+def write_json(path: Path, obj) -> None:
+    io.write_text(path, json.dumps(obj, sort_keys=True, indent=1, default=str) + "\n")
+
+
+# ----------------------------------------------------------------------------- task files
+
+
+def hbench_sequences(sequences: list[str], split: str) -> list[str]:
+    """The sequences of HBench's task files: all of them, or HPatches split a's train / test list
+    (HBench's train_* / test_* files) among those present."""
+    if split == "all":
+        return list(sequences)
+    from descbench.patches.hpbench import load_splits
+
+    chosen = [s for s in load_splits()["a"][split] if s in set(sequences)]
+    if not chosen:
+        raise ConfigError(f"patches.hbench.split '{split}' selects HPatches split a's {split} sequences, and none of them is "
+                          f"among this dataset's {len(sequences)} patch sequences; use split: all")
+    return chosen
+
+
+def build_hbench_tasks(out_dir: Path, sequences: list[str], counts: dict[str, int], hcfg: dict) -> None:
+    """HBench's task files: the four matching ``.benchmark`` files (seed 002) and the retrieval
+    ``.benchmark`` / ``.labels`` files (seed 003) for every pool size and seed, easy and hard."""
+    from descbench.patches import hbench
+
+    seqs = hbench_sequences(sequences, hcfg["split"])
+    hbench.write_matching_benchmarks(out_dir / "matching", seqs, split=hcfg["split"])
+    for n in hcfg["retrieval_sequences"]:
+        if n > len(seqs):
+            raise ConfigError(f"patches.hbench.retrieval_sequences asks for pools of {n} sequences, but the "
+                              f"{hcfg['split']} sequences are {len(seqs)}; lower it")
+        for seed in range(hcfg["retrieval_seeds"]):
+            for jitter in ("e", "h"):
+                hbench.write_retrieval_task(out_dir / "retrieval", hcfg["split"], seqs, counts, n, seed, jitter,
+                                            queries_per_sequence=hcfg["retrieval_queries_per_sequence"])
+
+
+def build_tasks(patch_root: Path, sequences: list[str], pcfg: dict, out_dir: Path) -> None:
+    """Every enabled benchmark's task files into ``out_dir`` (``hbench/``, ``hpatches_benchmark/``)
+    and ``counts.json`` (patches per sequence)."""
+    from descbench.patches.layout import sequence_patch_count
+
+    out_dir = Path(out_dir)
+    counts = {s: sequence_patch_count(Path(patch_root) / s) for s in sequences}
+    if pcfg["hbench"]["enabled"]:
+        build_hbench_tasks(out_dir / "hbench", sequences, counts, pcfg["hbench"])
+    if pcfg["hpatches_benchmark"]["enabled"]:
+        build_hpbench_tasks(out_dir / "hpatches_benchmark", Path(patch_root), sequences, counts, pcfg["hpatches_benchmark"],
+                            pcfg["source"])
+    write_json(out_dir / "counts.json", counts)
+
+
+# ----------------------------------------------------------------------------- evaluation
+
+
+def evaluate_hbench(tasks_dir: Path, descs: dict, out_dir: Path) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
+    """HBench for one descriptor: ``.results`` files written in the seeds' formats, then read
+    back and evaluated (the path other tools' files take). Returns the summary rows and the
+    per-pair / per-query tables."""
+    from descbench.patches import hbench
+
+    n_patches = hbench.patch_counts(descs)
+    rows, per_pair, per_query = [], [], []
+    bench_files = sorted((tasks_dir / "matching").glob("*.benchmark"))
+    tasks = {f.stem: hbench.read_matching_benchmark(f) for f in bench_files}
+    results = {}
+    for task, pairs in tasks.items():
+        path = hbench.write_matching_results(out_dir / "matching" / f"{task}.results",
+                                             hbench.compute_matching_results(pairs, descs))
+        results[task] = hbench.read_matching_results(path, n_patches, pairs)
+    if tasks:
+        ev = hbench.evaluate_matching(tasks, results, n_patches)
+        per_pair.append(ev.per_pair)
+        for r in ev.per_task.itertuples():
+            rows.append({"benchmark": "hbench_matching", "task": r.task, "metric": "map", "value": r.mean_ap, "n": r.n_pairs})
+            rows.append({"benchmark": "hbench_matching", "task": r.task, "metric": "map_2nn_ratio",
+                         "value": r.mean_ap_2nn_ratio, "n": r.n_pairs})
+    for f in sorted((tasks_dir / "retrieval").glob("*.benchmark")):
+        bench = hbench.read_retrieval_benchmark(f)
+        labels = hbench.read_retrieval_labels(f.with_suffix(".labels"))
+        path = hbench.write_retrieval_results(out_dir / "retrieval" / f"{f.stem}.results",
+                                              hbench.compute_retrieval_results(bench, descs))
+        ev = hbench.evaluate_retrieval(bench, labels, hbench.read_retrieval_results(path), n_patches)
+        per_query.append(ev.per_query.assign(task=f.stem))
+        n = len(ev.per_query)
+        rows.append({"benchmark": "hbench_retrieval", "task": f.stem, "metric": "patch_map", "value": ev.patch_map, "n": n})
+        rows.append({"benchmark": "hbench_retrieval", "task": f.stem, "metric": "image_map", "value": ev.image_map, "n": n})
+    detail = {"hbench_matching_pairs": pd.concat(per_pair, ignore_index=True) if per_pair else pd.DataFrame(),
+              "hbench_retrieval_queries": pd.concat(per_query, ignore_index=True) if per_query else pd.DataFrame()}
+    return pd.DataFrame(rows, columns=["benchmark", "task", "metric", "value", "n"]), detail
+
+
+def hpbench_split(name: str, sequences: list[str]) -> dict:
+    """A split of hpatches-benchmark: HPatches' own list when all its test sequences are here
+    (names from splits.json, file order), else the dataset's full / illum / view (make_splits)."""
+    from descbench.patches import hpbench
+
+    shipped = hpbench.load_splits()
+    present = set(sequences)
+    if name in shipped and set(shipped[name]["test"]) <= present:
+        return {"name": name, "test": list(shipped[name]["test"])}
+    own = hpbench.make_splits(sequences)
+    if name not in own:
+        raise ConfigError(f"patches.hpatches_benchmark.splits: split '{name}' is not available for these "
+                          f"{len(sequences)} patch sequences (splits a/b/c need their 40 HPatches test sequences; "
+                          f"available: {', '.join(sorted(own))})")
+    return own[name]
+
+
+def shipped_retrieval_applies(source: str, name: str, split: dict) -> bool:
+    """Whether hpatches-benchmark's official retrieval files index this data: hpatches-release
+    patches and an HPatches split with all its sequences (their indices are hpatches-release's)."""
+    from descbench.patches import hpbench
+
+    shipped = hpbench.load_splits()
+    return source == "hpatches_release" and name in shipped and list(split["test"]) == list(shipped[name]["test"])
+
+
+def build_hpbench_tasks(out_dir: Path, patch_root: Path, sequences: list[str], counts: dict[str, int], hcfg: dict,
+                        source: str) -> None:
+    """hpatches-benchmark's task CSVs (gzip) per split: verification lists drawn as its gen_verif
+    (RandomState(42)), retrieval as its gen_retrieval unless the official files apply
+    (:func:`shipped_retrieval_applies`); ``splits.json`` records each split's sequences."""
+    from descbench.patches import hpbench
+    from descbench.patches.layout import read_strip, strip_path
+
+    splits = {name: hpbench_split(name, sequences) for name in hcfg["splits"]}
+    write_json(out_dir / "splits.json", splits)
+    stds = None
+    for name, sp in splits.items():
+        if "verification" in hcfg["tasks"]:
+            pairs = hpbench.gen_verification(counts, sp, n_pos=hcfg["verification_pairs"])
+            hpbench.write_verification_tasks(pairs, out_dir, name, compress=True)
+        if "retrieval" in hcfg["tasks"] and not shipped_retrieval_applies(source, name, sp):
+            if stds is None:  # the contrast of every ref patch (gen_retrieval keeps std > 10)
+                stds = {s: hpbench.ref_patch_std(read_strip(strip_path(patch_root / s, "ref")).reshape(-1, 65))
+                        for s in sequences}
+            q, d = hpbench.gen_retrieval(counts, sp, stds, n_queries=hcfg["retrieval_queries"],
+                                         n_distractors=hcfg["retrieval_distractors"])
+            hpbench.write_retrieval_tasks(q, d, out_dir, name, compress=True)
+
+
+def evaluate_hpbench(tasks_dir: Path, descs: dict, hcfg: dict, source: str) -> tuple[pd.DataFrame, dict]:
+    """hpatches-benchmark's three tasks on every configured split: the tidy table (percent, its
+    ``results.py`` aggregation) and the per-case details (fractions)."""
+    from descbench.patches import hpbench
+
+    splits = json.loads((tasks_dir / "splits.json").read_text())
+    tables, details = [], {}
+    for name in hcfg["splits"]:
+        sp = splits[name]
+        ver = hpbench.read_verification_tasks(tasks_dir, name) if "verification" in hcfg["tasks"] else None
+        retr = None
+        if "retrieval" in hcfg["tasks"]:
+            retr = hpbench.read_retrieval_tasks(name, None if shipped_retrieval_applies(source, name, sp) else tasks_dir)
+        res = hpbench.evaluate_hpbench(descs, sp, ver, retr, tasks=hcfg["tasks"])
+        for task, r in res.items():
+            tables.append(r.table)
+            details[f"hpbench_{task}_{name}"] = r.details
+    return pd.concat(tables, ignore_index=True), details
+
+
+def evaluate(tasks_dir: Path, files: list[Path], name: str, pcfg: dict, out_dir: Path) -> None:
+    """Every enabled patch benchmark for one descriptor into ``out_dir``: ``summary.parquet`` (tidy
+    rows of both benchmarks), one Parquet file per detail table, HBench's ``.results`` files."""
+    tasks_dir, out_dir = Path(tasks_dir), Path(out_dir)
+    descs = load_descriptors([Path(f) for f in files])
+    meta = io.provenance("patch_evaluation", {"descriptor": name, "patches": pcfg},
+                         descriptor_files=[str(f) for f in files])
+    summary = []
+    details: dict[str, pd.DataFrame] = {}
+    if pcfg["hbench"]["enabled"]:
+        rows, det = evaluate_hbench(tasks_dir / "hbench", descs, out_dir / "hbench")
+        summary.append(rows.assign(split=pcfg["hbench"]["split"]))
+        details.update(det)
+    if pcfg["hpatches_benchmark"]["enabled"]:
+        table, det = evaluate_hpbench(tasks_dir / "hpatches_benchmark", descs, pcfg["hpatches_benchmark"],
+                                      pcfg["source"])
+        io.write_table(pa.Table.from_pandas(table, preserve_index=False), out_dir / "hpatches_benchmark.parquet", meta)
+        details.update(det)
+    if summary:
+        io.write_table(pa.Table.from_pandas(pd.concat(summary, ignore_index=True), preserve_index=False),
+                       out_dir / "hbench.parquet", meta)
+    for key, df in details.items():
+        if len(df):
+            io.write_table(pa.Table.from_pandas(df, preserve_index=False), out_dir / "details" / f"{key}.parquet", meta)

@@ -1,0 +1,152 @@
+"""The patch benchmarks' report: one table per benchmark across descriptors, and a plot of mAP
+per task (``results/<exp>/report/patches/``).
+
+* ``hbench.{csv,md,html}``: one row per descriptor. Image matching (seed 002): the mAP of each
+  task file (``<split>_easy_illum`` ...: the mean over its pairs of the per-pair AP, vl_pr with
+  NumPositives = patches) and their mean; patch and image retrieval (seed 003): the mAP (mean
+  over queries) averaged over the task files of each jitter (pool sizes x seeds). Fractions.
+* ``hpatches_benchmark.{csv,md,html}``: one row per (descriptor, split), in percent as
+  hpatches-benchmark's ``results.py`` prints them: verification ``avg_balanced`` (ROC AUC) and
+  ``avg_imbalanced`` (AP), matching ``avg`` (and ``avg_i`` / ``avg_v``), retrieval ``avg``, and
+  every e/h/t case.
+* ``patches_map.{png,svg}``: both benchmarks' headline numbers per descriptor (colours as in
+  the other figures: ``tab10`` in config order).
+
+The long tables (every task file and case) are the descriptors' ``eval/<name>/*.parquet`` files.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from descbench import io
+from descbench.report.table import html_page
+
+JITTER = {"e": "easy", "h": "hard", "t": "tough"}
+
+
+def _cell(v) -> str:
+    if isinstance(v, (float, np.floating)):
+        return "n/a" if np.isnan(v) else f"{v:.4f}" if abs(v) <= 1.0 else f"{v:.2f}"
+    return str(v)
+
+
+def markdown(table: pd.DataFrame) -> str:
+    cols = list(table.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in table.itertuples(index=False)]
+    return "\n".join(lines) + "\n"
+
+
+def hbench_table(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Descriptor -> its ``hbench.parquet`` rows (benchmark, task, metric, value, n) -> one row each."""
+    out = []
+    for name, df in rows.items():
+        r = {"descriptor": name}
+        m = df[(df.benchmark == "hbench_matching") & (df.metric == "map")]
+        for t in m.itertuples():
+            r[f"matching_{t.task}"] = t.value
+        r["matching_map"] = float(m.value.mean()) if len(m) else np.nan
+        ret = df[df.benchmark == "hbench_retrieval"]
+        for metric in ("patch_map", "image_map"):
+            for j, jname in (("e", "easy"), ("h", "hard")):
+                sel = ret[(ret.metric == metric) & ret.task.str.contains(f"_{jname}_")]
+                r[f"retrieval_{metric}_{jname}"] = float(sel.value.mean()) if len(sel) else np.nan
+        out.append(r)
+    return pd.DataFrame(out)
+
+
+def hpbench_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
+    """Descriptor -> its ``hpatches_benchmark.parquet`` (tidy, percent) -> one row per split."""
+    out = []
+    for name, df in tables.items():
+        for split in dict.fromkeys(df.split):
+            d = df[df.split == split]
+            r = {"descriptor": name, "split": split}
+            v = d[d.task == "verification"]
+            for row in v[v.level == "summary"].itertuples():
+                r[f"verification_{row.protocol}_{row.metric}"] = row.value
+            m = d[d.task == "matching"]
+            for row in m[m.level == "summary"].itertuples():
+                r["matching_map" if row.seq_type == "all" else f"matching_map_{row.seq_type}"] = row.value
+            rt = d[d.task == "retrieval"]
+            for row in rt[rt.level == "summary"].itertuples():
+                r["retrieval_map"] = row.value
+            for row in v[v.level == "case"].itertuples():
+                r[f"verification_{row.protocol}_{row.negatives}_{JITTER[row.jitter]}"] = row.value
+            for row in m[m.level == "case"].itertuples():
+                r[f"matching_map_{row.seq_type}_{JITTER[row.jitter]}"] = row.value
+            for row in rt[rt.level == "case"].itertuples():
+                r[f"retrieval_map_{JITTER[row.jitter]}"] = row.value
+            out.append(r)
+    return pd.DataFrame(out)
+
+
+def draw(hb: pd.DataFrame, hp: pd.DataFrame, names: list[str], out_dir: Path) -> None:
+    """Grouped bars: HBench matching mAP per task and retrieval mAP per jitter (left),
+    hpatches-benchmark's three task averages on the first split (right)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "descbench"
+    cmap = matplotlib.colormaps["tab10"]
+    fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), squeeze=False)
+    panels = []
+    if len(hb):
+        cols = [c for c in hb.columns if c.startswith(("matching_", "retrieval_")) and c != "matching_map"]
+        panels.append(("HBench (seeds 002/003): mAP", hb, cols, 1.0))
+    if len(hp):
+        first = hp[hp.split == hp.split.iloc[0]]
+        cols = [c for c in ("verification_balanced_auc", "verification_imbalanced_ap", "matching_map", "retrieval_map")
+                if c in first.columns]
+        panels.append((f"hpatches-benchmark, split {hp.split.iloc[0]} (percent)", first, cols, 100.0))
+    for ax, (title, df, cols, top) in zip(axes[0], panels):
+        x = np.arange(len(cols))
+        width = 0.8 / max(1, len(df))
+        for i, row in enumerate(df.itertuples(index=False)):
+            vals = [getattr(row, c) for c in cols]
+            ax.bar(x + i * width - 0.4 + width / 2, vals, width, color=cmap(names.index(row.descriptor) % 10),
+                   label=row.descriptor)
+        ax.set_xticks(x, [c.replace("matching_", "match ").replace("retrieval_", "retr ") for c in cols],
+                      rotation=35, ha="right", fontsize=8)
+        ax.set_ylim(0, top)
+        ax.set_title(title, fontsize=10)
+        ax.grid(axis="y", linestyle=":")
+        ax.legend(fontsize=8)
+    for ax in axes[0][len(panels):]:
+        ax.set_visible(False)
+    for ext in ("png", "svg"):
+        fig.savefig(out_dir / f"patches_map.{ext}", dpi=120, bbox_inches="tight",
+                    metadata={"Date": None} if ext == "svg" else None)
+    plt.close(fig)
+
+
+def write(eval_dirs: list[Path], names: list[str], out_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The patch report files of :data:`descbench.report.patches` from the evaluation folders."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    hb_rows, hp_rows, metas = {}, {}, {}
+    for name, d in zip(names, eval_dirs):
+        d = Path(d)
+        if (d / "hbench.parquet").exists():
+            t, meta = io.read_table(d / "hbench.parquet")
+            hb_rows[name], metas[name] = t.to_pandas(), meta
+        if (d / "hpatches_benchmark.parquet").exists():
+            t, meta = io.read_table(d / "hpatches_benchmark.parquet")
+            hp_rows[name], metas[name] = t.to_pandas(), meta
+    hb, hp = hbench_table(hb_rows), hpbench_table(hp_rows)
+    for stem, table, title in (("hbench", hb, "HBench image matching and patch / image retrieval (mAP)"),
+                               ("hpatches_benchmark", hp, "hpatches-benchmark verification / matching / retrieval (percent)")):
+        io.write_text(out_dir / f"{stem}.csv", table.to_csv(index=False))
+        io.write_text(out_dir / f"{stem}.md", markdown(table) if len(table) else "(benchmark disabled)\n")
+        io.write_text(out_dir / f"{stem}.html", html_page(title, table))
+    draw(hb, hp, names, out_dir)
+    io.write_text(out_dir / "patches_provenance.json",
+                  json.dumps({n: m for n, m in metas.items()}, sort_keys=True, indent=1, default=str) + "\n")
+    return hb, hp

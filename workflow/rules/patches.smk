@@ -1,0 +1,139 @@
+# HPatches patch benchmarks (patches.enabled): the patch dataset (generated from this run's
+# sequences, downloaded hpatches-release, or your folder) -> one descriptor job per (descriptor,
+# sequence) -> task files (HBench .benchmark/.labels, hpatches-benchmark task CSVs) once ->
+# one evaluation job per descriptor -> the report's patch tables and plot.
+
+if PATCHES_ON:
+
+    if PATCH_CFG["source"] == "generated":
+
+        # One job per scene: its 16 strips and patches.json (provenance), from the scene's images.
+        rule patch_generate:
+            input:
+                lambda wc: _scene_inputs(wc.seq),
+            output:
+                [str(PATCH_ROOT / "{seq}" / f"{t}.png") for t in PATCH_TYPES] + [str(PATCH_ROOT / "{seq}" / "patches.json")],
+            params:
+                scene_dir=lambda wc: str(DATA / wc.seq),
+                out_dir=lambda wc, output: str(Path(output[0]).parent),
+                gen=as_json(PATCH_CFG["generate"]),
+            log:
+                str(RES / "logs" / "patches" / "generate" / "{seq}.log"),
+            threads: 1
+            resources:
+                mem_mb=1000,
+            conda:
+                ENV
+            shell:
+                "python -m descbench patches generate --scene-dir {params.scene_dir} --out-dir {params.out_dir} "
+                "--params {params.gen:q} > {log} 2>&1"
+
+    if PATCH_CFG["source"] == "hpatches_release":
+
+        localrules:
+            hpatches_patches_download,
+
+        rule hpatches_patches_download:
+            output:
+                PATCH_FLAG,
+            params:
+                urls=" ".join(PATCH_CFG["urls"]),
+                sha256=f"--sha256 {PATCH_CFG['sha256']}" if PATCH_CFG["sha256"] else "",
+                data_dir=CFG["data_dir"],
+            log:
+                str(RES / "logs" / "patches" / "download.log"),
+            threads: 1
+            resources:
+                mem_mb=1000,
+            conda:
+                ENV
+            shell:
+                "python -m descbench patches download --urls {params.urls} {params.sha256} --data-dir {params.data_dir} "
+                "--flag {output} 2>&1 | tee {log}"
+
+    # One job per (descriptor, sequence): its 16 strips described (or read from CSV files).
+    rule patch_descriptors:
+        input:
+            patch_sequence_inputs,
+        output:
+            str(RES / "patches" / "descriptors" / "{pdesc}" / "{seq}.parquet"),
+        params:
+            patch_dir=lambda wc: str(PATCH_ROOT / wc.seq),
+            how=patch_describe_args,
+        log:
+            str(RES / "logs" / "patches" / "descriptors" / "{pdesc}" / "{seq}.log"),
+        benchmark:
+            str(RES / "benchmarks" / "patches" / "descriptors" / "{pdesc}" / "{seq}.tsv")
+        threads: 1
+        resources:
+            mem_mb=2000,
+        conda:
+            ENV
+        shell:
+            "python -m descbench patches describe --patch-dir {params.patch_dir} --out {output} --name {wildcards.pdesc} "
+            "{params.how} > {log} 2>&1"
+
+    # The task files of every benchmark, once per dataset (they depend on the patch counts only,
+    # and for hpatches-benchmark's retrieval on the ref patches' contrast).
+    rule patch_tasks:
+        input:
+            sorted({f for s in PATCH_SEQS for f in patch_sequence_files(s)}),
+        output:
+            directory(str(RES / "patches" / "tasks")),
+        params:
+            patch_root=str(PATCH_ROOT),
+            seqs=as_json(PATCH_SEQS),
+            cfg=as_json(PATCH_CFG),
+        log:
+            str(RES / "logs" / "patches" / "tasks.log"),
+        benchmark:
+            str(RES / "benchmarks" / "patches" / "tasks.tsv")
+        threads: 1
+        resources:
+            mem_mb=4000,
+        conda:
+            ENV
+        shell:
+            "python -m descbench patches tasks --patch-root {params.patch_root} --sequences {params.seqs:q} "
+            "--config {params.cfg:q} --out-dir {output} > {log} 2>&1"
+
+    # Every benchmark of one descriptor: HBench .results files and evaluations, hpatches-benchmark tasks.
+    rule patch_evaluate:
+        input:
+            tasks=str(RES / "patches" / "tasks"),
+            descriptors=[str(RES / "patches" / "descriptors" / "{pdesc}" / f"{s}.parquet") for s in PATCH_SEQS],
+        output:
+            directory(str(RES / "patches" / "eval" / "{pdesc}")),
+        params:
+            cfg=as_json(PATCH_CFG),
+        log:
+            str(RES / "logs" / "patches" / "eval" / "{pdesc}.log"),
+        benchmark:
+            str(RES / "benchmarks" / "patches" / "eval" / "{pdesc}.tsv")
+        threads: 1
+        resources:
+            mem_mb=6000,
+        conda:
+            ENV
+        shell:
+            "python -m descbench patches evaluate --tasks {input.tasks} --name {wildcards.pdesc} "
+            "--config {params.cfg:q} --out-dir {output} {input.descriptors} > {log} 2>&1"
+
+    # One table per benchmark across descriptors, and the mAP-per-task plot.
+    rule patch_report:
+        input:
+            [str(RES / "patches" / "eval" / d) for d in PATCH_CFG["descriptors"]],
+        output:
+            [_in_report(f"patches/{f}") for f in PATCH_REPORT_FILES],
+        params:
+            names=as_json(PATCH_CFG["descriptors"]),
+            out_dir=lambda wc, output: str(Path(output[0]).parent),
+        log:
+            str(RES / "logs" / "patches" / "report.log"),
+        threads: 1
+        resources:
+            mem_mb=2000,
+        conda:
+            ENV
+        shell:
+            "python -m descbench patches report --names {params.names:q} --out-dir {params.out_dir} {input} > {log} 2>&1"
