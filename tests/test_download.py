@@ -377,3 +377,49 @@ def test_existing_target_is_not_overwritten(archives: Archives, tmp_path: Path):
     with pytest.raises(DataError, match="already exists.*delete it.*use it as is"):
         extract_archive(archives.tar_gz, tmp_path)
     assert list((tmp_path / ARCHIVE_ROOT).iterdir()) == []
+
+
+# --------------------------------------------------------------------------- hpatches-release (patches)
+
+
+def _patch_archive(folder: Path, bad_strip: bool = False) -> Path:
+    """hpatches-release.tar.gz holding two sequences of 3 patches (one strip 7 px too tall if bad)."""
+    import cv2
+    import numpy as np
+
+    from descbench.patches import PATCH_TYPES
+
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for seq in ("i_one", "v_two"):
+        for t in PATCH_TYPES:
+            h = 65 * 3 + (7 if bad_strip and (seq, t) == ("v_two", "h2") else 0)
+            ok, png = cv2.imencode(".png", np.full((h, 65), 100, np.uint8))
+            files[f"hpatches-release/{seq}/{t}.png"] = png.tobytes()
+    return _write_tar(folder / "hpatches-release.tar.gz", files)
+
+
+def test_patches_download_extracts_and_validates(tmp_path: Path):
+    from descbench.patches.download import obtain_patches
+
+    archive = _patch_archive(tmp_path / "srv")
+    state = ServerState({"/hpatches-release.tar.gz": archive.read_bytes()})
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _handler(state))
+    thread = threading.Thread(target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
+    thread.start()
+    try:
+        url = f"http://127.0.0.1:{httpd.server_address[1]}/hpatches-release.tar.gz"
+        flag = tmp_path / "flag"
+        root = obtain_patches([url], _sha256(archive.read_bytes()), tmp_path / "data", flag, sequences=["i_one", "v_two"])
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+        thread.join(timeout=2)
+    assert root == tmp_path / "data" / "hpatches" / "hpatches-release" and (root / "v_two" / "t5.png").is_file()
+    assert "validated 2 patch sequences" in flag.read_text()
+    # offline: an archive placed by hand is used without any network (no URL reachable)
+    manual = tmp_path / "manual"
+    (manual / "hpatches").mkdir(parents=True)
+    _patch_archive(manual / "hpatches", bad_strip=True)
+    with pytest.raises(DataError, match=r"v_two.h2\.png.*not a multiple of 65"):
+        obtain_patches([f"http://127.0.0.1:{_closed_port()}/x.tar.gz"], None, manual, sequences=["i_one", "v_two"])

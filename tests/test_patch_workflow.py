@@ -130,3 +130,15 @@ def test_a_broken_strip_stops_the_run_with_its_name(tmp_path):
     write_config(tmp_path, {"enabled": True, "source": "folder", "path": str(folder), "descriptors": ["sift"]})
     out = snakemake(tmp_path, "--cores", "1", "patch_report", ok=False)
     assert "v_b/e3.png" in out and "not a multiple of 65" in out
+
+
+def test_hpatches_release_dag_downloads_once_then_describes_each_sequence(tmp_path):
+    write_config(tmp_path, {"enabled": True, "source": "hpatches_release", "sequences": ["i_ajuntament", "v_boat"]})
+    out = snakemake(tmp_path, "-n", "patch_report")
+    counts = {m[0]: int(m[1]) for m in (line.split() for line in out.split("Job stats:")[-1].splitlines())
+              if len(m) == 2 and m[1].isdigit()}
+    assert counts["hpatches_patches_download"] == 1 and counts["patch_descriptors"] == 4
+    assert counts["patch_tasks"] == 1 and counts["patch_evaluate"] == 2 and "patch_generate" not in counts
+    write_config(tmp_path, {"enabled": True, "source": "hpatches_release", "sequences": ["v_nope"]})
+    bad = snakemake(tmp_path, "-n", "patch_report", ok=False)
+    assert "patches.sequences ['v_nope'] are not among the hpatches_release patch sequences" in bad
