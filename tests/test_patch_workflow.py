@@ -142,3 +142,44 @@ def test_hpatches_release_dag_downloads_once_then_describes_each_sequence(tmp_pa
     write_config(tmp_path, {"enabled": True, "source": "hpatches_release", "sequences": ["v_nope"]})
     bad = snakemake(tmp_path, "-n", "patch_report", ok=False)
     assert "patches.sequences ['v_nope'] are not among the hpatches_release patch sequences" in bad
+
+
+def test_other_tools_results_files_and_csv_descriptors(run, tmp_path):
+    """(1) `python -m descbench patches hbench-eval` on a copy of the run's .results files gives
+    the run's HBench numbers; a truncated line is an error naming the file and line. (2) The sift
+    descriptors written as hpatches-benchmark CSV files and declared under patches.csv are
+    evaluated to exactly sift's numbers (same run, a new descriptor name)."""
+    import shutil
+
+    from descbench.patches.describe import write_hpatches_csv
+    from descbench.patches.stages import load_descriptors
+
+    work, _ = run
+    res = work / "results/demo/patches"
+    mine = tmp_path / "mine"
+    shutil.copytree(res / "eval/sift/hbench", mine)
+    cmd = [sys.executable, "-m", "descbench", "patches", "hbench-eval", "--tasks", str(res / "tasks/hbench"),
+           "--results", str(mine), "--counts", str(res / "tasks/counts.json"), "--out", str(tmp_path / "t.csv")]
+    subprocess.run(cmd, check=True, capture_output=True, text=True)
+    theirs = pd.read_csv(tmp_path / "t.csv")
+    ours = pd.read_parquet(res / "eval/sift/hbench.parquet")
+    assert np.allclose(theirs.value.to_numpy(), ours.value.to_numpy(), rtol=0, atol=0)
+    f = sorted((mine / "matching").glob("*.results"))[0]
+    lines = f.read_text().splitlines()
+    lines[1] = lines[1].rsplit(",", 1)[0]  # the first pair's nn1 indices lose one entry
+    f.write_text("\n".join(lines) + "\n")
+    bad = subprocess.run(cmd, capture_output=True, text=True)
+    assert bad.returncode == 1 and f"{f}, line 2" in bad.stderr and "descbench: error" in bad.stderr
+
+    csv_root = tmp_path / "csv"
+    descs = load_descriptors(sorted((res / "descriptors/sift").glob("*.parquet")))
+    for seq, d in descs.items():
+        write_hpatches_csv(csv_root, seq, d)
+    write_config(work, {**SMALL, "descriptors": ["sift", "rootsift", "sift_csv"],
+                        "csv": {"sift_csv": {"path": str(csv_root)}}})
+    snakemake(work, "--cores", "2", "patch_report")
+    hb = pd.read_csv(work / "results/demo/report/patches/hbench.csv").set_index("descriptor")
+    hp = pd.read_csv(work / "results/demo/report/patches/hpatches_benchmark.csv").set_index(["descriptor", "split"])
+    assert hb.loc["sift_csv"].equals(hb.loc["sift"])
+    assert hp.loc["sift_csv"].equals(hp.loc["sift"])
+    write_config(work, SMALL)  # the module's other tests see the fixture's config

@@ -232,6 +232,12 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--config", required=True, help="the patches section as JSON")
     q.add_argument("--out-dir", type=Path, required=True)
     q.add_argument("files", type=Path, nargs="+", help="the descriptor's per-sequence Parquet files")
+    q = steps.add_parser("hbench-eval", help="evaluate HBench .results files written by any tool (seeds 002/003 formats)")
+    q.add_argument("--tasks", type=Path, required=True,
+                   help="folder with matching/*.benchmark and retrieval/*.benchmark + .labels (a run's patches/tasks/hbench)")
+    q.add_argument("--results", type=Path, required=True, help="folder with matching/<task>.results and retrieval/<task>.results")
+    q.add_argument("--counts", type=Path, default=None, help="patches per sequence (a run's patches/tasks/counts.json): range checks")
+    q.add_argument("--out", type=Path, default=None, help="write the table here (.csv); default: print it")
     q = steps.add_parser("report", help="the patch benchmarks' tables and plot across descriptors")
     q.add_argument("--names", required=True, help="JSON list of descriptor names, in the order of the folders")
     q.add_argument("--out-dir", type=Path, required=True)
@@ -345,6 +351,13 @@ def run_patches(a: argparse.Namespace) -> None:
         ps.build_tasks(a.patch_root, json.loads(a.sequences), json.loads(a.config), a.out_dir)
     elif a.step == "evaluate":
         ps.evaluate(a.tasks, a.files, a.name, json.loads(a.config), a.out_dir)
+    elif a.step == "hbench-eval":
+        counts = json.loads(a.counts.read_text()) if a.counts else None
+        table = ps.evaluate_hbench_files(a.tasks, a.results, counts)
+        if a.out is None:
+            print(table.to_string(index=False))
+        else:
+            table.to_csv(a.out, index=False)
     elif a.step == "report":
         from descbench.report.patches import write
 

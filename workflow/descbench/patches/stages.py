@@ -157,40 +157,19 @@ def build_tasks(patch_root: Path, sequences: list[str], pcfg: dict, out_dir: Pat
 
 
 def evaluate_hbench(tasks_dir: Path, descs: dict, out_dir: Path) -> tuple[pd.DataFrame, dict[str, pd.DataFrame]]:
-    """HBench for one descriptor: ``.results`` files written in the seeds' formats, then read
-    back and evaluated (the path other tools' files take). Returns the summary rows and the
-    per-pair / per-query tables."""
+    """HBench for one descriptor: its ``.results`` files written in the seeds' formats into
+    ``out_dir``, then evaluated from the files by :func:`evaluate_hbench_files` (the path other
+    tools' files take, so the two cannot diverge)."""
     from descbench.patches import hbench
 
-    n_patches = hbench.patch_counts(descs)
-    rows, per_pair, per_query = [], [], []
-    bench_files = sorted((tasks_dir / "matching").glob("*.benchmark"))
-    tasks = {f.stem: hbench.read_matching_benchmark(f) for f in bench_files}
-    results = {}
-    for task, pairs in tasks.items():
-        path = hbench.write_matching_results(out_dir / "matching" / f"{task}.results",
-                                             hbench.compute_matching_results(pairs, descs))
-        results[task] = hbench.read_matching_results(path, n_patches, pairs)
-    if tasks:
-        ev = hbench.evaluate_matching(tasks, results, n_patches)
-        per_pair.append(ev.per_pair)
-        for r in ev.per_task.itertuples():
-            rows.append({"benchmark": "hbench_matching", "task": r.task, "metric": "map", "value": r.mean_ap, "n": r.n_pairs})
-            rows.append({"benchmark": "hbench_matching", "task": r.task, "metric": "map_2nn_ratio",
-                         "value": r.mean_ap_2nn_ratio, "n": r.n_pairs})
+    for f in sorted((tasks_dir / "matching").glob("*.benchmark")):
+        hbench.write_matching_results(out_dir / "matching" / f"{f.stem}.results",
+                                      hbench.compute_matching_results(hbench.read_matching_benchmark(f), descs))
     for f in sorted((tasks_dir / "retrieval").glob("*.benchmark")):
-        bench = hbench.read_retrieval_benchmark(f)
-        labels = hbench.read_retrieval_labels(f.with_suffix(".labels"))
-        path = hbench.write_retrieval_results(out_dir / "retrieval" / f"{f.stem}.results",
-                                              hbench.compute_retrieval_results(bench, descs))
-        ev = hbench.evaluate_retrieval(bench, labels, hbench.read_retrieval_results(path), n_patches)
-        per_query.append(ev.per_query.assign(task=f.stem))
-        n = len(ev.per_query)
-        rows.append({"benchmark": "hbench_retrieval", "task": f.stem, "metric": "patch_map", "value": ev.patch_map, "n": n})
-        rows.append({"benchmark": "hbench_retrieval", "task": f.stem, "metric": "image_map", "value": ev.image_map, "n": n})
-    detail = {"hbench_matching_pairs": pd.concat(per_pair, ignore_index=True) if per_pair else pd.DataFrame(),
-              "hbench_retrieval_queries": pd.concat(per_query, ignore_index=True) if per_query else pd.DataFrame()}
-    return pd.DataFrame(rows, columns=["benchmark", "task", "metric", "value", "n"]), detail
+        hbench.write_retrieval_results(out_dir / "retrieval" / f"{f.stem}.results",
+                                       hbench.compute_retrieval_results(hbench.read_retrieval_benchmark(f), descs))
+    counts = {s: d["ref"].shape[0] for s, d in descs.items()}
+    return evaluate_hbench_files(tasks_dir, out_dir, counts, details=True)
 
 
 def hpbench_split(name: str, sequences: list[str]) -> dict:
@@ -287,3 +266,45 @@ def evaluate(tasks_dir: Path, files: list[Path], name: str, pcfg: dict, out_dir:
     for key, df in details.items():
         if len(df):
             io.write_table(pa.Table.from_pandas(df, preserve_index=False), out_dir / "details" / f"{key}.parquet", meta)
+
+
+def evaluate_hbench_files(tasks_dir: Path, results_dir: Path, counts: dict[str, int] | None = None,
+                          details: bool = False):
+    """HBench ``.results`` files written by any tool (``<results_dir>/matching/<task>.results``,
+    ``<results_dir>/retrieval/<task>.results``) against the task files of ``tasks_dir`` (a
+    run's ``patches/tasks/hbench`` or HBench's ``benchmarks/``): one row per task file and metric
+    (matching: ``map`` and ``map_2nn_ratio``; retrieval: ``patch_map`` and ``image_map``).
+    ``counts`` (sequence -> patches) enables the range checks. A task without a results file is
+    an error naming the missing file. ``details``: also return the per-pair / per-query tables."""
+    from descbench.patches import hbench
+
+    tasks_dir, results_dir = Path(tasks_dir), Path(results_dir)
+    n_patches = None if counts is None else {f"{s}.{t}": n for s, n in counts.items() for t in PATCH_TYPES}
+    rows, per_pair, per_query = [], [], []
+    for f in sorted((tasks_dir / "matching").glob("*.benchmark")):
+        pairs = hbench.read_matching_benchmark(f)
+        res = results_dir / "matching" / f"{f.stem}.results"
+        if not res.is_file():
+            raise DataError(f"no results file {res} for the matching task {f}; write it (seed 002 format) or remove the task")
+        ev = hbench.evaluate_matching({f.stem: pairs}, {f.stem: hbench.read_matching_results(res, n_patches, pairs)}, n_patches)
+        per_pair.append(ev.per_pair)
+        for metric, col in (("map", "mean_ap"), ("map_2nn_ratio", "mean_ap_2nn_ratio")):
+            rows.append({"benchmark": "hbench_matching", "task": f.stem, "metric": metric, "value": ev.per_task[col][0],
+                         "n": int(ev.per_task.n_pairs[0])})
+    for f in sorted((tasks_dir / "retrieval").glob("*.benchmark")):
+        res = results_dir / "retrieval" / f"{f.stem}.results"
+        if not res.is_file():
+            raise DataError(f"no results file {res} for the retrieval task {f}; write it (seed 003 format) or remove the task")
+        ev = hbench.evaluate_retrieval(hbench.read_retrieval_benchmark(f), hbench.read_retrieval_labels(f.with_suffix(".labels")),
+                                       hbench.read_retrieval_results(res), n_patches)
+        per_query.append(ev.per_query.assign(task=f.stem))
+        for metric, value in (("patch_map", ev.patch_map), ("image_map", ev.image_map)):
+            rows.append({"benchmark": "hbench_retrieval", "task": f.stem, "metric": metric, "value": value,
+                         "n": len(ev.per_query)})
+    if not rows:
+        raise DataError(f"{tasks_dir} holds no matching/*.benchmark or retrieval/*.benchmark task file")
+    table = pd.DataFrame(rows, columns=["benchmark", "task", "metric", "value", "n"])
+    if not details:
+        return table
+    return table, {"hbench_matching_pairs": pd.concat(per_pair, ignore_index=True) if per_pair else pd.DataFrame(),
+                   "hbench_retrieval_queries": pd.concat(per_query, ignore_index=True) if per_query else pd.DataFrame()}
