@@ -80,7 +80,7 @@ def test_pass_integer_ties_and_duplicates(seed, chunk_mb):
     assert (np.sort(S, axis=1)[:, 0] == np.sort(S, axis=1)[:, 1]).mean() > 0.3  # many ties really
     qn2 = np.einsum("ij,ij->i", q, q, dtype=np.float64)
     cn2 = np.einsum("ij,ij->i", c, c, dtype=np.float64)
-    assert pairpass._l2_setup(q, c, qn2, cn2)[4]  # certified exact
+    assert pairpass.l2_setup(q, c, qn2, cn2)[4]  # certified exact
     check_pass(q, c, some_keys(S, rng), chunk_mb)
 
 
@@ -95,7 +95,7 @@ def test_pass_real_valued_not_certified(chunk_mb):
     q[30:33] = q[12]
     qn2 = np.einsum("ij,ij->i", q, q, dtype=np.float64)
     cn2 = np.einsum("ij,ij->i", c, c, dtype=np.float64)
-    assert not pairpass._l2_setup(q, c, qn2, cn2)[4]
+    assert not pairpass.l2_setup(q, c, qn2, cn2)[4]
     check_pass(q, c, some_keys(ref_matrix(q, c), rng), chunk_mb)
 
 
@@ -166,16 +166,16 @@ def test_exact_screen_certificate_is_sharp():
     c = np.floor(rng.uniform(0, 81, (60, 128))).astype(np.float32)
     qn2 = np.einsum("ij,ij->i", q, q, dtype=np.float64)
     cn2 = np.einsum("ij,ij->i", c, c, dtype=np.float64)
-    qaug, caug, rtol, wr, exact = pairpass._l2_setup(q, c, qn2, cn2)
+    qaug, caug, rtol, wr, exact = pairpass.l2_setup(q, c, qn2, cn2)
     assert exact and not rtol.any()
     g = (qaug @ caug.T).astype(np.float64)
     np.testing.assert_array_equal(g, q.astype(np.float64) @ c.T.astype(np.float64) - 0.5 * cn2[None, :])
     # not certified: a fraction, or values so large that partial sums exceed 2^22
-    assert not pairpass._l2_setup(q + np.float32(0.5), c, np.einsum("ij,ij->i", q + 0.5, q + 0.5), cn2)[4]
+    assert not pairpass.l2_setup(q + np.float32(0.5), c, np.einsum("ij,ij->i", q + 0.5, q + 0.5), cn2)[4]
     big_q, big_c = q * np.float32(37) + 1, c * np.float32(41) + 3
     bq2 = np.einsum("ij,ij->i", big_q, big_q, dtype=np.float64)
     bc2 = np.einsum("ij,ij->i", big_c, big_c, dtype=np.float64)
-    qaug, caug, _, _, exact = pairpass._l2_setup(big_q, big_c, bq2, bc2)
+    qaug, caug, _, _, exact = pairpass.l2_setup(big_q, big_c, bq2, bc2)
     assert not exact
     exact_g = big_q.astype(np.float64) @ big_c.T.astype(np.float64) - 0.5 * bc2[None, :]
     assert ((qaug @ caug.T).astype(np.float64) != exact_g).any()  # beyond the bound, float32 does round
@@ -287,7 +287,7 @@ class ProductCounter:
         monkeypatch.setattr(pairpass, "screen_block", counted)
 
     def assert_one_product_per_block(self, n1, n2, chunk_mb):
-        step = pairpass._block_rows(n2, chunk_mb)
+        step = pairpass.block_rows(n2, chunk_mb)
         expected = [(n1, n2, r0, min(n1, r0 + step)) for r0 in range(0, n1, step)]
         assert self.calls == expected  # each row block once, image 1 against image k only
         self.calls.clear()
@@ -299,7 +299,7 @@ def test_matching_path_makes_one_product_per_row_block(monkeypatch):
     q_desc = (q_desc + rng.uniform(0, 0.5, q_desc.shape)).astype(np.float32)  # not certified: bands matter
     counter = ProductCounter(monkeypatch)
     chunk = 0.004  # 14 rows per block: 6 blocks
-    assert 80 / pairpass._block_rows(70, chunk) > 5
+    assert 80 / pairpass.block_rows(70, chunk) > 5
     stats, res = evaluate_pair(q_xy, q_desc, t_xy, t_desc, H_TRUE, (W1, H1), (WK, HK), MatchingParams(chunk_mb=chunk),
                                ClassifierParams(chunk_mb=chunk))
     counter.assert_one_product_per_block(80, 70, chunk)

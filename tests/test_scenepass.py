@@ -178,7 +178,7 @@ def test_one_product_per_row_block_for_the_whole_scene(monkeypatch, tasks):
     counter = SceneProductCounter(monkeypatch)
     fused = scenepass.score_scene(q_xy, q_desc, targets, rp, distractors if bp else None, bp, mm, SIZE1)
     n = sum(len(t.desc) for t in targets) + (sum(len(d.desc) for d in distractors) if bp else 0)
-    step = pairpass._block_rows(n, chunk)
+    step = pairpass.block_rows(n, chunk)
     assert fused.n_products == len(counter.products) == math.ceil(40 / step) > 3
     # each row block once, against every candidate of the scene; no other product was made
     assert [c for c, _ in counter.products] == [n] * len(counter.products)

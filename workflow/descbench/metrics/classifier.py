@@ -362,9 +362,9 @@ class PairPopulation:
         if not chunk > 0:
             raise ValueError(f"chunk_mb must be > 0, got {chunk}")
         if pp.needs_screen:
-            from descbench.metrics.pairpass import _block_rows, screen_block
+            from descbench.metrics.pairpass import block_rows, screen_block
 
-            step = _block_rows(self.n2, chunk)
+            step = block_rows(self.n2, chunk)
             for r0 in range(0, self.n1, step):
                 pp.consume(screen_block(pp.qaug, pp.caug, r0, min(self.n1, r0 + step)), r0)
                 pp.out.n_products += 1

@@ -17,7 +17,7 @@ BLAS product :func:`screen_block` gives ``g_ij = fl32([q_i, 1] . [c_j, -|c_j|^2/
 numba kernel reads every screen value once (the row's second read, for the row band, is from
 cache). Per value it keeps the row's two largest screen values, forms the key estimate
 ``x = |q_i|^2 - 2 g_ij`` (float64) with ``|x - s_hat| <= w_i`` (a rigorous per-row width, see
-:func:`_l2_setup`), updates the column's running bound and bins x. Wherever the screen cannot
+:func:`l2_setup`), updates the column's running bound and bins x. Wherever the screen cannot
 decide, the pair is re-evaluated in float64 (the definition):
 
 - rows: every candidate with ``g >= g(2) - T_i`` (the band of :func:`descbench.metrics.nn.nearest_two`);
@@ -61,7 +61,7 @@ __all__ = ["PassResult", "PairPass", "pair_pass", "screen_block", "key_table"]
 _U64 = 2.0**-53
 # Beyond this magnitude the float32 screen could overflow (|g_j| <= |q| |c| + |c|^2 / 2 and every
 # partial sum is bounded by the same quantity); such inputs use the exact float64 brute force.
-_SCREEN_LIMIT = 1e36
+SCREEN_LIMIT = 1e36
 _EXACT_LIMIT = 2.0**22  # exact-screen certificate bound on max|q| max|c| + max|c|^2 / 2
 _CB = 64  # columns per vectorised block: the scalar column check runs only on blocks that need it
 
@@ -369,7 +369,7 @@ def _n_chunks() -> int:
     return max(1, int(numba.get_num_threads()))
 
 
-def _block_rows(n_candidates: int, chunk_mb: float) -> int:
+def block_rows(n_candidates: int, chunk_mb: float) -> int:
     """Query rows per block so that the float32 screen holds at most ``chunk_mb`` MiB (as
     :func:`descbench.metrics.retrieval.query_blocks`), and fewer than 2^31 pairs (the kernel's
     per-block int32 counts)."""
@@ -384,7 +384,7 @@ def _exact_screen(q: np.ndarray, c: np.ndarray, qmax: float, cmax: float) -> boo
     return bool(np.array_equal(q, np.rint(q)) and np.array_equal(c, np.rint(c)))
 
 
-def _l2_setup(q: np.ndarray, c: np.ndarray, qn2: np.ndarray, cnorm2: np.ndarray):
+def l2_setup(q: np.ndarray, c: np.ndarray, qn2: np.ndarray, cnorm2: np.ndarray):
     """``(qaug, caug, rtol, wr, exact)``: augmented float32 descriptors, per-row band half-width
     T (screen units, :func:`descbench.metrics.nn.l2_band_tolerance`) and key width w.
 
@@ -544,10 +544,10 @@ class PairPass:
         qmax = float(np.sqrt(qn2.max()))
         cmax = float(np.sqrt(cnorm2.max()))
         self.kk = keys if hist_on else np.zeros(1)
-        if qmax * cmax + cmax * cmax > _SCREEN_LIMIT:
+        if qmax * cmax + cmax * cmax > SCREEN_LIMIT:
             _pass_l2_direct(q, c, cols, hist_on, self.kk, self.i1, self.k1, self.i2, self.k2, self.col_d, self.col_i, self.acc)
             return
-        self.qaug, self.caug, self.rtol, self.wr, self.exact = _l2_setup(q, c, qn2, cnorm2)
+        self.qaug, self.caug, self.rtol, self.wr, self.exact = l2_setup(q, c, qn2, cnorm2)
         if hist_on:
             self.table = key_table(keys, float(self.wr.max()))
         else:
@@ -591,7 +591,7 @@ def pair_pass(q: np.ndarray, c: np.ndarray, keys: np.ndarray | None = None, chun
     pp = PairPass(q, c, keys, rows, cols)
     if pp.needs_screen:
         n1, n2 = q.shape[0], c.shape[0]
-        step = _block_rows(n2, chunk_mb)
+        step = block_rows(n2, chunk_mb)
         for r0 in range(0, n1, step):
             r1 = min(n1, r0 + step)
             pp.consume(screen_block(pp.qaug, pp.caug, r0, r1), r0)

@@ -98,7 +98,7 @@ def run(q_desc: np.ndarray, cands: np.ndarray, feeds: list[Feed], chunk_mb: floa
     slices: dict[tuple[int, int], list[Feed]] = {}
     for f in feeds:
         slices.setdefault((f.col0, f.col1), []).append(f)
-    step = pairpass._block_rows(n, chunk_mb)
+    step = pairpass.block_rows(n, chunk_mb)
     for s in range(0, rows_all.shape[0], step):
         rows = rows_all[s : s + step]
         t = time.perf_counter()

@@ -56,7 +56,7 @@ from descbench.errors import ConfigError, DataError
 from descbench.metrics.ap import ap_trapezoid
 from descbench.metrics.kernels import pair_keys_l2
 from descbench.metrics.nn import nearest_two
-from descbench.metrics.pairpass import _SCREEN_LIMIT, _block_rows, _l2_setup, screen_block
+from descbench.metrics.pairpass import SCREEN_LIMIT, block_rows, l2_setup, screen_block
 from descbench.metrics.retrieval import pack_bits_to_words
 from descbench.patches import JITTERS, PATCH_TYPES
 from descbench.patches import hpbench_kernels as K
@@ -935,11 +935,11 @@ def retrieval_counts(q: np.ndarray, d: np.ndarray, qseq: np.ndarray, dseq: np.nd
     qn2 = np.einsum("ij,ij->i", q, q, dtype=np.float64)
     cn2 = np.einsum("ij,ij->i", d, d, dtype=np.float64)
     qmax, cmax = float(np.sqrt(qn2.max())), float(np.sqrt(cn2.max()))
-    if qmax * cmax + cmax * cmax > _SCREEN_LIMIT:
+    if qmax * cmax + cmax * cmax > SCREEN_LIMIT:
         K.retrieval_counts_direct_l2(q, d, dseq, qseq, pos_keys, cuts, out)
         return out
-    qaug, caug, _, wr, exact = _l2_setup(q, d, qn2, cn2)
-    step = _block_rows(nd, chunk_mb)
+    qaug, caug, _, wr, exact = l2_setup(q, d, qn2, cn2)
+    step = block_rows(nd, chunk_mb)
     for r0 in range(0, nq, step):
         r1 = min(nq, r0 + step)
         K.retrieval_counts_l2(screen_block(qaug, caug, r0, r1), r0, q, d, qn2, wr, exact, dseq, qseq,

@@ -200,7 +200,7 @@ def retrieval_counts_l2(screen, r0, qdesc, ddesc, qn2, wr, exact, dseq, qseq, po
     screen  float32 [r, Nd]: ``fl32([q_i, 1] . [d_j, -|d_j|^2/2])`` of query rows r0 .. r0+r-1
             against every distractor, in file order (:func:`descbench.metrics.pairpass.screen_block`);
     qn2     float64 [Q]: ``|q|^2``; ``x = qn2 - 2 g`` estimates the exact key s_j with
-            ``|x - s_j| <= wr[qi]`` (rigorous width of :func:`descbench.metrics.pairpass._l2_setup`,
+            ``|x - s_j| <= wr[qi]`` (rigorous width of :func:`descbench.metrics.pairpass.l2_setup`,
             which also covers the float64 rounding of ``x +- w``); ``exact``: the screen is exact
             (integer descriptors, pairpass's certificate), so x IS the key;
     dseq    int64 [Nd]: sequence id of each distractor; qseq int64 [Q]: of each query;
