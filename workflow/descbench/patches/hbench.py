@@ -555,8 +555,16 @@ def _check_matches(m: PairMatches, a: str, b: str, path, n_patches) -> None:
 # =============================================================================== retrieval: tasks
 
 
+class _QueryLines:
+    """Line numbers of the per-query lines in the file (``lines``; none in memory: line i + 2,
+    after the pool line), for error messages."""
+
+    def line_of(self, i: int) -> int:
+        return self.lines[i] if self.lines else i + 2
+
+
 @dataclass(frozen=True)
-class RetrievalBenchmark:
+class RetrievalBenchmark(_QueryLines):
     """A retrieval ``.benchmark``: the pool of patch-images and the query patches.
     ``lines``: line number of each query in ``path``."""
 
@@ -565,12 +573,9 @@ class RetrievalBenchmark:
     path: str = _IN_MEMORY
     lines: tuple[int, ...] = ()
 
-    def line_of(self, i: int) -> int:
-        return self.lines[i] if self.lines else i + 2
-
 
 @dataclass(frozen=True)
-class RetrievalLabels:
+class RetrievalLabels(_QueryLines):
     """A retrieval ``.labels``: the pool and, per query, its corresponding patches (query first)."""
 
     pool: tuple[str, ...]
@@ -578,21 +583,15 @@ class RetrievalLabels:
     path: str = _IN_MEMORY
     lines: tuple[int, ...] = ()
 
-    def line_of(self, i: int) -> int:
-        return self.lines[i] if self.lines else i + 2
-
 
 @dataclass(frozen=True)
-class RetrievalResults:
+class RetrievalResults(_QueryLines):
     """A retrieval ``.results``: the pool and, per query, the returned patches (best first)."""
 
     pool: tuple[str, ...]
     ranked: tuple[tuple[str, ...], ...]
     path: str = _IN_MEMORY
     lines: tuple[int, ...] = ()
-
-    def line_of(self, i: int) -> int:
-        return self.lines[i] if self.lines else i + 2
 
 
 def retrieval_task_name(split: str, jitter: str, n_sequences: int, seed: int) -> str:

@@ -726,7 +726,7 @@ def _pair_keys(descs: "_Descs", names: np.ndarray, c: dict, groups) -> np.ndarra
 
     def run(part):
         for sa, sb, rows in part:
-            kernel(*descs.all16(names[sa]), *descs.all16(names[sb]), c["t1"], c["idx1"], c["t2"], c["idx2"],
+            kernel(descs.all16(names[sa]), descs.all16(names[sb]), c["t1"], c["idx1"], c["t2"], c["idx2"],
                    rows, out)
 
     n_threads = max(1, min(int(numba.get_num_threads()), len(groups)))

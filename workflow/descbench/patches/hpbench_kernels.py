@@ -310,66 +310,28 @@ _POPCOUNT8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.int64)
 
 
 @njit(cache=True, inline="always")
-def _pick(i, s0, s1, s2, s3, s4, s5, s6, s7, s8, s9, s10, s11, s12, s13, s14, s15):
-    """Strip number i (0..15) of a sequence's 16 strips in PATCH_TYPES order (ref, e1..e5,
-    h1..h5, t1..t5)."""
-    if i < 8:
-        if i < 4:
-            if i == 0:
-                return s0
-            if i == 1:
-                return s1
-            if i == 2:
-                return s2
-            return s3
-        if i == 4:
-            return s4
-        if i == 5:
-            return s5
-        if i == 6:
-            return s6
-        return s7
-    if i < 12:
-        if i == 8:
-            return s8
-        if i == 9:
-            return s9
-        if i == 10:
-            return s10
-        return s11
-    if i == 12:
-        return s12
-    if i == 13:
-        return s13
-    if i == 14:
-        return s14
-    return s15
-
-
-@njit(cache=True, inline="always")
 def _strip_index(t, jitter):
     """PATCH_TYPES position of type index t (0 -> ref, k -> <jitter>k) for jitter 0/1/2 (e/h/t)."""
     return 0 if t == 0 else 1 + 5 * jitter + (t - 1)
 
 
 @njit(cache=True, nogil=True)
-def pair_keys_group_l2(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
-                       b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
-                       t1, i1, t2, i2, rows, out):
+def pair_keys_group_l2(a, b, t1, i1, t2, i2, rows, out):
     """``out[j, r]`` for r in ``rows`` and jitter j = 0, 1, 2 (e, h, t): squared L2 (float64,
     index order, :func:`_sqdist64`) between patch ``i1[r]`` of type ``t1[r]`` of sequence a and
-    patch ``i2[r]`` of type ``t2[r]`` of sequence b (type index 0 -> ref, k -> <j>k). The 16 strips
-    of each sequence are passed as arrays (no gathered copy). The three jitters' sums run in one
-    loop (independent accumulators, each still summed in index order: identical values, three
-    times the instruction-level parallelism of three separate passes)."""
+    patch ``i2[r]`` of type ``t2[r]`` of sequence b (type index 0 -> ref, k -> <j>k). ``a`` / ``b``:
+    the 16 strips of each sequence as a tuple of arrays in PATCH_TYPES order (numba indexes a
+    homogeneous tuple at run time; no gathered copy). The three jitters' sums run in one loop
+    (independent accumulators, each still summed in index order: identical values, three times
+    the instruction-level parallelism of three separate passes)."""
     for e in range(rows.shape[0]):
         r = rows[e]
-        xe = _pick(_strip_index(t1[r], 0), a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)[i1[r]]
-        xh = _pick(_strip_index(t1[r], 1), a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)[i1[r]]
-        xt = _pick(_strip_index(t1[r], 2), a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)[i1[r]]
-        ye = _pick(_strip_index(t2[r], 0), b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)[i2[r]]
-        yh = _pick(_strip_index(t2[r], 1), b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)[i2[r]]
-        yt = _pick(_strip_index(t2[r], 2), b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)[i2[r]]
+        xe = a[_strip_index(t1[r], 0)][i1[r]]
+        xh = a[_strip_index(t1[r], 1)][i1[r]]
+        xt = a[_strip_index(t1[r], 2)][i1[r]]
+        ye = b[_strip_index(t2[r], 0)][i2[r]]
+        yh = b[_strip_index(t2[r], 1)][i2[r]]
+        yt = b[_strip_index(t2[r], 2)][i2[r]]
         se = 0.0
         sh = 0.0
         st = 0.0
@@ -386,17 +348,13 @@ def pair_keys_group_l2(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a1
 
 
 @njit(cache=True, nogil=True)
-def pair_keys_group_hamming(a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15,
-                            b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15,
-                            t1, i1, t2, i2, rows, out):
+def pair_keys_group_hamming(a, b, t1, i1, t2, i2, rows, out):
     """:func:`pair_keys_group_l2` for uint8 packed bits: Hamming distances (float64)."""
     for e in range(rows.shape[0]):
         r = rows[e]
         for j in range(3):
-            x = _pick(_strip_index(t1[r], j),
-                      a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)[i1[r]]
-            y = _pick(_strip_index(t2[r], j),
-                      b0, b1, b2, b3, b4, b5, b6, b7, b8, b9, b10, b11, b12, b13, b14, b15)[i2[r]]
+            x = a[_strip_index(t1[r], j)][i1[r]]
+            y = b[_strip_index(t2[r], j)][i2[r]]
             s = 0
             for k in range(x.shape[0]):
                 s += _POPCOUNT8[x[k] ^ y[k]]
