@@ -268,8 +268,10 @@ def _json_default(o: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(o)}")
 
 
-def read_table(path: Path | str, schema: pa.Schema | None = None) -> tuple[pa.Table, dict[str, Any]]:
-    """Read a descbench Parquet file and its provenance; check columns against ``schema``."""
+def read_table(path: Path | str, schema: pa.Schema | None = None, with_meta: bool = True) -> tuple[pa.Table, dict[str, Any] | None]:
+    """Read a descbench Parquet file and its provenance; check columns against ``schema``.
+    ``with_meta=False`` skips parsing the provenance JSON (returned as None; the report reads
+    thousands of per-scene files and needs only their rows)."""
     path = Path(path)
     try:
         # ParquetFile, not pq.read_table: the latter imports pyarrow.dataset and pandas (~0.15 s
@@ -285,7 +287,7 @@ def read_table(path: Path | str, schema: pa.Schema | None = None) -> tuple[pa.Ta
         for f in schema:
             if f.name not in table.column_names or table.schema.field(f.name).type != f.type:
                 raise DataError(f"{path}: column '{f.name}' missing or of the wrong type; rebuild the file")
-    return table, json.loads(md[META_KEY])
+    return table, json.loads(md[META_KEY]) if with_meta else None
 
 
 def read_meta(path: Path | str) -> dict[str, Any]:
