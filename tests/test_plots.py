@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import matplotlib
 import numpy as np
 import pandas as pd
 
@@ -17,3 +18,12 @@ def test_mean_roc_is_the_vertical_average_of_step_curves():
     # a: 0, 0, 0, .8, .8, 1   b: .4, .4, .6, .6, .6, 1
     np.testing.assert_allclose(got, [0.2, 0.2, 0.3, 0.7, 0.7, 1.0])
     assert mean_roc(roc.iloc[:0], np.array([0.5])) is None
+
+
+def test_descriptor_colours_stay_distinct_up_to_20():
+    from descbench.report.plots import descriptor_colours
+
+    ten = descriptor_colours([f"d{i}" for i in range(10)])
+    assert len(set(ten.values())) == 10 and ten["d0"] == matplotlib.colormaps["tab10"](0)  # the demo's colours
+    twenty = descriptor_colours([f"d{i}" for i in range(20)])
+    assert len(set(twenty.values())) == 20

@@ -10,7 +10,7 @@ per task (``results/<exp>/report/patches/``).
   ``avg_imbalanced`` (AP), matching ``avg`` (and ``avg_i`` / ``avg_v``), retrieval ``avg``, and
   every e/h/t case.
 * ``patches_map.{png,svg}``: both benchmarks' headline numbers per descriptor (colours as in
-  the other figures: ``tab10`` in config order).
+  the other figures: :func:`descbench.report.plots.descriptor_colours`).
 
 The long tables (every task file and case) are the descriptors' ``eval/<name>/*.parquet`` files.
 """
@@ -95,7 +95,9 @@ def draw(hb: pd.DataFrame, hp: pd.DataFrame, names: list[str], out_dir: Path) ->
     import matplotlib.pyplot as plt
 
     plt.rcParams["svg.hashsalt"] = "descbench"
-    cmap = matplotlib.colormaps["tab10"]
+    from descbench.report.plots import descriptor_colours
+
+    colours = descriptor_colours(names)
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), squeeze=False)
     panels = []
     if len(hb):
@@ -111,7 +113,7 @@ def draw(hb: pd.DataFrame, hp: pd.DataFrame, names: list[str], out_dir: Path) ->
         width = 0.8 / max(1, len(df))
         for i, row in enumerate(df.itertuples(index=False)):
             vals = [getattr(row, c) for c in cols]
-            ax.bar(x + i * width - 0.4 + width / 2, vals, width, color=cmap(names.index(row.descriptor) % 10),
+            ax.bar(x + i * width - 0.4 + width / 2, vals, width, color=colours[row.descriptor],
                    label=row.descriptor)
         ax.set_xticks(x, [c.replace("matching_", "match ").replace("retrieval_", "retr ") for c in cols],
                       rotation=35, ha="right", fontsize=8)

@@ -1,6 +1,7 @@
 """Plots of a run (matplotlib, PNG + SVG), one function per figure, each from the result files.
 
-Colours are per descriptor (matplotlib's ``tab10`` in config order), line styles per keypoint
+Colours are per descriptor (:func:`descriptor_colours`: matplotlib's ``tab10`` in config order,
+``tab20`` beyond 10 descriptors so that 20 stay distinct), line styles per keypoint
 set, the same in every figure. Each figure's caption (:data:`CAPTIONS`) states the metric's
 definition and parameters; the HTML report shows it under the figure.
 """
@@ -20,14 +21,21 @@ from descbench.report.figures import CAPTIONS, FIGURES  # noqa: F401  (CAPTIONS:
 LINESTYLES = ("-", "--", ":", "-.")
 
 
-def _style(table: pd.DataFrame) -> dict[tuple[str, str], dict]:
-    """(descriptor, keypoint set) -> matplotlib line style (colour by descriptor, dash by set)."""
+def descriptor_colours(names: list[str]) -> dict[str, tuple]:
+    """One colour per descriptor, in config order: ``tab10``, or ``tab20`` for 11-20 descriptors
+    (beyond 20 the colours repeat; the labels still tell them apart)."""
     import matplotlib
 
-    cmap = matplotlib.colormaps["tab10"]
+    cmap = matplotlib.colormaps["tab10" if len(names) <= 10 else "tab20"]
+    return {d: cmap(i % cmap.N) for i, d in enumerate(names)}
+
+
+def _style(table: pd.DataFrame) -> dict[tuple[str, str], dict]:
+    """(descriptor, keypoint set) -> matplotlib line style (colour by descriptor, dash by set)."""
     descs = list(dict.fromkeys(table.descriptor))
+    colours = descriptor_colours(descs)
     sets = list(dict.fromkeys(table.keypoint_set))
-    return {(d, k): {"color": cmap(descs.index(d) % 10), "linestyle": LINESTYLES[sets.index(k) % len(LINESTYLES)],
+    return {(d, k): {"color": colours[d], "linestyle": LINESTYLES[sets.index(k) % len(LINESTYLES)],
                      "label": f"{d} / {k}" if len(sets) > 1 else d}
             for d, k in zip(table.descriptor, table.keypoint_set)}
 
