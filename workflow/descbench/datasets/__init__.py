@@ -71,11 +71,24 @@ def available_scenes(cfg: dict) -> list[str]:
 
 
 def list_scenes(cfg: dict) -> list[str]:
-    """The scenes to evaluate: the dataset's, restricted to ``scenes`` when given (order kept)."""
+    """The scenes to evaluate: the dataset's, restricted to ``scenes`` when given (order kept).
+
+    :class:`ConfigError` if ``scenes`` names a scene twice or one the dataset does not have.
+    """
     avail = available_scenes(cfg)
     wanted = cfg.get("scenes")
     if not wanted:
         return avail
+    positions: dict[str, list[int]] = {}
+    for i, s in enumerate(wanted):
+        positions.setdefault(s, []).append(i)
+    repeated = {s: pos for s, pos in positions.items() if len(pos) > 1}
+    if repeated:
+        listed = "; ".join(f"{s!r} at {' and '.join(f'scenes[{i}]' for i in pos)}" for s, pos in repeated.items())
+        raise ConfigError(
+            f"scenes lists a scene more than once: {listed}. Each scene is evaluated once (a repeat "
+            "would count it twice in every mean); remove the repeated entries from scenes"
+        )
     unknown = [s for s in wanted if s not in avail]
     if unknown:
         raise ConfigError(

@@ -19,6 +19,7 @@ import os
 import posixpath
 import re
 import shutil
+import stat
 import sys
 import tarfile
 import time
@@ -352,6 +353,17 @@ def extract_archive(archive: Path | str, out_dir: Path | str, expected_root: str
     no (or several) scene folders, or has an unsafe member: an absolute path, a ``..``
     component, a link pointing outside the extraction folder, or a device/fifo. The temporary
     folder is removed whatever happens.
+
+    Tar members get the checks of the standard library's ``data`` extraction filter
+    (:func:`tarfile.data_filter`, where this Python has it) and, on every Python, descbench's
+    own: every path is resolved against a record of the links extracted so far (not with
+    ``os.path.realpath``, which gives up silently on loops and over-long paths), so nothing is
+    ever written through a link that leaves the folder, and once all members are out every
+    link is resolved again against the *final* tree, so that a chain whose links were each
+    harmless when created (``l -> m/k/../..`` created before ``m -> .``, which the ``data``
+    filter of older Pythons, 3.11.7 included, lets through) cannot leave a link that resolves outside the
+    dataset folder. Zip members get the same checks, symlinks included (a zip stores them as
+    members whose Unix mode, in the external attributes, says "link").
     """
     archive, out_dir = Path(archive), Path(out_dir)
     target = out_dir / expected_root
@@ -366,19 +378,23 @@ def extract_archive(archive: Path | str, out_dir: Path | str, expected_root: str
     shutil.rmtree(tmp, ignore_errors=True)  # left over by a run killed mid-extraction
     tmp.mkdir(parents=True)
     try:
+        tree = _Tree(archive, os.path.realpath(tmp))
         try:
-            extract(archive, tmp)
+            extract(archive, tree)
         except _CORRUPT_ARCHIVE_ERRORS as err:
             raise DataError(
                 f"archive {archive} is corrupt or truncated ({err}): delete it and download it again"
             ) from err
-        os.replace(_scene_root(tmp, archive), target)
+        tree.check_links(())
+        root = _scene_root(tmp, archive)
+        tree.check_links(root.relative_to(tmp).parts)
+        os.replace(root, target)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     return target
 
 
-def _archive_extractor(archive: Path) -> Callable[[Path, Path], None]:
+def _archive_extractor(archive: Path) -> Callable[[Path, _Tree], None]:
     """The extraction function for ``archive``, chosen by its suffix."""
     name = archive.name.lower()
     if name.endswith(".zip"):
@@ -388,80 +404,219 @@ def _archive_extractor(archive: Path) -> Callable[[Path, Path], None]:
     raise DataError(f"archive {archive} has an unsupported type; expected .tar.gz, .tgz, .tar or .zip")
 
 
-def _extract_tar(archive: Path, dest: Path) -> None:
-    """Write the members of a tar archive (any compression) into ``dest``, checking each one."""
-    root = os.path.realpath(dest)
+def _extract_tar(archive: Path, tree: _Tree) -> None:
+    """Write the members of a tar archive (any compression) into ``tree``, checking each one."""
+    data_filter = getattr(tarfile, "data_filter", None)  # Python >= 3.11.4
     with tarfile.open(archive, "r:*") as tar:
         for member in tar:
-            path = _member_path(archive, root, member.name)
+            tree.parts(member.name)  # descbench's own name check first: its message names the rule
+            if data_filter is not None:
+                try:
+                    data_filter(member, tree.root)
+                except tarfile.FilterError as err:  # a TarError: must not read as "corrupt"
+                    why = f"is refused by the tar 'data' extraction filter ({err})"
+                    raise tree.unsafe(member.name, why, _member_kind(member)) from err
             if member.isdir():
-                os.makedirs(path, exist_ok=True)
+                tree.mkdir(member.name)
             elif member.isfile():
-                _write_file(path, tar.extractfile(member))
+                tree.write(member.name, tar.extractfile(member))
             elif member.issym():
-                # Resolved against what is already extracted, so link chains cannot escape.
-                link_target = os.path.join(os.path.dirname(path), member.linkname)
-                _require_inside(archive, member.name, root, link_target, "symlink")
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                os.symlink(member.linkname, path)
+                tree.symlink(member.name, member.linkname)
             elif member.islnk():
-                # Hard links name another member; a copy avoids linking to anything outside.
-                source = _member_path(archive, root, member.linkname)
-                os.makedirs(os.path.dirname(path), exist_ok=True)
-                shutil.copyfile(source, path)
+                tree.hardlink(member.name, member.linkname)
             else:
-                raise DataError(
-                    f"archive {archive}: member {member.name!r} is a device or fifo, which an "
-                    "image dataset never contains; refusing to extract it"
-                )
+                raise tree.unsafe(member.name, "is a device or fifo, which an image dataset never contains")
 
 
-def _extract_zip(archive: Path, dest: Path) -> None:
-    """Write the members of a zip archive into ``dest``, checking each one.
+def _member_kind(member: tarfile.TarInfo) -> str:
+    """What a tar member is, for messages."""
+    if member.issym():
+        return "symlink"
+    if member.islnk():
+        return "hard link"
+    return "folder" if member.isdir() else "file" if member.isfile() else "member"
 
-    zipfile has no symlink support: a symlink entry becomes a small regular file holding the
-    link text, which cannot point anywhere.
+
+def _extract_zip(archive: Path, tree: _Tree) -> None:
+    """Write the members of a zip archive into ``tree``, checking each one.
+
+    A member whose Unix mode (the high 16 bits of its external attributes) says symlink holds
+    the link text; it is checked and created like a tar symlink, never written as a file.
     """
-    root = os.path.realpath(dest)
     with zipfile.ZipFile(archive) as zf:
         for info in zf.infolist():
-            path = _member_path(archive, root, info.filename)
-            if info.is_dir():
-                os.makedirs(path, exist_ok=True)
+            if stat.S_ISLNK(info.external_attr >> 16):
+                if info.file_size > _MAX_LINK_TEXT:
+                    raise tree.unsafe(info.filename, f"holds {info.file_size} bytes, too many for a link", "symlink")
+                try:
+                    link = zf.read(info).decode("utf-8")
+                except UnicodeDecodeError as err:
+                    raise tree.unsafe(info.filename, f"has a target that is not UTF-8 text ({err})", "symlink") from err
+                tree.symlink(info.filename, link)
+            elif info.is_dir():
+                tree.mkdir(info.filename)
             else:
                 with zf.open(info) as src:
-                    _write_file(path, src)
+                    tree.write(info.filename, src)
 
 
-def _member_path(archive: Path, root: str, name: str) -> str:
-    """Where member ``name`` goes under the (real) extraction folder ``root``; rejects unsafe names."""
-    # PureWindowsPath splits on both separators and sees drive letters, so "C:x", "\\x" and
-    # "a\\..\\.." are caught on every OS.
-    parts = PureWindowsPath(name)
-    if parts.anchor or ".." in parts.parts:
-        raise DataError(
-            f"archive {archive}: unsafe member {name!r} (absolute path or '..' component); "
-            "refusing to extract it"
+_MAX_LINK_HOPS = 40  # links followed while resolving one path, as in the Linux kernel
+_MAX_LINK_TEXT = 4096  # PATH_MAX: a longer zip "symlink" is not one
+_UNSAFE_FIX = (
+    "an archive you built yourself must hold only files, folders and links that stay inside it "
+    "(no absolute paths, no '..' leaving it)"
+)
+
+
+class _Escape(Exception):
+    """A path resolved by :meth:`_Tree.walk` leaves the extraction folder."""
+
+
+class _Tree:
+    """The extraction folder ``root`` (fresh, written by this process only) and its links.
+
+    Every path is resolved component by component against the record of the symlinks created
+    so far, which *is* the tree's state, instead of asking ``os.path.realpath`` (which resolves
+    a dangling or looping link lexically, silently). Each write also gets the file system's
+    own view (``realpath``) as a second opinion.
+    """
+
+    def __init__(self, archive: Path, root: str) -> None:
+        self.archive, self.root = archive, root
+        self.links: dict[tuple[str, ...], tuple[str, str]] = {}  # path parts -> (link text, member)
+
+    def unsafe(self, name: str, why: str, kind: str = "member") -> DataError:
+        return DataError(
+            f"archive {self.archive}: {kind} {name!r} {why}; refusing to extract it. Fix: delete "
+            f"{self.archive} and download it again from an official mirror; {_UNSAFE_FIX}"
         )
-    path = os.path.join(root, *parts.parts)
-    _require_inside(archive, name, root, path, "member")
-    return path
 
+    def parts(self, name: str) -> tuple[str, ...]:
+        """The components of member ``name``; rejects absolute names and ``..`` components."""
+        # PureWindowsPath splits on both separators and sees drive letters, so "C:x", "\\x" and
+        # "a\\..\\.." are caught on every OS.
+        path = PureWindowsPath(name)
+        if path.anchor or ".." in path.parts:
+            raise self.unsafe(name, "is unsafe (absolute path or '..' component)")
+        return path.parts
 
-def _require_inside(archive: Path, name: str, root: str, path: str, what: str) -> None:
-    """Raise unless ``path``, with symlinks already on disk resolved, lies inside ``root``."""
-    if os.path.commonpath([root, os.path.realpath(path)]) != root:
-        raise DataError(
-            f"archive {archive}: {what} {name!r} points outside the extraction folder; "
-            "refusing to extract it"
-        )
+    def resolve(self, parts: Iterable[str], name: str, kind: str) -> tuple[str, ...]:
+        """``parts`` with every recorded link expanded; :class:`DataError` if it leaves ``root``."""
+        try:
+            return self.walk(parts, name)
+        except _Escape:
+            raise self.unsafe(name, "leads outside the extraction folder (through links or '..')", kind) from None
 
+    def walk(self, parts: Iterable[str], name: str) -> tuple[str, ...]:
+        """``parts`` with every recorded link expanded; :class:`_Escape` if it leaves ``root``."""
+        out: list[str] = []
+        todo = list(parts)
+        hops = 0
+        while todo:
+            part = todo.pop(0)
+            if part in ("", "."):
+                continue
+            if part == "..":
+                if not out:
+                    raise _Escape
+                out.pop()
+                continue
+            link = self.links.get((*out, part))
+            if link is None:
+                out.append(part)
+                continue
+            hops += 1
+            if hops > _MAX_LINK_HOPS:
+                raise self.unsafe(name, f"goes through more than {_MAX_LINK_HOPS} symlinks (a link loop)")
+            todo = link[0].split("/") + todo  # relative to the link's folder, which is `out`
+        return tuple(out)
 
-def _write_file(path: str, src: IO[bytes]) -> None:
-    """Copy ``src`` to a new file at ``path``, creating parent folders."""
-    os.makedirs(os.path.dirname(path), exist_ok=True)
-    with open(path, "wb") as dst:
-        shutil.copyfileobj(src, dst, _COPY_BYTES)
+    def _place(self, name: str, kind: str) -> tuple[tuple[str, ...], str]:
+        """Where member ``name`` goes: its folder resolved, its last component as is."""
+        parts = self.parts(name)
+        if not parts:
+            raise self.unsafe(name, "has an empty name", kind)
+        rel = (*self.resolve(parts[:-1], name, kind), parts[-1])
+        path = os.path.join(self.root, *rel)
+        self._require_inside(os.path.dirname(path), name, kind)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        return rel, path
+
+    def _require_inside(self, path: str, name: str, kind: str) -> None:
+        """The file system's second opinion (``realpath``) on a path the record says is inside."""
+        if os.path.commonpath([self.root, os.path.realpath(path)]) != self.root:
+            raise self.unsafe(name, "leads outside the extraction folder", kind)
+
+    def _clear(self, rel: tuple[str, ...], path: str, name: str, kind: str) -> None:
+        """Make room for a member that replaces an earlier one (tar semantics: the last one wins)."""
+        if self.links.pop(rel, None) is not None or os.path.islink(path):
+            os.unlink(path)
+        elif os.path.isdir(path):
+            raise self.unsafe(name, "would replace a folder extracted before it (the archive is inconsistent)", kind)
+
+    def mkdir(self, name: str) -> None:
+        parts = self.parts(name)
+        if not parts:
+            return  # "./": the extraction folder itself
+        self._place(name, "folder")
+        rel = self.resolve(parts, name, "folder")  # a link as last component is followed, as by mkdir -p
+        path = os.path.join(self.root, *rel)
+        self._require_inside(path, name, "folder")
+        if os.path.lexists(path) and not os.path.isdir(path):
+            raise self.unsafe(name, "would replace a file extracted before it (the archive is inconsistent)", "folder")
+        os.makedirs(path, exist_ok=True)
+
+    def write(self, name: str, src: IO[bytes] | None) -> None:
+        rel, path = self._place(name, "file")
+        self._clear(rel, path, name, "file")
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0)
+        with os.fdopen(os.open(path, flags, 0o666), "wb") as dst:
+            if src is not None:
+                shutil.copyfileobj(src, dst, _COPY_BYTES)
+
+    def symlink(self, name: str, link: str) -> None:
+        if not link or "\\" in link or link.startswith("/") or PureWindowsPath(link).anchor:
+            raise self.unsafe(name, f"points to {link!r}: empty, absolute or with a backslash", "symlink")
+        rel, path = self._place(name, "symlink")
+        self._clear(rel, path, name, "symlink")
+        self.links[rel] = (link, name)
+        try:
+            self.walk(rel, name)  # now, with the links so far; check_links does it again at the end
+        except _Escape:
+            raise self.unsafe(name, f"-> {link!r} points outside the extraction folder", "symlink") from None
+        os.symlink(link, path)
+
+    def hardlink(self, name: str, source: str) -> None:
+        # A hard link names another member; a copy of it avoids linking to anything outside.
+        source_parts = PureWindowsPath(source)
+        try:
+            if source_parts.anchor or ".." in source_parts.parts:
+                raise _Escape
+            src = os.path.join(self.root, *self.walk(source_parts.parts, name))
+        except _Escape:
+            raise self.unsafe(name, f"-> {source!r} points outside the extraction folder", "hard link") from None
+        if not os.path.isfile(src) or os.path.islink(src):
+            raise self.unsafe(name, f"-> {source!r} does not name a file extracted before it", "hard link")
+        rel, path = self._place(name, "hard link")
+        self._clear(rel, path, name, "hard link")
+        shutil.copyfile(src, path)
+
+    def check_links(self, base: tuple[str, ...]) -> None:
+        """Resolve every link under ``base`` against the final tree: each must stay inside ``base``."""
+        top = os.path.join(self.root, *base)
+        for rel, (link, name) in self.links.items():
+            if rel[: len(base)] != base:
+                continue
+            try:
+                resolved: tuple[str, ...] | None = self.walk(rel, name)
+            except _Escape:
+                resolved = None
+            real = os.path.realpath(os.path.join(self.root, *rel))
+            if resolved is None or resolved[: len(base)] != base or os.path.commonpath([top, real]) != top:
+                where = "the dataset folder" if base else "the extraction folder"
+                raise self.unsafe(
+                    name, f"-> {link!r} resolves outside {where} once all members are extracted", "symlink"
+                )
 
 
 def _is_scene_parent(folder: Path) -> bool:

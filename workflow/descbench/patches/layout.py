@@ -47,6 +47,7 @@ PNG_COMPRESSION = 1  # fastest zlib level; level 3 shrinks a strip by ~5 %, leve
 
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _NAME_FORBIDDEN = re.compile(r"[.,\s]")
+_SEQUENCE_NAME = re.compile(r"[^.,\s]+")  # a valid sequence name: the complement of _NAME_FORBIDDEN
 _FILE_MODE = 0o644  # mkstemp would leave the file owner-only (0600)
 
 
@@ -338,14 +339,26 @@ def list_patch_sequences(root: Path | str) -> list[str]:
     """Sorted names of the sequence folders under ``root``: sub-folders holding a ``ref.png``.
 
     Other entries (files, folders without ``ref.png``, hidden folders) are ignored;
-    :class:`DataError` if ``root`` is not a folder.
+    :class:`DataError` if ``root`` is not a folder, or if a sequence folder's name is not a valid
+    sequence name (no ``.``, ``,`` or whitespace: the separators of HBench's files), so that a
+    bad name is reported here, naming the folder, rather than by a later job.
     """
     root = Path(root)
     if not root.is_dir():
         raise DataError(f"patch dataset folder {root} does not exist; {OBTAIN_HINT}")
-    return sorted(
+    names = sorted(
         p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / "ref.png").is_file()
     )
+    bad = [n for n in names if not _SEQUENCE_NAME.fullmatch(n)]
+    if bad:
+        raise DataError(
+            f"patch dataset {root}: sequence folder(s) {', '.join(str(root / n) for n in bad)} have invalid "
+            f"names; a sequence folder name must match {_SEQUENCE_NAME.pattern} (no '.', ',' or whitespace, "
+            "which separate the parts of HBench's patch names '<sequence>.<type>.<index>', e.g. 'v_boat'); "
+            f"rename the folder(s) (e.g. {bad[0]!r} -> {_NAME_FORBIDDEN.sub('_', bad[0])!r}) or move them out "
+            "of the dataset folder"
+        )
+    return names
 
 
 def validate_patch_dataset(root: Path | str, sequences: list[str] | tuple[str, ...]) -> dict[str, int]:
