@@ -192,7 +192,7 @@ def warmup() -> float:
 
     t0 = time.perf_counter()
     d = make_pair(300, seed=1)
-    score_pair(d["q_xy"], d["q_desc"], d["t_xy"], d["t_desc"], d["H"], d["size"], RetrievalParams())
+    score_pair(d["q_xy"], d["q_desc"], d["t_xy"], d["t_desc"], d["H"], d["size"], RetrievalParams(gt="closest"))
     return time.perf_counter() - t0
 
 
@@ -384,7 +384,7 @@ def child_memory(n: int, threads: int) -> None:
     d = make_pair(n, seed=0)
     after_data = _rss_now_mib()
     t0 = time.perf_counter()
-    res = score_pair(d["q_xy"], d["q_desc"], d["t_xy"], d["t_desc"], d["H"], d["size"], RetrievalParams())
+    res = score_pair(d["q_xy"], d["q_desc"], d["t_xy"], d["t_desc"], d["H"], d["size"], RetrievalParams(gt="closest"))
     wall = time.perf_counter() - t0
     peak = _rss_now_mib()
     stats = pair_statistics(res, n)
@@ -392,7 +392,7 @@ def child_memory(n: int, threads: int) -> None:
     # For context only, after the peak was recorded: the float32 product of all N x N in the
     # blocks of rows rank_statistics uses (chunk_mb), each block's output discarded.
     q, c = d["q_desc"], d["t_desc"]
-    block = max(1, int(RetrievalParams().chunk_mb * 2**20 // (4 * n)))
+    block = max(1, int(RetrievalParams(gt="closest").chunk_mb * 2**20 // (4 * n)))
     t1 = time.perf_counter()
     for s in range(0, n, block):
         _ = q[s : s + block] @ c.T
@@ -450,7 +450,7 @@ def bench(n: int, repeats: int, threads: int) -> dict:
     from descbench.metrics import kernels
     from descbench.metrics.retrieval import RetrievalParams, pair_statistics, project, rank_statistics, relevance, score_pair
 
-    params = RetrievalParams()
+    params = RetrievalParams(gt="closest")
     d = make_pair(n, seed=0)
     q_xy, q_desc, t_xy, t_desc, H, size = d["q_xy"], d["q_desc"], d["t_xy"], d["t_desc"], d["H"], d["size"]
     run_pair = lambda: score_pair(q_xy, q_desc, t_xy, t_desc, H, size, params)

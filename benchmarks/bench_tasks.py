@@ -398,8 +398,8 @@ def warmup() -> float:
     targets = [Target(sc["xy"][k], sc["desc"][k], sc["H"][k], sc["size"]) for k in range(2, 7)]
     dis = [Distractors("i_901", 2, np.arange(20, dtype=np.int64), other["desc"][2][:20])]
     for _ in range(2):
-        score_scene_tasks(sc["xy"][1], sc["desc"][1], targets, dis, BojanicParams())
-        score_pair(sc["xy"][1], sc["desc"][1], sc["xy"][2], sc["desc"][2], sc["H"][2], sc["size"], RetrievalParams())
+        score_scene_tasks(sc["xy"][1], sc["desc"][1], targets, dis, BojanicParams(gt="closest"))
+        score_pair(sc["xy"][1], sc["desc"][1], sc["xy"][2], sc["desc"][2], sc["H"][2], sc["size"], RetrievalParams(gt="closest"))
     return time.perf_counter() - t0
 
 
@@ -440,7 +440,7 @@ def child_reference(spec: dict) -> dict:
     targets = {n: _targets(scenes[n]) for n in names}
     after_data = _mem()
     hwm_reset = _reset_hwm()
-    rp, bp = RetrievalParams(), BojanicParams()
+    rp, bp = RetrievalParams(gt="closest"), BojanicParams(gt="closest")
     runs = []
     quality = None
     meter = LoadMeter()
@@ -507,7 +507,7 @@ def child_full(spec: dict) -> dict:
     pass1_s = time.perf_counter() - t0
     after_pass1 = _mem()
     hwm_reset = _reset_hwm()
-    bp = BojanicParams()
+    bp = BojanicParams(gt="closest")
     gen_s = score_s = 0.0
     per_scene = []
     q = []
@@ -570,7 +570,7 @@ def child_scaling(spec: dict) -> dict:
     del pool
     after_data = _mem()
     hwm_reset = _reset_hwm()
-    bp = BojanicParams()
+    bp = BojanicParams(gt="closest")
     meter = LoadMeter()
     runs = []
     for _ in range(spec["repeats"]):

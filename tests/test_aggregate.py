@@ -96,6 +96,11 @@ def _ver_rows():
              verification_ap_quantized=float("nan"), retrieval_n_queries_with_positive=0, retrieval_sum_ap_negative=0.0,
              retrieval_sum_ap_ignore=0.0, retrieval_num_true_positives=0, **base),
     ]
+    from descbench.metrics.ap import verification_ap_columns
+
+    for r in rows:  # an AP convention of the registry not written out above
+        for c in verification_ap_columns():
+            r.setdefault(c, 0.5 if r["verification_num_positives"] else float("nan"))
     return pd.DataFrame(rows)
 
 

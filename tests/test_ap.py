@@ -382,3 +382,96 @@ def test_empty_or_no_positive_is_nan():
     assert math.isnan(ap_quantized([], [], 10))
     assert math.isnan(ap_quantized([0.3, 0.1], [0, -1], 10))
     assert math.isnan(ap_from_tie_groups([], [], "tie_aware"))
+
+
+# ----------------------------------------------------------------------------- the registry (verification.ap_convention)
+
+SCHEMA = __import__("pathlib").Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def tied_list(rng, n=60):
+    """A pooled verification list: few distinct distances (ties), labels +1 / -1, >= 1 positive."""
+    d = rng.integers(0, 6, n).astype(np.float64)
+    lab = np.where(rng.random(n) < 0.35, 1, -1).astype(np.int8)
+    lab[0] = 1
+    return d, lab
+
+
+def test_every_convention_is_its_function_on_the_list_and_its_tie_group_form_agrees():
+    """Each registered convention computes its named function on a +1/-1 pooled list, and one that
+    claims a tie-group form (candidates: all) gives the same AP from the tie-group counts alone."""
+    rng = np.random.default_rng(12)
+    named = {"step": lambda d, y: ap_step(d, y == 1), "tie_aware": lambda d, y: ap_tie_aware(d, y == 1),
+             "vlfeat": ap_vlfeat, "trapezoid": lambda d, y: ap_trapezoid(d, (y == 1).astype(int))}
+    for _ in range(20):
+        d, lab = tied_list(rng)
+        order = np.argsort(d, kind="stable")
+        d, lab = d[order], lab[order]
+        values, groups = np.unique(d, return_inverse=True)
+        n_pos = np.bincount(groups, weights=lab == 1, minlength=values.size)
+        n_neg = np.bincount(groups, weights=lab != 1, minlength=values.size)
+        for c in apm.AP_CONVENTIONS.values():
+            got = c.ap(d, lab)
+            if c.name in named:
+                assert got == named[c.name](d, lab)
+            if c.tie_groups is not None:
+                assert ap_from_tie_groups(n_pos, n_neg, c.tie_groups) == pytest.approx(got, abs=1e-12)
+    assert list(apm.AP_CONVENTIONS)[:4] == ["step", "tie_aware", "vlfeat", "trapezoid"]  # column order of existing files
+    assert apm.verification_ap_columns()[-1] == "verification_ap_quantized"
+
+
+def test_the_schema_enum_is_the_registry():
+    """verification.ap_convention's allowed values, as validation sees them, are the registry's
+    names (the schema file holds no second list), and its default is one of them."""
+    from descbench.config import load_schema, validate_config
+    from descbench.errors import ConfigError
+    from descbench.params import schema_node
+
+    node = schema_node("verification.ap_convention", load_schema(SCHEMA))
+    assert node["enum"] == list(apm.AP_CONVENTIONS) and node["default"] in apm.AP_CONVENTIONS
+    assert "enum" not in schema_node("verification.ap_convention")  # the raw file: no hand-kept copy
+    base = {"keypoint_sets": {"s": {"detector": "sift"}}}
+    with pytest.raises(ConfigError, match=r"'verification\.ap_convention': 'median' is not one of \['step', 'tie_aware'"):
+        validate_config({**base, "verification": {"ap_convention": "median"}}, SCHEMA)
+    for name in apm.AP_CONVENTIONS:
+        assert validate_config({**base, "verification": {"ap_convention": name}}, SCHEMA)["verification"]["ap_convention"] == name
+
+
+@pytest.fixture
+def toy_convention(monkeypatch):
+    """A convention added to the registry and nowhere else (order-dependent: no tie-group form)."""
+    toy = apm.APConvention("first_hit", lambda d, lab: 1.0 / (1 + int(np.argmax(lab[np.argsort(d, kind="stable")] == 1))), None)
+    monkeypatch.setitem(apm.AP_CONVENTIONS, toy.name, toy)
+    return toy
+
+
+def test_a_convention_added_to_the_registry_reaches_config_columns_and_report(toy_convention):
+    """Adding a convention is one registry entry: validation accepts it (and refuses it with
+    candidates: all when it has no tie-group form), the per-scene rows and the Parquet schema get
+    its column, the report gets keypoint_verification_ap_<name> and can pick it as the headline."""
+    from descbench import io
+    from descbench.config import validate_config
+    from descbench.errors import ConfigError
+    from descbench.metrics.aggregate import pooled_verification_ap, verification_summary
+    from descbench.metrics.bojanic import verification_ap
+
+    base = {"keypoint_sets": {"s": {"detector": "sift"}}}
+    assert validate_config({**base, "verification": {"ap_convention": "first_hit"}}, SCHEMA)
+    with pytest.raises(ConfigError, match=r"'first_hit' needs the materialised pooled list.*use step or tie_aware"):
+        validate_config({**base, "verification": {"ap_convention": "first_hit", "candidates": "all"}}, SCHEMA)
+
+    d = np.array([0.5, 0.1, 0.3, 0.2])
+    lab = np.array([1, -1, -1, 1], np.int8)
+    row = verification_ap(d, lab, 25)
+    assert list(row) == apm.verification_ap_columns() and row["verification_ap_first_hit"] == pytest.approx(1 / 2)
+    assert np.isnan(verification_ap(d[:0], lab[:0], 25)["verification_ap_first_hit"])
+    schema = io.verification_scene_schema(apm.verification_ap_columns())
+    assert "verification_ap_first_hit" in schema.names
+    stats = {"scene": "v_a", "n_queries": 4, "n_target_keypoints": 4, "n_distractor_scenes": 0, "n_distractors": 0,
+             "verification_num_positives": 2, "verification_num_negatives": 2, **row,
+             "retrieval_n_queries_with_positive": 1, "retrieval_sum_ap_negative": 1.0, "retrieval_sum_ap_ignore": 1.0,
+             "retrieval_num_true_positives": 1, "retrieval_num_hard_negatives": 0, "retrieval_num_distractors": 0}
+    table = io.table_from_rows([stats], schema, "toy scene table")
+    summary = verification_summary(table.to_pandas(), "first_hit", "negative", pooled_verification_ap([(d, lab)], "first_hit"))
+    assert summary["keypoint_verification_ap_first_hit"] == pytest.approx(0.5)
+    assert summary["keypoint_verification_ap"] == pytest.approx(0.5) and summary["keypoint_verification_ap_pooled"] == 0.5

@@ -141,8 +141,8 @@ def test_float_screen_is_exact_for_near_ties():
     cands = np.stack([base + 1.0, base + 1.0 + eps, base + 1.0 - eps, base + 2.0]).astype(np.float32)
     q_xy = np.array([[10.0, 10.0]])
     t = Target(np.array([[10.0, 10.0], [40.0, 40.0], [30.0, 5.0], [5.0, 30.0]]), cands, np.eye(3), (50, 50))
-    res = score_scene_tasks(q_xy, q_desc, [t], [], BojanicParams())
-    v_dist, v_label, ap_neg, _, _ = brute_force(q_xy, q_desc, [t], [], BojanicParams())
+    res = score_scene_tasks(q_xy, q_desc, [t], [], BojanicParams(gt="closest"))
+    v_dist, v_label, ap_neg, _, _ = brute_force(q_xy, q_desc, [t], [], BojanicParams(gt="closest"))
     np.testing.assert_array_equal(res.v_distance, v_dist)
     np.testing.assert_array_equal(res.v_label, v_label)
     assert res.r_ap_negative[0] == pytest.approx(ap_neg[0], abs=1e-15)
@@ -151,7 +151,7 @@ def test_float_screen_is_exact_for_near_ties():
 def test_empty_inputs_are_recorded_not_skipped():
     rng = np.random.default_rng(0)
     q_xy, q_desc, targets, distractors = random_scene(rng, nq=0)
-    res = score_scene_tasks(q_xy, q_desc, targets, distractors, BojanicParams())
+    res = score_scene_tasks(q_xy, q_desc, targets, distractors, BojanicParams(gt="closest"))
     assert res.stats["n_queries"] == 0
     assert np.isnan(res.stats["verification_ap_step"])
     assert res.stats["retrieval_n_queries_with_positive"] == 0
@@ -162,7 +162,7 @@ def test_descriptor_mismatch_names_the_source():
     q_xy, q_desc, targets, distractors = random_scene(rng)
     bad = [Distractors("v_other", 3, np.arange(2), np.zeros((2, 9), np.float32))]
     with pytest.raises(Exception, match="v_other/3"):
-        score_scene_tasks(q_xy, q_desc, targets, bad, BojanicParams())
+        score_scene_tasks(q_xy, q_desc, targets, bad, BojanicParams(gt="closest"))
 
 
 def test_distractor_draw_is_stable_and_reproducible():
@@ -192,7 +192,7 @@ def test_candidates_all_equals_the_materialised_pooled_list(binary):
     from descbench.metrics.ap import ap_tie_aware as list_tie_aware
 
     rng = np.random.default_rng(11 + binary)
-    params = BojanicParams(candidates="all", chunk_mb=0.0001)
+    params = BojanicParams(gt="closest", candidates="all", chunk_mb=0.0001)
     for _ in range(4):
         q_xy, q_desc, targets, distractors = random_scene(rng, binary=binary)
         res = score_scene_tasks(q_xy, q_desc, targets, distractors, params)
@@ -221,7 +221,7 @@ def test_many_distractor_segments_keep_their_identity():
     q_xy, q_desc, targets, _ = random_scene(rng, nq=3)
     distractors = [Distractors(f"x{i}", 1 + i % 6, np.arange(3) * 7 + i, q_desc[:1] + np.float32(i + 1) * np.ones((3, 4), np.float32))
                    for i in range(150)]
-    res = score_scene_tasks(q_xy, q_desc, targets, distractors, BojanicParams())
+    res = score_scene_tasks(q_xy, q_desc, targets, distractors, BojanicParams(gt="closest"))
     dis = res.v_segment >= len(targets)
     assert res.v_segment.max() == len(targets) + 149 and (res.v_segment >= 0).all()
     for seg, cand in zip(res.v_segment[dis], res.v_candidate[dis]):

@@ -113,7 +113,7 @@ def test_binary_retrieval_with_heavy_ties(policy):
     t_desc[:, 0] = rng.integers(0, 8, n)
     t_desc[:, 1] = rng.integers(0, 2, n) << 7  # one more bit, set in about half of the targets
     xy = np.stack([np.arange(n) * 10.0 + 5, np.full(n, 50.0)], axis=1)  # query i sits on target i
-    res = score_pair(xy, q_desc, xy, t_desc, np.eye(3), (1000, 1000), RetrievalParams(tau_px=3.0, tie_policy=policy))
+    res = score_pair(xy, q_desc, xy, t_desc, np.eye(3), (1000, 1000), RetrievalParams(gt="closest", tau_px=3.0, tie_policy=policy))
     ref = brute_force(q_desc, t_desc)
     assert (res.n_relevant == 1).all() and (res.gt_index == np.arange(n)).all()
     L = np.array([r[0] for r in ref])

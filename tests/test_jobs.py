@@ -24,7 +24,7 @@ KP_SPEC = {"detector": "sift", "border_px": 40, "max_keypoints": 300, "params": 
 DESC_SPEC = {"family": "rootsift", "params": {}}
 SCORING = {"tau_px": 3.0, "gt": "closest", "tie_policy": "expected", "chunk_mb": 64}
 VERIFICATION = {"seed": 0, "distractor_scenes": 10, "distractors_per_scene": 20, "candidates": "nearest",
-                "hard_negatives": "negative", "ap_convention": "step", "quantized_bins": 25}
+                "hard_negatives": "negative", "ap_convention": "step", "quantized_bins": 25, "convention": "descbench"}
 MATCHING = {"mma_thresholds": [1, 3, 5], "repeatability_px": 3.0, "ransac_px": 3.0, "ransac_seed": 0,
             "homography_thresholds": [1, 3, 5], "homography_auc_thresholds": [3, 5, 10],
             "classifier_epsilon_px": 2.0, "classifier_matchers": ["threshold", "nn", "ratio", "mutual_nn"]}
@@ -107,6 +107,20 @@ def test_batch_size_changes_no_result(tmp_path, scene_root, batched):
     assert _digests(one_job) == _digests(batched)
     # each task wrote its wall time next to its files, per scene
     assert Path(batched.matching("kp", "desc", "v_camera", "timing.json")).exists()
+
+
+def test_score_tasks_write_exactly_their_registered_files(batched):
+    """Each scoring task's batch folder holds, per scene, exactly the files its registry entry
+    lists (descbench.paths.SCORE_TASK_REGISTRY), which the rules and the report rely on."""
+    from descbench.paths import SCORE_TASK_REGISTRY, score_tasks_on
+
+    for task in SCORE_TASK_REGISTRY.values():
+        for b, scenes in batched.batches.items():
+            folder = Path(batched.task_dir(task.name, "kp", "desc", b))
+            assert sorted(p.name for p in folder.iterdir()) == sorted(f"{s}.{k}" for s in scenes for k in task.kinds)
+    with pytest.raises(ValueError, match=r"task 'scores' writes no 'roc\.parquet' file"):
+        batched.task_file("scores", "kp", "desc", SCENES[0], "roc.parquet")
+    assert score_tasks_on({"verification": {"enabled": False}, "matching": {"enabled": True}}) == ["scores", "matching"]
 
 
 def test_batch_stages_equal_the_single_scene_entry_points(tmp_path, scene_root, batched):

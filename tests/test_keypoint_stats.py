@@ -49,8 +49,12 @@ def test_statistics_against_brute_force():
     got = set_statistics(scenes, 3.0)
     shared = rep = 0
     vals = []
+    no_data = 0
     for _, per_image, sizes, H in scenes:
         for k in range(2, 7):
+            if len(per_image[1]) == 0 or len(per_image[k]) == 0:
+                no_data += 1  # a pair with an image without keypoints has no data (matching metrics' rule)
+                continue
             a, b, r1, rk = brute_repeatability(per_image[1].xy, per_image[k].xy, H[k], (120, 100), (120, 100), 3.0)
             shared += a + b
             rep += r1 + rk
@@ -59,6 +63,7 @@ def test_statistics_against_brute_force():
     assert rep > 0
     np.testing.assert_allclose(got["repeatability"], rep / shared)
     np.testing.assert_allclose(got["repeatability_pair_mean"], np.mean(vals))
+    assert no_data == 2 and got["repeatability_pairs_undefined"] == no_data
     counts = [len(p[k]) for _, p, _, _ in scenes for k in range(1, 7)]
     assert got["n_images"] == 12 and got["n_empty_images"] == 2 and got["keypoints_total"] == sum(counts)
     assert got["keypoints_per_image_min"] == 0 and got["keypoints_per_image_max"] == max(counts)

@@ -167,13 +167,13 @@ def test_closed_forms_for_single_relevant():
     }
     ranks = {"optimistic": 3, "pessimistic": 6, "half": 5, "expected": 4.5}
     for policy, ap in expected.items():
-        res = score_pair(q_xy, qd, t_xy, td, np.eye(3), (100, 100), RetrievalParams(tie_policy=policy))
+        res = score_pair(q_xy, qd, t_xy, td, np.eye(3), (100, 100), RetrievalParams(gt="closest", tie_policy=policy))
         assert res.n_closer[0] == 2 and res.n_tied[0] == 3
         assert res.ap[0] == pytest.approx(ap, rel=1e-15)
         assert policy_rank(res.n_closer, res.n_tied, policy)[0] == ranks[policy]
     assert np.isnan(policy_rank(np.array([-1]), np.array([-1]), "expected")[0])
     # P@K under 'expected': the relevant item is at rank 3..6 with probability 1/4 each.
-    res = score_pair(q_xy, qd, t_xy, td, np.eye(3), (100, 100), RetrievalParams())
+    res = score_pair(q_xy, qd, t_xy, td, np.eye(3), (100, 100), RetrievalParams(gt="closest"))
     hit = dict(zip(HIT_KS, res.hit[0]))
     assert (hit[1], hit[2], hit[3], hit[4], hit[5], hit[10]) == (0, 0, 0.25, 0.5, 0.75, 1.0)
 
@@ -192,7 +192,7 @@ def test_blas_screen_is_exact_near_ties():
     t_xy = np.column_stack([np.arange(n) * 5.0 + 50, np.full(n, 50.0)])
     for gt_j in (0, 7, 123):
         q_xy = t_xy[gt_j : gt_j + 1].copy()
-        res = score_pair(q_xy, qd, t_xy, td, np.eye(3), (2000, 100), RetrievalParams(tie_policy="optimistic"))
+        res = score_pair(q_xy, qd, t_xy, td, np.eye(3), (2000, 100), RetrievalParams(gt="closest", tie_policy="optimistic"))
         dist = ref_distances(qd[0], td)
         assert res.n_closer[0] == int((dist < dist[gt_j]).sum())
         assert res.n_tied[0] == int((dist == dist[gt_j]).sum()) - 1
@@ -206,7 +206,7 @@ def test_project_marks_outside_and_behind_camera():
 
 def test_empty_target_image_gives_r0_for_every_query():
     res = score_pair(np.array([[5.0, 5.0]]), np.ones((1, 4), np.float32), np.zeros((0, 2)),
-                     np.zeros((0, 4), np.float32), np.eye(3), (50, 50), RetrievalParams())
+                     np.zeros((0, 4), np.float32), np.eye(3), (50, 50), RetrievalParams(gt="closest"))
     assert res.n_relevant.tolist() == [0] and res.gt_index.tolist() == [-1] and math.isinf(res.gt_px[0])
     stats = pair_statistics(res, 0)
     assert stats["n_queries"] == 1 and stats["n_relevant_queries"] == 0 and stats["sum_ap"] == 0.0
@@ -217,7 +217,7 @@ def test_dimension_mismatch_is_an_error():
 
     with pytest.raises(DataError, match="descriptor mismatch"):
         score_pair(np.zeros((1, 2)), np.zeros((1, 4), np.float32), np.zeros((1, 2)), np.zeros((1, 8), np.float32),
-                   np.eye(3), (10, 10), RetrievalParams())
+                   np.eye(3), (10, 10), RetrievalParams(gt="closest"))
 
 
 def test_spatial_nearest_sweep_equals_brute_force_with_ties():

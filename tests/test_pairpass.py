@@ -14,7 +14,7 @@ from test_nn import ref_matrix, ref_nearest_two
 
 from descbench.metrics import pairpass
 from descbench.metrics.classifier import MATCHERS, ClassifierParams, classify_pair, threshold_histogram
-from descbench.metrics.kernels import _sqdist64
+from descbench.metrics.kernels import sqdist64
 from descbench.metrics.matching import MatchingParams, evaluate_pair, match_pair
 from descbench.metrics.nn import mutual_nearest, nearest_two
 from descbench.metrics.retrieval import prepare_l2_screen
@@ -205,7 +205,7 @@ def test_key_table_and_dirty_slots_equal_searchsorted():
                 assert lo == hi and tab[k] == 2 * lo
             # the dirty path, with an exact key s in [x - w, x + w]: s = a^2 for q = [a], c = [0]
             a = np.float32(np.sqrt(max(x, 0.0))) if abs(x) < 1e30 else np.float32(0.0)
-            s = _sqdist64(np.array([a]), np.array([np.float32(0)]))
+            s = sqdist64(np.array([a]), np.array([np.float32(0)]))
             if abs(s - x) <= w and s > -1:
                 slot = pairpass._slot_dirty(x, w, lo, hi, keys, np.array([a]), np.array([np.float32(0)]), False)
                 b = np.searchsorted(keys, s)

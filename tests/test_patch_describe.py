@@ -203,11 +203,123 @@ def test_python_callable_errors(patches, fn, msg):
         D.describe_patches(patches[:2], "python", {"callable": f"my_descriptors:{fn}"}, where="s")
 
 
-def test_file_fallback_equals_in_memory(patches):
-    """The fallback for families without an in-memory path (the registry on a temporary PGM)."""
+def test_image_patch_rows_equals_in_memory(patches):
+    """``image_patch_rows`` (a family's own compute on each patch written to a temporary PGM, the
+    ready hook for a family without an in-memory one) equals sift's in-memory hook."""
+    from descbench.descriptors import PatchJob, image_patch_rows
+
     params = check_descriptor_params("sift", {}, "p")
-    fallback = D._file_rows(patches, "sift", params, D.centre_keypoint(HP_SIZE), {}, "w", "p")
-    assert np.array_equal(fallback, D.describe_patches(patches, "sift"))
+    job = PatchJob(patches, D.centre_keypoint(HP_SIZE), {}, "w", "p", lambda row: D._per_patch(len(patches), row))
+    assert np.array_equal(image_patch_rows("sift")(job, params), D.describe_patches(patches, "sift"))
+
+
+# ----------------------------------------------------------------------------- a family added the documented way
+
+
+@pytest.fixture
+def register_family(monkeypatch):
+    """Register descriptor families the documented way: a module ``descbench.descriptors.<name>``
+    whose ``FAMILIES`` holds them, and its name in ``FAMILY_MODULES``."""
+    import types
+
+    import descbench.descriptors as registry
+
+    def register(module: str, *families):
+        mod = types.ModuleType(f"descbench.descriptors.{module}")
+        mod.FAMILIES = families
+        monkeypatch.setitem(sys.modules, mod.__name__, mod)
+        monkeypatch.setattr(registry, "FAMILY_MODULES", registry.FAMILY_MODULES + (module,))
+        registry._registry.cache_clear()
+
+    yield register
+    registry._registry.cache_clear()  # the next lookup rebuilds it from the restored FAMILY_MODULES
+
+
+def window_stats(image_path, kps, params, kpset):
+    """A toy descriptor: mean and standard deviation of the (2r+1)^2 window at each keypoint."""
+    from descbench.datasets.layout import read_image
+
+    img = read_image(image_path).astype(np.float64)
+    r = params["radius"]
+    rows = []
+    for x, y in zip(np.rint(kps.x).astype(int), np.rint(kps.y).astype(int)):
+        w = img[max(0, y - r):y + r + 1, max(0, x - r):x + r + 1]
+        rows.append([w.mean(), w.std()])
+    return np.array(rows, dtype=np.float32).reshape(len(kps), 2)
+
+
+def toy(name, **hooks):
+    from descbench.descriptors import DescriptorFamily
+    from descbench.params import object_fragment
+
+    return DescriptorFamily(name, window_stats, object_fragment(radius={"type": "integer", "minimum": 0, "default": 3}), **hooks)
+
+
+def test_new_family_with_patch_hooks_works_on_patches(tmp_path, patches, register_family):
+    """A family registered the documented way with its two patch hooks describes patches through
+    them: its own support (not SIFT's), rows equal to its compute on each single-patch image."""
+    from descbench.descriptors import image_patch_rows
+
+    register_family("toy_stats", toy("toy_stats", patch_support=lambda params, side: side / 4.0,
+                                     patch_rows=image_patch_rows("toy_stats")))
+    assert D.default_support("toy_stats", {"radius": 3}) == 65 / 4.0
+    assert D.patch_settings("toy_stats", {"radius": 5})["support"] == 65 / 4.0
+    got = assert_rows_equal(tmp_path, "toy_stats", {"radius": 5}, patches, 65 / 4.0)
+    assert got.shape == (len(patches), 2) and got.dtype == np.float32
+    assert D.patch_problem("toy_stats") is None
+
+
+@pytest.mark.parametrize("hooks, missing", [
+    ({}, "declares no patch_support and no patch_rows hook"),
+    ({"patch_support": lambda params, side: 10.0}, "declares no patch_rows hook"),
+])
+def test_new_family_without_patch_hooks_is_refused_on_patches(tmp_path, patches, register_family, hooks, missing):
+    """Without the hooks a new family still works on images, but on patches it is a ConfigError
+    naming the family and the hooks to add, never a silent fallback with SIFT's support."""
+    register_family("toy_plain", toy("toy_plain", **hooks))
+    assert registry_row(tmp_path, "toy_plain", {}, patches[0], 12.0).shape == (2,)  # images: fine
+    msg = rf"'pd\.family': descriptor family 'toy_plain' cannot describe patches: it {missing}; add them .*image_patch_rows\('toy_plain'\)"
+    with pytest.raises(ConfigError, match=msg):
+        D.describe_patches(patches[:1], "toy_plain", config_key="pd.params")
+    with pytest.raises(ConfigError, match=msg):
+        D.patch_settings("toy_plain", config_key="pd.params")
+    with pytest.raises(ConfigError, match=rf"'toy_plain' cannot describe patches: it {missing}"):
+        D.default_support("toy_plain", {"radius": 3})
+    with pytest.raises(ConfigError, match=rf"stack part 1: descriptor family 'toy_plain' cannot describe patches: it {missing}"):
+        D.describe_patches(patches[:1], "stack", {"parts": [{"family": "sift"}, {"family": "toy_plain"}]})
+
+
+def test_families_that_cannot_describe_patches_are_refused_at_validation(register_family):
+    """patches.descriptors naming a family (or a stack part) that cannot describe patches fails at
+    config validation with the family's reason, before any job runs."""
+    from descbench.config import validate_config
+
+    schema = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+    register_family("toy_plain", toy("toy_plain"))
+
+    def validate(spec):
+        return validate_config({"keypoint_sets": {"s": {"detector": "sift"}}, "descriptors": {"x": spec},
+                                "patches": {"enabled": True, "descriptors": ["x"]}}, schema)
+
+    with pytest.raises(ConfigError, match=r"patches\.descriptors: 'x' \(family rgbsift\) cannot describe patches: it needs colour"):
+        validate({"family": "rgbsift"})
+    with pytest.raises(ConfigError, match=r"'x' \(family stack, part 1: family toy_plain\) cannot describe patches: it declares no "
+                                          r"patch_support and no patch_rows hook"):
+        validate({"family": "stack", "params": {"parts": [{"family": "sift"}, {"family": "toy_plain"}]}})
+    with pytest.raises(ConfigError, match=r"'x' \(family toy_plain\) cannot describe patches: it declares no patch_support"):
+        validate({"family": "toy_plain"})
+    validate({"family": "stack", "params": {"parts": [{"family": "sift"}, {"family": "surf"}]}})
+
+
+def test_every_registered_family_declares_its_patch_behaviour():
+    """Each family of the registry either has both patch hooks or says why it cannot describe
+    patches (rgbsift, dsprgbsift, precomputed): none is left to a default."""
+    from descbench.descriptors import family_names, get_family
+
+    refused = {n for n in family_names() if get_family(n).patch_problem()}
+    assert refused == {"rgbsift", "dsprgbsift", "precomputed"}
+    for n in refused:
+        assert get_family(n).not_on_patches
 
 
 # ----------------------------------------------------------------------------- CSV

@@ -16,6 +16,7 @@ import pytest
 from descbench import io, stages
 from descbench.datasets import layout
 from descbench.errors import DataError
+from descbench.fileops import file_sha256
 from descbench.metrics.retrieval import RetrievalParams, score_pair
 from descbench.precomputed import feature_path, load_features
 
@@ -316,7 +317,7 @@ def test_end_to_end_float(scene: Path, tmp_path: Path):
     # Descriptors: rows of the npz selected by source_index, in keypoint-file order.
     dtable, dmeta = io.read_table(desc_path)
     assert dmeta["distance"] == "l2" and dmeta["dtype"] == "float32" and dmeta["dimension"] == 128
-    assert dmeta["keypoints_sha256"] == stages.file_sha256(kp_path)
+    assert dmeta["keypoints_sha256"] == file_sha256(kp_path)
     desc = io.descriptors_array(dtable)
     dimage = dtable.column("image").to_numpy()
     for k in range(1, 7):

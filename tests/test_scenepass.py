@@ -172,8 +172,8 @@ def test_one_product_per_row_block_for_the_whole_scene(monkeypatch, tasks):
     rng = np.random.default_rng(11)
     q_xy, q_desc, targets, distractors = scene_case(rng, "real", nq=40)
     chunk = 0.0005
-    rp = RetrievalParams(tau_px=3.0, chunk_mb=chunk)
-    bp = BojanicParams(tau_px=3.0, chunk_mb=chunk) if "verification" in tasks else None
+    rp = RetrievalParams(gt="closest", tau_px=3.0, chunk_mb=chunk)
+    bp = BojanicParams(gt="closest", tau_px=3.0, chunk_mb=chunk) if "verification" in tasks else None
     mm = (MatchingParams(chunk_mb=chunk), ClassifierParams(chunk_mb=chunk), MATCHERS) if "matching" in tasks else None
     counter = SceneProductCounter(monkeypatch)
     fused = scenepass.score_scene(q_xy, q_desc, targets, rp, distractors if bp else None, bp, mm, SIZE1)

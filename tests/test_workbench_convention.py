@@ -178,7 +178,7 @@ def tiny_scene(rng, integer: bool):
 def test_workbench_verification_equals_brute_force(integer, policy, seed):
     rng = np.random.default_rng(seed)
     q_xy, q_desc, targets, dis = tiny_scene(rng, integer)
-    params = BojanicParams(tie_policy=policy, convention="workbench", candidates="all")
+    params = BojanicParams(gt="closest", tie_policy=policy, convention="workbench", candidates="all")
     res = score_scene_tasks(q_xy, q_desc, targets, dis, params)
     items = pooled_list(q_xy, q_desc, targets, dis)
     st = res.stats
@@ -198,7 +198,7 @@ def test_workbench_verification_equals_brute_force(integer, policy, seed):
     if not integer:  # no ties: the workbench's std::sort + step AP, whatever the tie rule
         assert st["workbench_verification_ap"] == pytest.approx(plain_ap([f for _, f in sorted(items)]), abs=1e-12)
     # the descbench columns are those of the descbench convention
-    ref = score_scene_tasks(q_xy, q_desc, targets, dis, BojanicParams(tie_policy="expected" if policy == "half" else policy,
+    ref = score_scene_tasks(q_xy, q_desc, targets, dis, BojanicParams(gt="closest", tie_policy="expected" if policy == "half" else policy,
                                                                        candidates="all"))
     if policy != "half":
         for k, v in ref.stats.items():
@@ -209,10 +209,10 @@ def test_workbench_verification_equals_brute_force(integer, policy, seed):
 def test_workbench_scene_without_positive_counts_zero_and_empty_list_nan():
     q_desc = np.ones((1, 2), np.float32)
     far = Target(np.array([[90.0, 90.0]]), np.zeros((1, 2), np.float32), np.eye(3), (100, 100))
-    st = score_scene_tasks(np.array([[5.0, 5.0]]), q_desc, [far], [], BojanicParams(convention="workbench")).stats
+    st = score_scene_tasks(np.array([[5.0, 5.0]]), q_desc, [far], [], BojanicParams(gt="closest", convention="workbench")).stats
     assert st["workbench_num_positives"] == 0 and st["workbench_verification_ap"] == 0.0
     empty = Target(np.zeros((0, 2)), np.zeros((0, 2), np.float32), np.eye(3), (100, 100))
-    st = score_scene_tasks(np.array([[5.0, 5.0]]), q_desc, [empty], [], BojanicParams(convention="workbench")).stats
+    st = score_scene_tasks(np.array([[5.0, 5.0]]), q_desc, [empty], [], BojanicParams(gt="closest", convention="workbench")).stats
     assert math.isnan(st["workbench_verification_ap"])
 
 
@@ -224,12 +224,12 @@ def test_workbench_hand_example_with_duplicates_and_distractor():
     qd = np.zeros((1, 1), np.float32)
     t = Target(np.array([[10.0, 10.0], [10.0, 10.0], [15.0, 10.0]]), np.array([[2.0], [1.0], [0.0]], np.float32), np.eye(3), (50, 50))
     dis = [Distractors("o", 1, np.array([0]), np.array([[np.sqrt(2.0)]], np.float32))]
-    st = score_scene_tasks(q, qd, [t], dis, BojanicParams(convention="workbench")).stats
+    st = score_scene_tasks(q, qd, [t], dis, BojanicParams(gt="closest", convention="workbench")).stats
     assert st["workbench_verification_ap"] == pytest.approx(0.5, abs=1e-7)
     # ties: a at distance 1 with the distractor (squared 1): group {b+, dis-} at rank 1..2
     dis = [Distractors("o", 1, np.array([0]), np.array([[1.0]], np.float32))]
     t2 = Target(t.xy, np.array([[2.0], [1.0], [0.0]], np.float32), np.eye(3), (50, 50))
-    vals = {p: score_scene_tasks(q, qd, [t2], dis, BojanicParams(convention="workbench", tie_policy=p)).stats["workbench_verification_ap"]
+    vals = {p: score_scene_tasks(q, qd, [t2], dis, BojanicParams(gt="closest", convention="workbench", tie_policy=p)).stats["workbench_verification_ap"]
             for p in ("optimistic", "pessimistic", "half", "expected")}
     # sorted: c(0,-) {b+, dis-}(1) a(4,+)   optimistic: ranks 2, 4 -> (1/2 + 2/4)/2 = 0.5
     # pessimistic: ranks 3, 4 -> (1/3 + 2/4)/2 = 5/12; half: ceil(1/2) = 1 negative first = pessimistic
@@ -239,11 +239,13 @@ def test_workbench_hand_example_with_duplicates_and_distractor():
 
 
 def test_workbench_summary_means_over_scenes_with_a_list():
+    from descbench.metrics.ap import verification_ap_columns
+
     rows = pd.DataFrame({
         "scene": ["i_a", "v_b", "v_c", "x_d"],
         "n_queries": [1, 1, 1, 1], "n_target_keypoints": [1, 1, 1, 1], "n_distractor_scenes": [1, 1, 1, 1],
         "n_distractors": [1, 1, 1, 1], "verification_num_positives": [1, 1, 0, 1], "verification_num_negatives": [1, 1, 1, 1],
-        **{f"verification_ap_{c}": [0.5] * 4 for c in ("step", "tie_aware", "vlfeat", "trapezoid", "quantized")},
+        **{c: [0.5] * 4 for c in verification_ap_columns()},  # every AP convention's column (the registry's)
         "retrieval_n_queries_with_positive": [1, 1, 0, 1], "retrieval_sum_ap_negative": [0.5, 0.5, 0, 0.5],
         "retrieval_sum_ap_ignore": [0.5, 0.5, 0, 0.5], "retrieval_num_true_positives": [1, 1, 0, 1],
         "retrieval_num_hard_negatives": [0, 0, 0, 0], "retrieval_num_distractors": [1, 1, 1, 1],
@@ -339,7 +341,7 @@ def test_new_modes_keep_closest_without_duplicates():
     qd = rng.standard_normal((30, 8)).astype(np.float32)
     td = rng.standard_normal((50, 8)).astype(np.float32)
     frames = (rng.uniform(0, 360, 30), rng.uniform(2, 9, 30)), (rng.uniform(0, 360, 50), rng.uniform(2, 9, 50))
-    ref = score_pair(q_xy, qd, t_xy, td, np.eye(3), (100, 100), RetrievalParams())
+    ref = score_pair(q_xy, qd, t_xy, td, np.eye(3), (100, 100), RetrievalParams(gt="closest"))
     for gt in ("closest_group", "closest_oriented"):
         res = score_pair(q_xy, qd, t_xy, td, np.eye(3), (100, 100), RetrievalParams(gt=gt), *frames)
         np.testing.assert_array_equal(res.gt_index, ref.gt_index)

@@ -1,5 +1,6 @@
 import os
 import resource
+import signal
 import sys
 import time
 
@@ -11,16 +12,21 @@ os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
 from descbench.cli import main  # noqa: E402
 
-code = main()
+code = main()  # SIGINT / SIGTERM: one line, exit 128 + signal (descbench.cli.Interrupted)
+# From here on the process only reports and exits: a late signal must not print a traceback.
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+signal.signal(signal.SIGTERM, signal.SIG_IGN)
 # The job's own exact resource use, as the last line of its log (Snakemake's `benchmark:` files
-# sample the process tree and miss the end of a job's CPU time).
+# sample the process tree and miss the end of a job's CPU time); not after an interrupt, whose
+# one line is the log's last.
 _ru = resource.getrusage(resource.RUSAGE_SELF)
-print(
-    f"descbench: {sys.argv[1] if len(sys.argv) > 1 else ''} {'done' if code == 0 else f'failed (exit {code})'} "
-    f"in {time.perf_counter() - _T0:.2f} s wall, "
-    f"{_ru.ru_utime + _ru.ru_stime:.2f} s CPU, max RSS {_ru.ru_maxrss / 1024:.0f} MiB",
-    file=sys.stderr,
-)
+if code not in (128 + signal.SIGINT, 128 + signal.SIGTERM):
+    print(
+        f"descbench: {sys.argv[1] if len(sys.argv) > 1 else ''} {'done' if code == 0 else f'failed (exit {code})'} "
+        f"in {time.perf_counter() - _T0:.2f} s wall, "
+        f"{_ru.ru_utime + _ru.ru_stime:.2f} s CPU, max RSS {_ru.ru_maxrss / 1024:.0f} MiB",
+        file=sys.stderr,
+    )
 # Every output is written atomically and closed by now. Skipping the interpreter's teardown
 # (module clean-up plus a full garbage collection of numba's and pandas' object graphs, ~0.3 s)
 # is a fixed saving on every job; buffered output is flushed first.

@@ -2,17 +2,78 @@
 
 Each subcommand is a thin wrapper around one function of :mod:`descbench.stages` (or the
 dataset modules). Errors on bad input exit with status 1 and a one-line message naming the file
-or key and the fix.
+or key and the fix; so do outputs that cannot be written (permission denied, read-only
+filesystem, disk full). SIGINT (Ctrl-C) and SIGTERM end a command at once with one line and exit
+status 130 / 143 (128 + the signal), no traceback; outputs are written atomically (descbench.io),
+so no partial file is left under an output's name.
 """
 
 from __future__ import annotations
 
 import argparse
+import errno
 import json
+import os
+import signal
 import sys
 from pathlib import Path
 
 from descbench.errors import DescbenchError
+
+
+class Interrupted(BaseException):
+    """SIGINT or SIGTERM arrived. A BaseException, so that no ``except Exception`` of a stage
+    catches it: it unwinds the stage (whose ``finally`` clauses remove temporary files)."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _raise_interrupted(signum, frame) -> None:
+    # One message per job: Ctrl-C reaches a job twice (from the terminal and passed on by
+    # Snakemake); later signals are ignored while the stage unwinds (SIGKILL still ends it).
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    raise Interrupted(signum)
+
+
+# Writing an output failed for a reason the user fixes outside descbench: the fix per errno
+# ({folder}: the folder concerned, the nearest existing one of the file's).
+_ELSEWHERE = "or set results_dir (or data_dir) in config.yaml to a folder you can write"
+WRITE_ERRORS = {
+    errno.EACCES: f"give your user write permission on it (ls -ld {{folder}}; chmod u+w {{folder}}) {_ELSEWHERE}",
+    errno.EPERM: f"give your user write permission on it (ls -ld {{folder}}; chmod u+w {{folder}}) {_ELSEWHERE}",
+    errno.EROFS: f"its filesystem is mounted read-only: {_ELSEWHERE[3:]}",
+    errno.ENOSPC: "free space on its disk (df -h {folder}) or point results_dir at a disk with room",
+    errno.EDQUOT: "your disk quota there is used up: free space (quota -s) or point results_dir at another disk",
+}
+
+
+def write_error_message(exc: OSError, what: str) -> str:
+    """The one-line message of an OSError in ``WRITE_ERRORS``: the path, the OS error, the fix."""
+    path = exc.filename2 if exc.filename2 is not None else exc.filename  # os.replace: the final name
+    if path is None:
+        where, folder = f"an output of {what}", "."
+    else:
+        where = os.fsdecode(path)
+        folder = next((p for p in Path(where).parents if p.is_dir()), Path("."))
+        if exc.errno in (errno.EACCES, errno.EPERM) and os.path.isfile(where) and not os.access(where, os.R_OK):
+            return (f"descbench: error: cannot read {where}: {os.strerror(exc.errno)} ({errno.errorcode[exc.errno]}); "
+                    f"give your user read permission on it (ls -l {where}; chmod u+r {where}), then rerun the same command")
+    return (f"descbench: error: cannot write {where}: {os.strerror(exc.errno)} ({errno.errorcode[exc.errno]}) "
+            f"in the folder {folder}; {WRITE_ERRORS[exc.errno].format(folder=folder)}; then rerun the same command "
+            "(finished jobs are kept)")
+
+
+def _job_name(argv: list[str] | None, a: argparse.Namespace | None) -> str:
+    """What a command was doing, for the interrupt message: `score` of batch000 (sift, rootsift)."""
+    if a is None:
+        return f"`{(argv or sys.argv[1:] or ['descbench'])[0]}`"
+    cmd = a.cmd + (f" {a.step}" if getattr(a, "step", None) else "")
+    parts = [str(getattr(a, k)) for k in ("keypoint_set", "descriptor", "name", "scene") if getattr(a, k, None)]
+    batch = f" of {a.batch}" if getattr(a, "batch", None) else ""
+    return f"`{cmd}`{batch}" + (f" ({', '.join(parts)})" if parts else "")
 
 
 _SCIPY_BLAS = "scipy.linalg.cython_blas"
@@ -93,8 +154,9 @@ def warmup(out: Path) -> None:
             scenepass.score_scene(xy, desc, [t, t], RetrievalParams(gt=gt), dis if ver else None, BojanicParams(gt=gt) if ver else None,
                                   (MatchingParams(), ClassifierParams(), ("threshold", "nn", "ratio", "mutual_nn")), (60, 60),
                                   chunk_mb=1e-4, q_frame=frame)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("numba kernels compiled\n")
+    from descbench import io
+
+    io.write_text(out, "numba kernels compiled\n")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -246,13 +308,42 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("warmup", help="compile the numba kernels into the on-disk cache")
     p.add_argument("--out", type=Path, required=True)
 
-    a = ap.parse_args(argv)
+    p = sub.add_parser("check-config", help="check config files as the workflow reads them (YAML syntax with line and "
+                                            "column, then every key); Snakemake's own error for a --configfile names no file")
+    p.add_argument("files", type=Path, nargs="+", help="config.yaml, then each --configfile, in Snakemake's order")
+
+    a = None
+    handlers = _install_interrupt_handlers()
     try:
+        a = ap.parse_args(argv)
         run(a)
+    except Interrupted as exc:
+        print(f"descbench: interrupted ({exc}) while running {_job_name(argv, a)}; partial outputs removed", file=sys.stderr)
+        return 128 + exc.signum
     except DescbenchError as exc:
         print(f"descbench: error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:
+        if exc.errno not in WRITE_ERRORS:
+            raise
+        print(write_error_message(exc, _job_name(argv, a)), file=sys.stderr)
+        return 1
+    finally:
+        for signum, handler in handlers.items():
+            signal.signal(signum, handler)
     return 0
+
+
+def _install_interrupt_handlers() -> dict:
+    """SIGINT / SIGTERM raise :class:`Interrupted` (main thread only); returns the handlers they replace."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return {}
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, _raise_interrupted)
+    return previous
 
 
 def _paths(a: argparse.Namespace):
@@ -330,6 +421,26 @@ def run(a: argparse.Namespace) -> None:
         run_patches(a)
     elif a.cmd == "warmup":
         warmup(a.out)
+    elif a.cmd == "check-config":
+        check_config(a.files)
+
+
+def check_config(files: list[Path]) -> None:
+    """Read ``files`` as the workflow does (each one updating the previous ones' keys, nested
+    mappings merged) and validate the result; print what was checked."""
+    from descbench.config import check_yaml_file, validate_config
+
+    merged: dict = {}
+
+    def update(d: dict, u: dict) -> dict:
+        for k, v in u.items():
+            d[k] = update(d.get(k) if isinstance(d.get(k), dict) else {}, v) if isinstance(v, dict) else v
+        return d
+
+    for f in files:
+        update(merged, check_yaml_file(f))
+    validate_config(merged, Path(__file__).resolve().parents[1] / "schemas" / "config.schema.yaml")
+    print(f"descbench: {', '.join(map(str, files))}: valid YAML and a valid descbench config")
 
 
 def run_patches(a: argparse.Namespace) -> None:

@@ -16,6 +16,7 @@ import jsonschema
 import yaml
 
 from descbench.errors import ConfigError
+from descbench.params import schema_node
 from descbench.keypoints.sets import intersection_keep, root_detector_spec, set_sources
 
 # Per-detector parameter schemas live in the schema file's `definitions`; the registry names them.
@@ -30,8 +31,21 @@ DETECTOR_PARAM_DEFS = _detector_param_defs()
 
 
 def load_schema(schema_path: Path | str) -> dict:
+    """The config schema, with the allowed values that a registry owns filled in (:func:`registry_enums`)."""
     with open(schema_path) as fh:
-        return yaml.safe_load(fh)
+        schema = yaml.safe_load(fh)
+    for key, names in registry_enums().items():
+        schema_node(key, schema)["enum"] = names
+    return schema
+
+
+def registry_enums() -> dict[str, list[str]]:
+    """Config keys whose allowed values are a registry's names, in registry order (the schema file
+    declares the key and its default, not the list): ``verification.ap_convention`` ->
+    :data:`descbench.metrics.ap.AP_CONVENTIONS`."""
+    from descbench.metrics.ap import AP_CONVENTIONS
+
+    return {"verification.ap_convention": list(AP_CONVENTIONS)}
 
 
 def _resolve(schema: dict, node: dict) -> dict:
@@ -120,7 +134,7 @@ def validate_config(config: dict | None, schema_path: Path | str) -> dict:
     _check_overrides(schema, cfg)
     _check_consistency(cfg)
     if cfg["patches"]["enabled"]:
-        from descbench.patches.stages import check_source
+        from descbench.patches.checks import check_source
 
         check_source(cfg)
     for name in cfg.get("descriptors", {}):
@@ -266,11 +280,14 @@ def _check_consistency(cfg: dict) -> None:
             "set verification.enabled: false, or verification.convention: workbench (which reproduces "
             "the C++ workbench and extends 'half' to tie groups with several positives)"
         )
-    if ver["enabled"] and ver["candidates"] == "all" and ver["ap_convention"] in ("vlfeat", "trapezoid"):
+    from descbench.metrics.ap import AP_CONVENTIONS
+
+    if ver["enabled"] and ver["candidates"] == "all" and AP_CONVENTIONS[ver["ap_convention"]].tie_groups is None:
+        by_groups = " or ".join(c.name for c in AP_CONVENTIONS.values() if c.tie_groups is not None)
         raise ConfigError(
             f"verification.ap_convention '{ver['ap_convention']}' needs the materialised pooled list, "
             "which verification.candidates 'all' never builds (it is every query-candidate pair); "
-            "use step or tie_aware, or candidates: nearest"
+            f"use {by_groups}, or candidates: nearest"
         )
     if cfg["dataset"] == "folder" and not cfg["folder"].get("path"):
         raise ConfigError("dataset 'folder' needs folder.path: the directory holding your scene folders")
@@ -314,3 +331,93 @@ def combinations(cfg: dict) -> list[tuple[str, str]]:
         for ks in spec.get("keypoint_sets") or list(cfg["keypoint_sets"]):
             out.append((ks, desc))
     return out
+
+
+# ----------------------------------------------------------------------------- before validation
+# (the Snakefile and workflow/rules/common.smk call these on what Snakemake hands them)
+
+
+def check_yaml_file(path: Path | str) -> dict:
+    """Parse a YAML config file; a syntax error is a one-line ConfigError naming the file, the
+    line and column, and the problem (Snakemake's own message names neither file nor line)."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the config file {path} ({exc}); fix the file or its permissions") from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark, context, cmark = (getattr(exc, k, None) for k in ("problem_mark", "context", "context_mark"))
+        at = lambda m: f"line {m.line + 1}, column {m.column + 1}"  # noqa: E731
+        where = f"{path}, {at(mark or cmark)}" if (mark or cmark) else str(path)
+        problem = getattr(exc, "problem", None) or str(exc).replace("\n", " ")
+        if context:
+            problem += f" ({context}{f' started at {at(cmark)}' if cmark is not None and mark is not None else ''})"
+        raise ConfigError(f"{where}: YAML syntax error: {problem}; fix the YAML there (indent with spaces, "
+                          "close every bracket and quote, put a space after each ':')") from None
+    if data is not None and not isinstance(data, dict):
+        raise ConfigError(f"{path}: the config must be a YAML mapping of keys (e.g. `dataset: demo`), "
+                          f"not a {type(data).__name__}; fix the file")
+    return data or {}
+
+
+def _command_line_scalar(text: str) -> Any:
+    """A string value from inside a ``--config key={...}`` or ``key=[...]`` value, typed the way
+    Snakemake types a top-level ``--config key=value`` (int, float, True/False), plus YAML's
+    true/false and null (Snakemake parses nested values with YAML's BaseLoader: strings only)."""
+    for parse in (int, float):
+        try:
+            return parse(text)
+        except ValueError:
+            pass
+    return {"True": True, "true": True, "False": False, "false": False, "null": None}.get(text, text)
+
+
+def _typed(value: Any) -> Any:
+    if isinstance(value, str):
+        return _command_line_scalar(value)
+    if isinstance(value, list):
+        return [_typed(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _typed(v) for k, v in value.items()}
+    return value
+
+
+def type_command_line_values(config: dict, overrides: dict | None) -> dict:
+    """Give the nested values of ``--config`` (``overrides``, as Snakemake parsed them) their types
+    in ``config`` (the merged config), in place; returns ``config``.
+
+    ``--config 'scoring={tau_px: 5}'`` reaches the workflow as ``{"scoring": {"tau_px": "5"}}``
+    merged into the config file's ``scoring``; this makes it ``5``. Top-level values are typed by
+    Snakemake already and are left as they are.
+    """
+
+    def retype(target: Any, over: Any) -> Any:
+        if isinstance(over, dict) and isinstance(target, dict):  # merged key by key (snakemake.utils.update_config)
+            for k, v in over.items():
+                if k in target:
+                    target[k] = retype(target[k], v)
+            return target
+        return _typed(over)  # a list or a scalar replaced what the config file had
+
+    for key, value in (overrides or {}).items():
+        if isinstance(value, (dict, list)) and key in config:
+            config[key] = retype(config[key], value)
+    return config
+
+
+def check_folders(folders: dict[str, Path | str]) -> None:
+    """Each config key's folder (``{key: path}``) must be a folder or not exist yet (then the first
+    of its parents that exists must be a folder); a file there is a ConfigError naming the key,
+    the path and the fix, raised when the workflow is parsed rather than as a traceback in a job."""
+    for key, path in folders.items():
+        path = Path(path)
+        for p in (path, *path.parents):
+            if p.exists() or p.is_symlink():
+                if not p.is_dir():
+                    what = "it is a file" if p == path else f"{p} is a file"
+                    raise ConfigError(
+                        f"config key '{key}': {path} must be a folder, but {what}; set '{key}' "
+                        "to a folder (config.yaml or --config), or move that file away")
+                break

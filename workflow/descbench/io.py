@@ -15,7 +15,7 @@ import platform
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -23,6 +23,7 @@ import pyarrow.parquet as pq
 
 from descbench.columns import threshold_key
 from descbench.errors import DataError
+from descbench.fileops import atomic_path
 
 META_KEY = b"descbench"
 
@@ -101,28 +102,8 @@ KEYPOINT_RETRIEVAL = pa.schema(
     ]
 )
 
-# Per-scene sufficient statistics of keypoint verification and keypoint retrieval.
-VERIFICATION_SCENE = pa.schema(
-    [
-        ("scene", pa.string()),
-        ("n_queries", pa.int64()),
-        ("n_target_keypoints", pa.int64()),
-        ("n_distractor_scenes", pa.int64()),
-        ("n_distractors", pa.int64()),
-        ("verification_num_positives", pa.int64()),
-        ("verification_num_negatives", pa.int64()),
-        *[(f"verification_ap_{c}", pa.float64()) for c in ("step", "tie_aware", "vlfeat", "trapezoid", "quantized")],
-        ("retrieval_n_queries_with_positive", pa.int64()),
-        ("retrieval_sum_ap_negative", pa.float64()),
-        ("retrieval_sum_ap_ignore", pa.float64()),
-        ("retrieval_num_true_positives", pa.int64()),
-        ("retrieval_num_hard_negatives", pa.int64()),
-        ("retrieval_num_distractors", pa.int64()),
-    ]
-)
-
 # ``verification.convention: workbench`` appends the C++ workbench's per-scene values
-# (descbench.metrics.bojanic.workbench_scene_stats); the default files keep VERIFICATION_SCENE.
+# (descbench.metrics.bojanic.workbench_scene_stats) to verification_scene_schema's columns.
 WORKBENCH_SCENE_FIELDS = [
     ("workbench_num_positives", pa.int64()),
     ("workbench_num_candidates", pa.int64()),
@@ -133,11 +114,29 @@ WORKBENCH_SCENE_FIELDS = [
 ]
 
 
-def verification_scene_schema(workbench: bool = False) -> pa.Schema:
-    """Per-scene verification schema; with the workbench columns when ``workbench``."""
-    if not workbench:
-        return VERIFICATION_SCENE
-    return pa.schema(list(VERIFICATION_SCENE) + [pa.field(n, t) for n, t in WORKBENCH_SCENE_FIELDS])
+def verification_scene_schema(ap_columns: Sequence[str], workbench: bool = False) -> pa.Schema:
+    """Per-scene sufficient statistics of keypoint verification and keypoint retrieval.
+
+    ``ap_columns``: the pooled list's AP columns (float64), one per AP convention and the quantised
+    estimate, in order: :func:`descbench.metrics.ap.verification_ap_columns`, the registry's (passed
+    in: this layer does not import the metrics). With the workbench columns when ``workbench``."""
+    fields = [
+        ("scene", pa.string()),
+        ("n_queries", pa.int64()),
+        ("n_target_keypoints", pa.int64()),
+        ("n_distractor_scenes", pa.int64()),
+        ("n_distractors", pa.int64()),
+        ("verification_num_positives", pa.int64()),
+        ("verification_num_negatives", pa.int64()),
+        *[(c, pa.float64()) for c in ap_columns],
+        ("retrieval_n_queries_with_positive", pa.int64()),
+        ("retrieval_sum_ap_negative", pa.float64()),
+        ("retrieval_sum_ap_ignore", pa.float64()),
+        ("retrieval_num_true_positives", pa.int64()),
+        ("retrieval_num_hard_negatives", pa.int64()),
+        ("retrieval_num_distractors", pa.int64()),
+    ]
+    return pa.schema(fields + (WORKBENCH_SCENE_FIELDS if workbench else []))
 
 
 def matching_pairs_schema(mma_thresholds) -> pa.Schema:
@@ -151,7 +150,7 @@ def matching_pairs_schema(mma_thresholds) -> pa.Schema:
             ("n_keypoints_2", pa.int64()),
             ("n_matches", pa.int64()),  # mutual nearest neighbours
             ("n_correct", pa.int64()),  # reprojection error <= tau_px
-            ("precision", pa.float64()),  # legacy precision (0 without matches)
+            ("precision", pa.float64()),  # legacy precision (0 without matches; NaN = no keypoints, every ratio below too)
             *[(f"mma_correct_at_{t}", pa.int64()) for t in ts],
             *[(f"mma_at_{t}", pa.float64()) for t in ts],
             ("n_shared_1", pa.int64()),
@@ -163,7 +162,7 @@ def matching_pairs_schema(mma_thresholds) -> pa.Schema:
             ("repeatability", pa.float64()),
             ("homography_found", pa.int64()),
             ("n_inliers", pa.int64()),
-            ("corner_error", pa.float64()),  # px; inf when estimation failed
+            ("corner_error", pa.float64()),  # px; inf when estimation failed; NaN without keypoints (no data)
         ]
     )
 
@@ -231,9 +230,27 @@ def provenance(stage: str, params: dict[str, Any], **extra: Any) -> dict[str, An
     return {"stage": stage, "params": params, "versions": versions(), **extra}
 
 
-def _atomic_target(path: Path) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    return path.with_name(f".{path.name}.tmp{os.getpid()}")
+def table_from_rows(rows: list[dict[str, Any]], schema: pa.Schema, what: str) -> pa.Table:
+    """``pa.Table.from_pylist(rows, schema=schema)`` that refuses rows whose keys are not exactly
+    the schema's columns (``from_pylist`` alone drops unknown keys and fills missing ones with
+    nulls, so a column deleted from a schema or misspelled in the code vanishes silently).
+
+    ``what`` names the table in the error. A mismatch is a programming error (the code that
+    computes the rows and the schema in this module disagree), not bad input: it raises
+    ``ValueError`` naming the table, the row and the missing / unknown columns.
+    """
+    names = schema.names
+    expected = set(names)
+    for i, row in enumerate(rows):
+        if row.keys() != expected:
+            missing = [n for n in names if n not in row]
+            unknown = sorted(set(row) - expected)
+            raise ValueError(
+                f"{what}: row {i} does not match its schema (missing columns: {missing or 'none'}; "
+                f"columns not in the schema: {unknown or 'none'}); make the code that builds the rows and "
+                f"the schema in descbench/io.py agree"
+            )
+    return pa.Table.from_pylist(rows, schema=schema)
 
 
 def write_table(table: pa.Table, path: Path | str, meta: dict[str, Any]) -> None:
@@ -242,20 +259,51 @@ def write_table(table: pa.Table, path: Path | str, meta: dict[str, Any]) -> None
     md = dict(table.schema.metadata or {})
     md[META_KEY] = json.dumps(meta, sort_keys=True, default=_json_default).encode()
     table = table.replace_schema_metadata(md)
-    tmp = _atomic_target(path)
     try:
-        pq.write_table(table, tmp, compression="zstd", compression_level=3)
-        os.replace(tmp, path)
-    finally:
-        if tmp.exists():
-            tmp.unlink()
+        with atomic_path(path) as tmp:
+            pq.write_table(table, tmp, compression="zstd", compression_level=3)
+    except OSError as exc:
+        raise _named_write_error(exc, path) from exc
 
 
 def write_text(path: Path | str, text: str) -> None:
+    """Write ``text`` atomically (temporary name, then rename; no partial file under either name)."""
     path = Path(path)
-    tmp = _atomic_target(path)
-    tmp.write_text(text)
-    os.replace(tmp, path)
+    try:
+        with atomic_path(path) as tmp:
+            tmp.write_text(text)
+    except OSError as exc:
+        raise _named_write_error(exc, path) from exc
+
+
+def _named_write_error(exc: OSError, path: Path) -> OSError:
+    """``exc`` naming the file being written (pyarrow's errors name no file, ``os.replace``'s
+    name the temporary one), so that the job's one-line message (descbench.cli) names it."""
+    if exc.errno is None:
+        return exc
+    return OSError(exc.errno, os.strerror(exc.errno), str(path))  # OSError picks the subclass (PermissionError, ...)
+
+
+def rebuild_hint(path: Path | str) -> str:
+    """How to rebuild a broken or missing result file so that the rerun really rebuilds it.
+
+    Snakemake's outputs are per job: a scene batch folder (``.../batch000/``) or another folder
+    or file. Deleting only a file inside an output folder leaves the folder, which Snakemake
+    counts as complete, so the rerun would fail again on the same file. Deleting the folder
+    that holds the file always works (at worst it rebuilds that folder's other outputs too).
+    """
+    import shlex
+
+    folder = Path(path).parent
+    try:  # never `rm -r` the working folder or one of its parents (a file passed by hand)
+        risky = Path.cwd().resolve().is_relative_to(folder.resolve())
+    except OSError:
+        risky = True
+    if risky:
+        return f"delete it, `rm {shlex.quote(str(path))}`, and rerun the command that wrote it"
+    what = "the job output it belongs to" if folder.name.startswith("batch") and folder.name[5:].isdigit() else "the folder that holds it"
+    return (f"delete {what}, `rm -r {shlex.quote(str(folder))}`, and rerun the same snakemake command: "
+            "it rebuilds that folder and what depends on it (deleting only the file is not enough)")
 
 
 def _json_default(o: Any) -> Any:
@@ -279,21 +327,24 @@ def read_table(path: Path | str, schema: pa.Schema | None = None, with_meta: boo
         with pq.ParquetFile(path) as fh:
             table = fh.read()
     except (OSError, pa.ArrowInvalid) as exc:
-        raise DataError(f"cannot read {path} ({exc}); delete it and rerun the workflow to rebuild it") from exc
+        raise DataError(f"cannot read {path} ({exc}); {rebuild_hint(path)}") from exc
     md = table.schema.metadata or {}
     if META_KEY not in md:
-        raise DataError(f"{path} has no descbench provenance metadata; it was not written by descbench, rebuild it")
+        raise DataError(f"{path} has no descbench provenance metadata (it was not written by descbench); {rebuild_hint(path)}")
     if schema is not None:
         for f in schema:
             if f.name not in table.column_names or table.schema.field(f.name).type != f.type:
-                raise DataError(f"{path}: column '{f.name}' missing or of the wrong type; rebuild the file")
+                raise DataError(f"{path}: column '{f.name}' missing or of the wrong type; {rebuild_hint(path)}")
     return table, json.loads(md[META_KEY]) if with_meta else None
 
 
 def read_meta(path: Path | str) -> dict[str, Any]:
-    md = pq.read_schema(path).metadata or {}
+    try:
+        md = pq.read_schema(path).metadata or {}
+    except (OSError, pa.ArrowInvalid) as exc:
+        raise DataError(f"cannot read {path} ({exc}); {rebuild_hint(path)}") from exc
     if META_KEY not in md:
-        raise DataError(f"{path} has no descbench provenance metadata; rebuild it")
+        raise DataError(f"{path} has no descbench provenance metadata; {rebuild_hint(path)}")
     return json.loads(md[META_KEY])
 
 

@@ -15,8 +15,9 @@ one file per scene and kind, so results stay per scene. Layout under ``<results_
   file, built once all of the descriptor's batches exist; the scoring jobs read it)
 - ``report/``
 
-plus ``<scene>.timing.json`` next to each task's files. ``<batch>`` is ``batch<NNN>`` (its index,
-zero-padded); which scenes a batch holds is fixed by the scene list and ``scenes_per_job``.
+plus ``<scene>.timing.json`` next to each task's files (the scoring tasks, their switches and
+files: :data:`SCORE_TASK_REGISTRY`). ``<batch>`` is ``batch<NNN>`` (its index, zero-padded); which
+scenes a batch holds is fixed by the scene list and ``scenes_per_job``.
 """
 
 from __future__ import annotations
@@ -24,8 +25,34 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
-# The task directories written by the scoring job (one per task), in this order.
-SCORE_TASKS = ("scores", "verification", "matching")
+@dataclass(frozen=True)
+class ScoreTask:
+    """One task of the scoring job: its folder (``<name>/<kpset>/<descriptor>/<batch>/``), the
+    config section whose ``enabled`` switches it (None: always run), and the files it writes per
+    scene (``<scene>.<kind>``), in the order its writer takes them (``timing.json`` last)."""
+
+    name: str
+    section: str | None
+    kinds: tuple[str, ...]
+
+    def enabled(self, cfg: dict) -> bool:
+        return self.section is None or bool(cfg[self.section]["enabled"])
+
+
+# The scoring job's tasks, in the order it runs them: where their files go and which files they
+# are. The Snakemake rules (outputs, report inputs), the job (descbench.stages.score_batch) and the
+# plots read them from here.
+SCORE_TASK_REGISTRY: dict[str, ScoreTask] = {t.name: t for t in (
+    ScoreTask("scores", None, ("queries.parquet", "pairs.parquet", "timing.json")),  # keypoint retrieval
+    ScoreTask("verification", "verification", ("list.parquet", "queries.parquet", "scene.parquet", "timing.json")),
+    ScoreTask("matching", "matching", ("pairs.parquet", "classifier.parquet", "roc.parquet", "timing.json")),
+)}
+SCORE_TASKS = tuple(SCORE_TASK_REGISTRY)  # their folders
+
+
+def score_tasks_on(cfg: dict) -> list[str]:
+    """The folders of the tasks ``cfg`` (the validated config) enables, in order."""
+    return [t.name for t in SCORE_TASK_REGISTRY.values() if t.enabled(cfg)]
 
 
 def scene_batches(scenes: list[str], scenes_per_job: int) -> dict[str, list[str]]:
@@ -98,14 +125,25 @@ class ResultPaths:
     def descriptors(self, kpset: str, descriptor: str, scene: str) -> str:
         return scene_file(self.descriptors_dir(kpset, descriptor, self.batch_of(scene)), scene, "parquet")
 
+    def task_file(self, task: str, kpset: str, descriptor: str, scene: str, kind: str) -> str:
+        """A scene's file ``kind`` of scoring task ``task`` (one of the task's ``kinds``)."""
+        t = SCORE_TASK_REGISTRY.get(task)  # an unknown task: task_dir says so
+        if t is not None and kind not in t.kinds:
+            raise ValueError(f"task {task!r} writes no {kind!r} file; its files: {', '.join(t.kinds)}")
+        return scene_file(self.task_dir(task, kpset, descriptor, self.batch_of(scene)), scene, kind)
+
+    def task_files(self, task: str, kpset: str, descriptor: str, scene: str) -> list[Path]:
+        """Every file of scoring task ``task`` for one scene, in its ``kinds`` order."""
+        return [Path(self.task_file(task, kpset, descriptor, scene, k)) for k in SCORE_TASK_REGISTRY[task].kinds]
+
     def score(self, kpset: str, descriptor: str, scene: str, kind: str) -> str:
-        return scene_file(self.task_dir("scores", kpset, descriptor, self.batch_of(scene)), scene, kind)
+        return self.task_file("scores", kpset, descriptor, scene, kind)
 
     def verification(self, kpset: str, descriptor: str, scene: str, kind: str) -> str:
-        return scene_file(self.task_dir("verification", kpset, descriptor, self.batch_of(scene)), scene, kind)
+        return self.task_file("verification", kpset, descriptor, scene, kind)
 
     def matching(self, kpset: str, descriptor: str, scene: str, kind: str) -> str:
-        return scene_file(self.task_dir("matching", kpset, descriptor, self.batch_of(scene)), scene, kind)
+        return self.task_file("matching", kpset, descriptor, scene, kind)
 
     def keypoint_cutoff(self, kpset: str) -> str:
         """The dataset-wide cutoff of a set's ``global_top_n_by_size`` filter (stages.keypoint_cutoff)."""

@@ -22,18 +22,11 @@ from descbench.descriptors import compute_descriptors, get_family
 from descbench.errors import DataError
 from descbench.keypoints import ImageKeypoints, filter_keypoints
 from descbench.keypoints.sets import global_top_n, intersection_keep, set_sources
+from descbench.fileops import file_sha256
 from descbench.paths import ResultPaths
 
 def warn(msg: str) -> None:
     print(f"descbench: warning: {msg}", file=sys.stderr)
-
-
-def file_sha256(path: Path | str) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def write_timing(path: Path, scene: str, t0: float) -> None:
@@ -62,9 +55,11 @@ def dataset_digest(per_scene: dict[str, dict[str, str]]) -> str:
 def detect_raw(image_path: Path, gray: np.ndarray, spec: dict, scene: str, image: int) -> ImageKeypoints:
     """Image ``image`` (1..6) of ``scene``: the raw keypoints of the set's detector, in its order."""
     if spec["detector"] == "locked":
-        from descbench.keypoints.locked import load_locked
+        from descbench.keypoints.locked import DUPLICATES, load_locked
 
-        return load_locked(spec["params"]["path"], scene, image)
+        # the image's real size: a locked keypoint outside it is an error, not a border drop
+        return load_locked(spec["params"]["path"], scene, image, gray.shape[1], gray.shape[0],
+                           spec["params"].get("duplicates", DUPLICATES[0]))
     if spec["detector"] == "precomputed":
         from descbench.precomputed import load_features
 
@@ -334,7 +329,7 @@ def retrieval_task(scene_dir: Path, f: SceneFeatures, scoring: dict, out_queries
         qcols["rank"].append(res.rank if res.rank is not None else policy_rank(res.n_closer, res.n_tied, params.tie_policy))
         prows.append({"scene": files.scene, "pair": k, **pair_statistics(res, len(per_image[k]))})
     queries = pa.table({n: pa.array(np.concatenate(v), type=io.QUERIES.field(n).type) for n, v in qcols.items()}, schema=io.QUERIES)
-    pairs = pa.Table.from_pylist(prows, schema=io.PAIRS)
+    pairs = io.table_from_rows(prows, io.PAIRS, f"scene {files.scene}: retrieval pairs table (io.PAIRS)")
     prov = io.provenance(
         "scoring", {"task": "keypoint_retrieval", **scoring}, scene=files.scene,
         descriptor=dmeta["descriptor"], keypoint_set=kmeta["params"]["keypoint_set"],
@@ -361,26 +356,22 @@ def _verification_inputs(files, f: SceneFeatures, draws: list, scoring: dict, ve
         H = read_homography(files.homographies[k])
         targets.append(Target(per_image[k].xy, by_image[k], H, tuple(kmeta["image_sizes"][str(k)]),
                               per_image[k].angle, per_image[k].size))
-    params = BojanicParams(
-        tau_px=float(scoring["tau_px"]), gt=scoring["gt"], tie_policy=scoring["tie_policy"],
-        candidates=verification["candidates"], hard_negatives=verification["hard_negatives"],
-        ap_convention=verification["ap_convention"], quantized_bins=int(verification["quantized_bins"]),
-        chunk_mb=float(scoring["chunk_mb"]), convention=verification.get("convention", "descbench"),
-    )
-    return targets, params
+    return targets, BojanicParams.from_config(scoring=scoring, verification=verification)
+
+
+# ClassifierParams (descbench.metrics.classifier) field -> (config key, conversion): the one
+# params class whose fields are not config_fields (tests/test_params_truth.py checks its defaults).
+CLASSIFIER_KEYS = {"epsilon_px": ("matching.classifier_epsilon_px", float), "chunk_mb": ("scoring.chunk_mb", float)}
 
 
 def _matching_params(scoring: dict, matching: dict):
+    """``(MatchingParams, ClassifierParams)`` from the validated scoring and matching sections."""
     from descbench.metrics.classifier import ClassifierParams
     from descbench.metrics.matching import MatchingParams
+    from descbench.params import build
 
-    mparams = MatchingParams(
-        tau_px=float(scoring["tau_px"]), mma_thresholds=tuple(matching["mma_thresholds"]),
-        repeatability_px=float(matching["repeatability_px"]), ransac_px=float(matching["ransac_px"]),
-        ransac_seed=int(matching["ransac_seed"]), chunk_mb=float(scoring["chunk_mb"]),
-    )
-    cparams = ClassifierParams(epsilon_px=float(matching["classifier_epsilon_px"]), chunk_mb=float(scoring["chunk_mb"]))
-    return mparams, cparams
+    sections = {"scoring": scoring, "matching": matching}
+    return MatchingParams.from_config(**sections), build(ClassifierParams, CLASSIFIER_KEYS, sections)
 
 
 def verification_task(scene_dir: Path, f: SceneFeatures, distractors: list, scoring: dict, verification: dict,
@@ -394,6 +385,7 @@ def verification_task(scene_dir: Path, f: SceneFeatures, distractors: list, scor
     :class:`descbench.metrics.bojanic.SceneTaskResult` already computed by :func:`scene_pass`
     (None: computed here); ``t0``: start of the timing.
     """
+    from descbench.metrics.ap import verification_ap_columns
     from descbench.metrics.bojanic import score_scene_tasks
 
     t0 = time.perf_counter() if t0 is None else t0
@@ -424,8 +416,9 @@ def verification_task(scene_dir: Path, f: SceneFeatures, distractors: list, scor
         "ap_negative": pa.array(res.r_ap_negative, pa.float64()),
         "ap_ignore": pa.array(res.r_ap_ignore, pa.float64()),
     }, schema=io.KEYPOINT_RETRIEVAL)
-    scene_schema = io.verification_scene_schema(verification.get("convention", "descbench") == "workbench")
-    scene_row = pa.Table.from_pylist([{"scene": files.scene, **res.stats}], schema=scene_schema)
+    scene_schema = io.verification_scene_schema(verification_ap_columns(), verification["convention"] == "workbench")
+    scene_row = io.table_from_rows([{"scene": files.scene, **res.stats}], scene_schema,
+                                   f"scene {files.scene}: verification scene table (io.verification_scene_schema)")
     prov = io.provenance(
         "verification", {"task": "keypoint_verification+keypoint_retrieval", "scoring": scoring, "verification": verification},
         scene=files.scene, descriptor=dmeta["descriptor"], keypoint_set=kmeta["params"]["keypoint_set"],
@@ -469,8 +462,9 @@ def matching_task(scene_dir: Path, f: SceneFeatures, scoring: dict, matching: di
         rr = res.roc_rows()
         n = rr["tp"].shape[0]
         roc_cols.append({"scene": np.full(n, files.scene, dtype=object), "pair": np.full(n, k, dtype=np.int8), **rr})
-    pairs = pa.Table.from_pylist(prows, schema=io.matching_pairs_schema(mparams.mma_thresholds))
-    classifier = pa.Table.from_pylist(crows, schema=io.CLASSIFIER)
+    pairs = io.table_from_rows(prows, io.matching_pairs_schema(mparams.mma_thresholds),
+                               f"scene {files.scene}: matching pairs table (io.matching_pairs_schema)")
+    classifier = io.table_from_rows(crows, io.CLASSIFIER, f"scene {files.scene}: classifier table (io.CLASSIFIER)")
     roc = pa.table({c.name: pa.array(np.concatenate([r[c.name] for r in roc_cols]), type=c.type) for c in io.ROC_POINTS}, schema=io.ROC_POINTS)
     prov = io.provenance(
         "matching", {"task": "matching+binary_classifier", "scoring": scoring, "matching": matching}, scene=files.scene,
@@ -550,7 +544,7 @@ def image_counts(descriptors: Path) -> dict[int, int]:
         with pq.ParquetFile(descriptors) as fh:
             image = io.column_array(fh.read(columns=["image"]).column("image"))
     except (OSError, pa.ArrowInvalid, KeyError) as exc:
-        raise DataError(f"cannot read {descriptors} ({exc}); delete it and rerun the workflow to rebuild it") from exc
+        raise DataError(f"cannot read {descriptors} ({exc}); {io.rebuild_hint(descriptors)}") from exc
     return {k: int(c) for k, c in zip(range(1, 7), np.bincount(image.astype(np.int64), minlength=7)[1:])}
 
 
@@ -713,13 +707,12 @@ def score_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, de
         # one screen product per row block for all tasks; each task's timing file gets its share
         sp = scene_pass(scene_dir, f, scoring, bank[scene] if bank is not None else None, verification, matching)
         now = time.perf_counter
-        retrieval_task(scene_dir, f, scoring, *(Path(paths.score(kpset, descriptor, scene, k)) for k in ("queries.parquet", "pairs.parquet", "timing.json")),
+        retrieval_task(scene_dir, f, scoring, *paths.task_files("scores", kpset, descriptor, scene),
                        results=sp.retrieval, t0=now() - sp.seconds["retrieval"])
         if bank is not None:
             verification_task(scene_dir, f, bank[scene], scoring, verification,
-                              *(Path(paths.verification(kpset, descriptor, scene, k)) for k in ("list.parquet", "queries.parquet", "scene.parquet", "timing.json")),
+                              *paths.task_files("verification", kpset, descriptor, scene),
                               result=sp.verification, t0=now() - sp.seconds["verification"])
         if matching is not None:
-            matching_task(scene_dir, f, scoring, matching,
-                          *(Path(paths.matching(kpset, descriptor, scene, k)) for k in ("pairs.parquet", "classifier.parquet", "roc.parquet", "timing.json")),
+            matching_task(scene_dir, f, scoring, matching, *paths.task_files("matching", kpset, descriptor, scene),
                           results=sp.matching, t0=now() - sp.seconds["matching"])

@@ -5,11 +5,11 @@ import shlex
 import time
 from pathlib import Path
 
-from descbench.config import combinations, effective_config, validate_config
+from descbench.config import check_folders, combinations, effective_config, type_command_line_values, validate_config
 from descbench.keypoints.sets import global_top_n, root_detector_spec, set_sources
 from descbench.datasets import dataset_tag, experiment_name, list_scenes, scene_root
 from descbench.datasets.layout import TARGET_IMAGES, scene_files
-from descbench.paths import SCORE_TASKS, ResultPaths, scene_batches
+from descbench.paths import ResultPaths, scene_batches, score_tasks_on
 from descbench.errors import DescbenchError
 from descbench import smktuning
 from snakemake.logging import logger
@@ -22,11 +22,25 @@ _SMK_TUNING = smktuning.apply()
 if not all(_SMK_TUNING.values()):
     logger.warning(f"descbench: this Snakemake lacks what descbench.smktuning adjusts ({_SMK_TUNING}); "
                    "runs are correct but Snakemake's own process may use more CPU")
+# Ctrl-C / SIGTERM: Snakemake passes the signal on to the running jobs and ends the run (it would
+# otherwise wait for them); the onerror message then says "interrupted" (descbench.smktuning).
+if not smktuning.stop_jobs_on_interrupt():
+    logger.warning("descbench: this Snakemake lacks what descbench.smktuning.stop_jobs_on_interrupt adjusts; "
+                   "after Ctrl-C, Snakemake waits for its running jobs to finish")
 
 
 def _validated_config():
     try:
-        return validate_config(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
+        # `--config 'scoring={tau_px: 5}'`: Snakemake hands nested values over as strings
+        type_command_line_values(config, getattr(getattr(workflow, "config_settings", None), "config", None))
+        cfg = validate_config(config, Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
+        # a file where a folder must be: said now, not as NotADirectoryError in Snakemake or a job
+        folders = {"data_dir": cfg["data_dir"], "results_dir": cfg["results_dir"]}
+        if cfg["execution"]["numba_cache_dir"]:
+            folders["execution.numba_cache_dir"] = cfg["execution"]["numba_cache_dir"]
+        check_folders(folders)
+        check_folders({"results_dir": Path(cfg["results_dir"]) / experiment_name(cfg)})
+        return cfg
     except DescbenchError as exc:
         raise WorkflowError(f"descbench config error: {exc}")
 
@@ -67,7 +81,7 @@ def _warn_changed_settings():
 
 _warn_changed_settings()
 # Which tasks the scoring job runs, each into its own folder (scores/, verification/, matching/).
-SCORE_TASKS_ON = [t for t in SCORE_TASKS if t == "scores" or CFG[t]["enabled"]]
+SCORE_TASKS_ON = score_tasks_on(CFG)  # descbench.paths.SCORE_TASK_REGISTRY
 
 
 wildcard_constraints:
@@ -197,6 +211,13 @@ REPORT_FILES = ("comparison.csv", "comparison.md", "comparison.parquet", "compar
 
 
 RUN_STARTED = time.time()
+
+
+def print_run_stopped():
+    """The workflow's onerror: why the run stopped (a job failed, or Ctrl-C / SIGTERM) and what next."""
+    from descbench.report.summary import run_stopped_hint
+
+    print(run_stopped_hint(RES / "logs", smktuning.interrupted()), flush=True)
 
 
 def print_run_summary():

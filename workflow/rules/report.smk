@@ -113,6 +113,4 @@ onsuccess:
 
 
 onerror:
-    print("\ndescbench: the run stopped; the failing job's own message is above (its log under "
-          f"{RES / 'logs'}). Fix it and rerun the same command: finished jobs are kept and incomplete "
-          "outputs are redone. After a hard kill, run `snakemake --unlock` first.", flush=True)
+    print_run_stopped()  # a failed job or an interrupt (workflow/rules/common.smk)

@@ -43,9 +43,6 @@ Determinism
 
 from __future__ import annotations
 
-import hashlib
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 
@@ -53,6 +50,8 @@ import numpy as np
 
 from descbench.datasets.layout import N_IMAGES, TARGET_IMAGES, write_homography
 from descbench.errors import ConfigError
+from descbench.fileops import atomic_path, write_bytes_atomic
+from descbench.rng import keyed_rng
 
 #: Scene name -> name of the :mod:`skimage.data` photograph it is generated from.
 _SOURCES: dict[str, str] = {
@@ -90,8 +89,7 @@ def _check_scene(scene: str) -> None:
 
 def scene_rng(scene: str, seed: int = 0) -> np.random.Generator:
     """The RNG of a scene: seeded from ``sha256(f"{seed}:{scene}")`` (stable across runs)."""
-    digest = hashlib.sha256(f"{seed}:{scene}".encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+    return keyed_rng(f"{seed}:{scene}", "little")
 
 
 def source_image(scene: str) -> np.ndarray:
@@ -186,43 +184,18 @@ def _photometric(img: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarra
     return _add_noise(np.clip(x, 0.0, 255.0), rng)
 
 
-#: Mode of written files (``mkstemp`` would leave them owner-only, 0600).
-_FILE_MODE = 0o644
-
-
-def _atomic_write_bytes(path: Path, data: bytes) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())
-        os.chmod(tmp, _FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def _write_image(path: Path, img: np.ndarray) -> None:
     import cv2
 
     ok, buf = cv2.imencode(".ppm", img)
     if not ok:
         raise RuntimeError(f"OpenCV could not encode {path} as PPM")
-    _atomic_write_bytes(path, buf.tobytes())
+    write_bytes_atomic(path, buf.tobytes())
 
 
 def _write_homography(path: Path, H: np.ndarray) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    try:
+    with atomic_path(path) as tmp:
         write_homography(tmp, H)
-        os.chmod(tmp, _FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def generate_scene(scene: str, out_dir: Path, seed: int = 0) -> None:

@@ -12,7 +12,6 @@ Nothing here prints except the download progress lines on stderr.
 from __future__ import annotations
 
 import gzip
-import hashlib
 import http.client
 import math
 import os
@@ -33,6 +32,7 @@ from pathlib import Path, PureWindowsPath
 from typing import IO
 
 from descbench.errors import DataError, DownloadError
+from descbench.fileops import file_sha256
 
 ARCHIVE_ROOT = "hpatches-sequences-release"
 ARCHIVE_NAMES: tuple[str, ...] = (f"{ARCHIVE_ROOT}.tar.gz", f"{ARCHIVE_ROOT}.zip")
@@ -96,7 +96,7 @@ def fetch_archive(
     for name in dict.fromkeys(names):
         final = dest_dir / name
         if final.is_file():
-            actual = _file_sha256(final, chunk_bytes) if expected else None
+            actual = file_sha256(final, chunk_bytes) if expected else None
             if actual != expected:
                 raise DownloadError(
                     f"{final} exists but its sha256 is {actual}, expected {expected}: "
@@ -117,7 +117,7 @@ def fetch_archive(
         finally:
             printer.end()
         if expected:
-            actual = _file_sha256(part, chunk_bytes)
+            actual = file_sha256(part, chunk_bytes)
             if actual != expected:
                 part.unlink()
                 raise DownloadError(
@@ -247,15 +247,6 @@ def _normalize_sha256(sha256: str | None) -> str | None:
     if not re.fullmatch(r"[0-9a-f]{64}", digest):
         raise DownloadError(f"sha256 must be 64 hexadecimal digits, got {sha256!r}")
     return digest
-
-
-def _file_sha256(path: Path, chunk_bytes: int) -> str:
-    """Hex sha256 of a file, read in chunks (the archive does not fit comfortably in memory)."""
-    digest = hashlib.sha256()
-    with path.open("rb") as f:
-        while chunk := f.read(chunk_bytes):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _parse_content_range(value: str | None) -> tuple[int | None, int | None]:

@@ -1,14 +1,25 @@
 """Descriptor registry: one small module per family.
 
-A family is a :class:`DescriptorFamily`: its parameter names with defaults, whether its output
-is packed binary (compared with Hamming) or float (compared with L2), and a function
+A family is a :class:`DescriptorFamily`: its parameters (a JSON-schema fragment with their
+types, allowed values and defaults: the family module's ``PARAMS_SCHEMA``, the one place each
+parameter is declared), whether its output is packed binary (compared with Hamming) or float
+(compared with L2), and a function
 ``compute(image_path, keypoints, params, keypoint_set_spec) -> ndarray [N, D]`` that returns
 one row per input keypoint, in input order (it must never drop or add keypoints).
+
+The same family describes HPatches-style patches (:mod:`descbench.patches.describe`, each patch
+as an image of its own with one keypoint at its centre) through two hooks of its own:
+``patch_support(params, side)`` (the default keypoint size on a ``side`` x ``side`` patch) and
+``patch_rows(job, params)`` (the [N, D] rows of a :class:`PatchJob`: every patch at the job's
+keypoint, exactly what ``compute`` gives on that patch saved as an image). A family that cannot
+describe patches by design says why in ``not_on_patches``; one that declares neither is refused
+on patches with a :class:`ConfigError` naming it and these hooks (never a silent default).
+:func:`image_patch_rows` is a ready ``patch_rows`` for any family: its own ``compute`` on each
+patch written to a temporary image (exact by construction, slower than an in-memory hook).
 """
 
 from __future__ import annotations
 
-import difflib
 import functools
 import importlib
 from dataclasses import dataclass, field
@@ -19,21 +30,101 @@ import numpy as np
 
 from descbench.errors import ConfigError, DataError
 from descbench.keypoints import ImageKeypoints
+from descbench.params import check_params, fragment_defaults, object_fragment
 
 
 @dataclass(frozen=True)
 class DescriptorFamily:
     name: str
     compute: Callable[[Path, ImageKeypoints, dict, dict], np.ndarray]
-    defaults: dict = field(default_factory=dict)
+    # its ``params``: a closed JSON-schema object fragment (descbench.params.object_fragment) with
+    # every key the family reads, its type / allowed values and its default
+    params_schema: dict = field(default_factory=object_fragment)
     binary: bool | None = False  # None: decided by the data (precomputed, stack, python)
-    # Optional check of the filled params at config time, (params, where) -> params; raises
-    # ConfigError naming ``where`` (e.g. a stack's parts, a callable that cannot be imported).
+    # Optional check of the schema-valid, filled params at config time, (params, where) -> params,
+    # for rules the schema cannot state (a stack's parts, a callable that must import); raises
+    # ConfigError naming ``where``.
     check: Callable[[dict, str], dict] | None = None
+    # Patches (module docstring). ``patch_support(params, side)``: the default keypoint size (px)
+    # on a side x side patch for filled params (a composite family: one size per part, in order).
+    patch_support: Callable[[dict, int], float | list[float]] | None = None
+    # ``patch_rows(job, params)``: [N, D] rows of every patch of ``job`` (a :class:`PatchJob`).
+    patch_rows: Callable[[PatchJob, dict], np.ndarray] | None = None
+    # Why the family cannot describe patches by design (e.g. it needs colour); None: it can.
+    not_on_patches: str | None = None
+
+    @property
+    def defaults(self) -> dict:
+        """The filled defaults of its params (from :attr:`params_schema`)."""
+        return fragment_defaults(self.params_schema)
+
+    def patch_problem(self) -> str | None:
+        """Why this family cannot describe patches, phrased to follow "it" (``None``: it can): its
+        ``not_on_patches`` reason, or the hooks it lacks and how to add them."""
+        if self.not_on_patches:
+            return self.not_on_patches
+        missing = [h for h in ("patch_support", "patch_rows") if getattr(self, h) is None]
+        if not missing:
+            return None
+        return (f"declares no {' and no '.join(missing)} hook; add them to its DescriptorFamily in its module under "
+                "descbench/descriptors/: patch_support=<fn(params, side) -> its default keypoint size on a side x side "
+                f"patch> and patch_rows=<fn(job, params) -> [N, D] rows> (descbench.descriptors.image_patch_rows('{self.name}') "
+                "runs its compute on each patch saved as an image), or not_on_patches=<why it cannot describe patches>")
 
 
-# The family modules (``descbench.descriptors.<module>``). Each defines ``FAMILIES``, a tuple of
-# :class:`DescriptorFamily`; adding a family touches its module and this tuple, nothing else.
+@dataclass(frozen=True)
+class PatchJob:
+    """Patches to describe, built by :func:`descbench.patches.describe.describe_patches` for a
+    family's ``patch_rows`` hook: every patch is an image of its own with the one ``keypoint``
+    (at the patch centre); the rows must equal the family's ``compute`` on each patch saved as an
+    image, with keypoint set spec ``kpset``."""
+
+    patches: np.ndarray  # uint8 [N, S, S], C-contiguous
+    keypoint: ImageKeypoints | None  # the centre keypoint (None: a composite family, parts at their own sizes)
+    kpset: dict
+    where: str  # names the patches in errors
+    config_key: str  # the params' config key (errors about a parameter)
+    # the batching loop: ``per_patch(row)`` is the [N, D] array of ``row(i)`` ([D] or [1, D]) for every patch i
+    per_patch: Callable[[Callable[[int], np.ndarray]], np.ndarray]
+    # a part of a composite family: ``describe(i, family, params)`` -> that family's rows of these patches
+    describe: Callable[[int, str, dict], np.ndarray] | None = None
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(height, width) of every patch."""
+        return int(self.patches.shape[1]), int(self.patches.shape[2])
+
+    def name(self, i: int) -> str:
+        """Patch ``i`` in errors."""
+        return f"{self.where} patch {i}"
+
+
+def image_patch_rows(family: str) -> Callable[[PatchJob, dict], np.ndarray]:
+    """A ``patch_rows`` hook for ``family`` that runs its registered ``compute`` on each patch
+    written as a binary PGM to a private temporary directory (exact by construction; one file
+    write and read per patch, so slower than an in-memory hook)."""
+
+    def patch_rows(job: PatchJob, params: dict) -> np.ndarray:
+        import tempfile
+
+        h, w = job.shape
+        header = f"P5 {w} {h} 255\n".encode()
+        with tempfile.TemporaryDirectory(prefix="descbench-patch-") as tmp:
+            path = Path(tmp) / "patch.pgm"
+
+            def row(i):
+                path.write_bytes(header + job.patches[i].tobytes())
+                return compute_descriptors(family, params, path, job.keypoint, job.kpset, job.name(i))
+
+            return job.per_patch(row)
+
+    return patch_rows
+
+
+# The family modules (``descbench.descriptors.<module>``). Each defines ``PARAMS_SCHEMA`` (family
+# name -> its params fragment) and ``FAMILIES``, a tuple of :class:`DescriptorFamily` (with its
+# patch hooks, or its reason not to describe patches); adding a family touches its module and this
+# tuple, nothing else.
 FAMILY_MODULES = ("sift", "rootsift", "precomputed", "stack", "python", "surf", "opencv_binary", "opencv_float", "rgbsift", "dspsift")
 
 
@@ -81,22 +172,17 @@ def get_family(name: str) -> DescriptorFamily:
 
 
 def check_descriptor_params(family: str, params: dict | None, where: str) -> dict:
-    """Fill a family's parameter defaults; an unknown parameter is a :class:`ConfigError`."""
+    """A family's params checked against its ``params_schema`` and filled with its defaults.
+
+    An unknown key, a wrong type, a value outside the allowed ones or the range (the OpenCV
+    constraints the fragment states) is a :class:`ConfigError` naming ``where.<key>``, the value,
+    the allowed values and the default; then the family's own ``check`` (cross-key rules)."""
     reg = _registry()
     if family not in reg:
         key = where.removesuffix(".params") + ".family"
         raise ConfigError(f"invalid config value at '{key}': unknown descriptor family '{family}'; known: {', '.join(sorted(reg))}")
     fam = reg[family]
-    params = dict(params or {})
-    for key in params:
-        if key not in fam.defaults:
-            hint = difflib.get_close_matches(key, list(fam.defaults), n=1)
-            allowed = ", ".join(sorted(fam.defaults)) or "none"
-            raise ConfigError(
-                f"unknown config key '{where}.{key}'" + (f" (did you mean '{hint[0]}'?)" if hint else "")
-                + f"; family '{family}' takes: {allowed}"
-            )
-    params = {**fam.defaults, **params}
+    params = check_params(fam.params_schema, params, where, f"descriptor family '{family}'")
     return fam.check(params, where) if fam.check else params
 
 

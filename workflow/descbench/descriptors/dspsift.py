@@ -53,12 +53,13 @@ from pathlib import Path
 import numpy as np
 
 from descbench.datasets.layout import read_image
-from descbench.descriptors import DescriptorFamily, lazy_module
+from descbench.descriptors import DescriptorFamily, PatchJob, lazy_module
 from descbench.descriptors.rgbsift import check_convention, keypoint_octaves, read_colour
 from descbench.descriptors.rootsift import root_normalise
-from descbench.errors import ConfigError
+from descbench.descriptors.sift import sift_patch_support
 from descbench.keypoints import ImageKeypoints
 from descbench.keypoints.sift import sift_octave_from_size
+from descbench.params import object_fragment
 
 K = lazy_module("descbench.descriptors.sift_kernel")  # numba kernels, loaded when a descriptor is computed
 
@@ -77,18 +78,8 @@ def effective_scales(params: dict) -> list[float]:
 
 
 def check_params(params: dict, where: str) -> dict:
-    """Config-time check: a known convention and a non-empty list of positive scales."""
-    if params.get("convention") not in CONVENTIONS:
-        raise ConfigError(f"invalid config value at '{where}.convention': {params.get('convention')!r}; "
-                          f"allowed: {', '.join(CONVENTIONS)}")
-    scales = params.get("scales")
-    if scales is not None:
-        ok = isinstance(scales, (list, tuple)) and len(scales) > 0 and all(
-            isinstance(s, (int, float)) and not isinstance(s, bool) and s > 0 for s in scales)
-        if not ok:
-            raise ConfigError(f"invalid config value at '{where}.scales': {scales!r}; "
-                              "give a non-empty list of positive numbers (or null for the convention's default)")
-    # record the list actually used, so the run's parameters name it
+    """Config-time rule across keys (types and values are the schema's): ``scales: null`` is the
+    convention's default list, recorded as the list actually used so that the run's parameters name it."""
     return {**params, "scales": effective_scales(params)}
 
 
@@ -205,9 +196,33 @@ def dsprgbsift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, 
     return root_normalise(out) if params.get("root") else out
 
 
-_DEFAULTS = {"convention": "dong_soatto", "scales": None, "root": False}
+# scales: the domain-size pooling scales (null: the convention's, DEFAULT_SCALES); root: RootSIFT last
+_PARAMS = object_fragment(
+    convention={"enum": list(CONVENTIONS), "default": "dong_soatto"},
+    scales={"type": ["array", "null"], "items": {"type": "number", "exclusiveMinimum": 0}, "minItems": 1, "default": None},
+    root={"type": "boolean", "default": False},
+)
+PARAMS_SCHEMA = {"dspsift": _PARAMS, "dsprgbsift": _PARAMS}
+
+def dspsift_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
+    """:func:`dspsift_descriptors` on each patch as an image (the grey patch is its own
+    ``cvtColor`` grey), one patch at a time; RootSIFT on the whole result."""
+    conv = check_convention(params, "dspsift", CONVENTIONS)
+    scales = effective_scales(params)
+    kps = job.keypoint
+    if conv == "workbench":
+        octave = keypoint_octaves(kps, job.kpset, job.shape)
+        out = job.per_patch(lambda i: workbench_dsp([job.patches[i]], kps, octave, scales))
+    else:
+        out = job.per_patch(lambda i: dong_soatto_dsp(job.patches[i], kps, scales))
+    return root_normalise(out) if params.get("root") else out
+
 
 FAMILIES = (
-    DescriptorFamily("dspsift", dspsift_descriptors, defaults=dict(_DEFAULTS), check=check_params),
-    DescriptorFamily("dsprgbsift", dsprgbsift_descriptors, defaults=dict(_DEFAULTS), check=check_params),
+    DescriptorFamily("dspsift", dspsift_descriptors, PARAMS_SCHEMA["dspsift"], check=check_params,
+                     patch_support=sift_patch_support, patch_rows=dspsift_patch_rows),
+    DescriptorFamily("dsprgbsift", dsprgbsift_descriptors, PARAMS_SCHEMA["dsprgbsift"], check=check_params,
+                     not_on_patches="needs colour images, but HPatches patches are greyscale; on a grey patch it would be "
+                                    "three copies of one DSP-SIFT block and add nothing to family 'dspsift': describe "
+                                    "patches with 'dspsift'"),
 )

@@ -25,7 +25,7 @@ Families (parameters: snake_case of OpenCV's constructor arguments, defaults = O
   ``scale_factor`` null = by root detector as for VGG (orb 0.75, sift 6.75, kaze 6.25,
   akaze/brisk/fast 5.0, else 6.25). The float BoostDesc (LBGM) is the float family ``boostdesc``.
 
-One row per keypoint (see :mod:`descbench.descriptors._cv_compute`): ORB, BRIEF, LATCH, BRISK
+One row per keypoint (see :mod:`descbench.descriptors.cv_compute`): ORB, BRIEF, LATCH, BRISK
 and FREAK drop keypoints near the border (BRISK and FREAK also large ones); those are recomputed
 on the image padded with ``BORDER_REFLECT_101``, the rest equal plain OpenCV exactly. A keypoint
 that cannot be rescued raises DataError.
@@ -61,18 +61,50 @@ from pathlib import Path
 
 import numpy as np
 
-from descbench.datasets.layout import read_image
-from descbench.descriptors import DescriptorFamily
-from descbench.descriptors._cv_compute import BEBLID_SCALE, VGG_BOOST_SCALE, choice, compute_rows, cv_keypoints, scale_factor
+from descbench.descriptors.cv_compute import BEBLID_SCALE, VGG_BOOST_SCALE, choice, scale_factor
+from descbench.descriptors.opencv_common import (
+    AKAZE_PARAMS, BOOL, SCALE_FACTOR, CvSetup, akaze_setup, cv_family, fixed_support, window_support,
+)
 from descbench.keypoints import ImageKeypoints
-from descbench.keypoints.detectors import _cv_attr
+from descbench.keypoints.detectors import cv_attr
+from descbench.params import object_fragment
 
+# ----------------------------------------------------------------------------- parameters
+# The one declaration of each family's parameters: type, allowed values (OpenCV's constraints
+# where they are cheap to state) and default (OpenCV's). descbench.params checks them at config time.
 
-def _rows(extractor, image_path: Path, kps: ImageKeypoints, family: str, octave=None, class_id=None, tag=True) -> np.ndarray:
-    gray = read_image(image_path) if len(kps) else np.zeros((1, 1), np.uint8)
-    cv = cv_keypoints(kps.x, kps.y, kps.size, kps.angle, kps.octave if octave is None else octave,
-                      kps.class_id if class_id is None else class_id, kps.response)
-    return compute_rows(extractor, gray, cv, family=family, image_path=image_path, tag=tag)
+# BoostDesc's ``desc`` codes (OpenCV's enum; the Python bindings do not export them).
+BINBOOST_DESC = {"binboost_256": 302, "binboost_128": 301, "binboost_64": 300, "bgm": 100, "bgm_hard": 101, "bgm_bilinear": 102}
+BRIEF_BYTES = (16, 32, 64)
+LATCH_BYTES = (1, 2, 4, 8, 16, 32, 64)
+BLID_BITS = (256, 512)
+
+PARAMS_SCHEMA = {
+    "orb": object_fragment(
+        scale_factor={"type": "number", "exclusiveMinimum": 1, "default": 1.2},
+        n_levels={"type": "integer", "minimum": 1, "default": 8},
+        edge_threshold={"type": "integer", "minimum": 0, "default": 31},
+        patch_size={"type": "integer", "minimum": 2, "default": 31}),
+    "brisk": object_fragment(pattern_scale={"type": "number", "exclusiveMinimum": 0, "default": 1.0}),
+    "akaze": AKAZE_PARAMS,
+    "freak": object_fragment(
+        orientation_normalized={**BOOL, "default": True}, scale_normalized={**BOOL, "default": True},
+        pattern_scale={"type": "number", "exclusiveMinimum": 0, "default": 22.0},
+        n_octaves={"type": "integer", "minimum": 1, "default": 4}),
+    "brief": object_fragment(bytes={"enum": list(BRIEF_BYTES), "default": 32}, use_orientation={**BOOL, "default": False}),
+    "latch": object_fragment(
+        bytes={"enum": list(LATCH_BYTES), "default": 32}, rotation_invariance={**BOOL, "default": True},
+        half_ssd_size={"type": "integer", "minimum": 1, "default": 3},
+        sigma={"type": "number", "minimum": 0, "default": 2.0}),
+    "beblid": object_fragment(scale_factor=SCALE_FACTOR, n_bits={"enum": list(BLID_BITS), "default": 512}),
+    "teblid": object_fragment(scale_factor=SCALE_FACTOR, n_bits={"enum": list(BLID_BITS), "default": 256}),
+    "binboost": object_fragment(
+        desc={"enum": list(BINBOOST_DESC), "default": "binboost_256"},
+        use_scale_orientation={**BOOL, "default": True}, scale_factor=SCALE_FACTOR),
+}
+
+# Each family's setup (descbench.descriptors.opencv_common): the OpenCV extractor for its params
+# and the keypoint fields it reads; the same for an image and for a patch.
 
 
 # --------------------------------------------------------------------------- ORB
@@ -84,145 +116,76 @@ def orb_level_from_size(size: np.ndarray, patch_size: int, scale_factor: float, 
     return np.clip(np.rint(t), 0, n_levels - 1).astype(np.int32)
 
 
-def orb_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
+def orb_setup(p: dict, kps: ImageKeypoints, kpset: dict, shape: tuple, where: Path) -> CvSetup:
     import cv2
 
-    p = params
     orb = cv2.ORB_create(scaleFactor=float(p["scale_factor"]), nlevels=int(p["n_levels"]), edgeThreshold=int(p["edge_threshold"]),
                          firstLevel=0, WTA_K=2, patchSize=int(p["patch_size"]))
-    level = orb_level_from_size(kps.size, int(p["patch_size"]), float(p["scale_factor"]), int(p["n_levels"]))
-    return _rows(orb, image_path, kps, "orb", octave=level)
-
-
-# --------------------------------------------------------------------------- AKAZE
-
-
-def akaze_n_levels(shape: tuple, n_octaves: int, n_octave_layers: int) -> int:
-    """Number of scale levels AKAZE builds for an image of ``shape`` (H, W): octave i > 0 exists
-    while ``W >> i >= 80`` and ``H >> i >= 40``."""
-    h, w = shape[:2]
-    octaves = 1
-    while octaves < n_octaves and (w >> octaves) >= 80 and (h >> octaves) >= 40:
-        octaves += 1
-    return octaves * n_octave_layers
-
-
-def akaze_levels(kps: ImageKeypoints, shape: tuple, params: dict, kpset: dict, detector: str = "akaze"):
-    """(class_id, octave) for AKAZE's compute: the detector's own where valid, else from the size."""
-    L = int(params["n_octave_layers"])
-    n = akaze_n_levels(shape, int(params["n_octaves"]), L)
-    derived = np.clip(np.rint(L * np.log2(np.maximum(kps.size.astype(np.float64), 1e-6) / 4.8)), 0, n - 1).astype(np.int32)
-    level = derived
-    if _same_scale_space(kpset, params, detector):
-        own = (kps.class_id >= 0) & (kps.class_id < n) & (kps.octave == kps.class_id // L)
-        level = np.where(own, kps.class_id, derived).astype(np.int32)
-    return level, (level // L).astype(np.int32)
-
-
-def _same_scale_space(kpset: dict, params: dict, detector: str) -> bool:
-    """True iff the set was detected by ``detector`` with the scale space of ``params``."""
-    if kpset.get("detector") != detector:
-        return False
-    d = kpset.get("params") or {}
-    defaults = {"n_octaves": 4, "n_octave_layers": 4, "diffusivity": "pm_g2"}
-    return all(d.get(k, v) == params[k] for k, v in defaults.items())
-
-
-DIFFUSIVITY = {"pm_g1": "KAZE_DIFF_PM_G1", "pm_g2": "KAZE_DIFF_PM_G2", "weickert": "KAZE_DIFF_WEICKERT",
-               "charbonnier": "KAZE_DIFF_CHARBONNIER"}
-
-
-def make_akaze(family: str, params: dict, descriptor_type: str):
-    diff = _cv_attr(choice(family, params, "diffusivity", DIFFUSIVITY))
-    return _cv_attr("AKAZE_create")(descriptor_type=_cv_attr(descriptor_type),
-                                     descriptor_size=int(params.get("descriptor_size", 0)),
-                                     descriptor_channels=int(params.get("descriptor_channels", 3)),
-                                     nOctaves=int(params["n_octaves"]), nOctaveLayers=int(params["n_octave_layers"]),
-                                     diffusivity=diff)
-
-
-def akaze_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    kind = "AKAZE_DESCRIPTOR_MLDB_UPRIGHT" if params["upright"] else "AKAZE_DESCRIPTOR_MLDB"
-    return akaze_family_rows("akaze", kind, image_path, kps, params, kpset)
-
-
-def akaze_family_rows(family: str, kind: str, image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    """AKAZE's compute (MLDB or KAZE-type descriptor) at ``kps`` with levels from :func:`akaze_levels`."""
-    akaze = make_akaze(family, params, kind)
-    if len(kps) == 0:
-        return _rows(akaze, image_path, kps, family, tag=False)
-    gray = read_image(image_path)
-    level, octave = akaze_levels(kps, gray.shape, params, kpset)
-    if kind.startswith("AKAZE_DESCRIPTOR_KAZE"):
-        from descbench.descriptors.opencv_float import check_msurf_scale
-
-        check_msurf_scale(kps.size, octave, family, image_path)
-    cv = cv_keypoints(kps.x, kps.y, kps.size, kps.angle, octave, level, kps.response)
-    return compute_rows(akaze, gray, cv, family=family, image_path=image_path, tag=False)
+    return CvSetup(orb, octave=orb_level_from_size(kps.size, int(p["patch_size"]), float(p["scale_factor"]), int(p["n_levels"])))
 
 
 # --------------------------------------------------------------------------- single-scale patterns
 
 
-def brisk_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    return _rows(_cv_attr("BRISK_create")(patternScale=float(params["pattern_scale"])), image_path, kps, "brisk")
+def brisk_setup(p: dict, kps: ImageKeypoints, kpset: dict, shape: tuple, where: Path) -> CvSetup:
+    return CvSetup(cv_attr("BRISK_create")(patternScale=float(p["pattern_scale"])))
 
 
-def freak_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    p = params
-    freak = _cv_attr("FREAK_create")(orientationNormalized=bool(p["orientation_normalized"]), scaleNormalized=bool(p["scale_normalized"]),
-                                     patternScale=float(p["pattern_scale"]), nOctaves=int(p["n_octaves"]))
-    return _rows(freak, image_path, kps, "freak")
+def freak_setup(p: dict, kps: ImageKeypoints, kpset: dict, shape: tuple, where: Path) -> CvSetup:
+    return CvSetup(cv_attr("FREAK_create")(orientationNormalized=bool(p["orientation_normalized"]),
+                                           scaleNormalized=bool(p["scale_normalized"]),
+                                           patternScale=float(p["pattern_scale"]), nOctaves=int(p["n_octaves"])))
 
 
-def brief_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    nbytes = choice("brief", params, "bytes", {16: 16, 32: 32, 64: 64})
-    brief = _cv_attr("BriefDescriptorExtractor_create")(bytes=nbytes, use_orientation=bool(params["use_orientation"]))
-    return _rows(brief, image_path, kps, "brief")
+def brief_setup(p: dict, kps: ImageKeypoints, kpset: dict, shape: tuple, where: Path) -> CvSetup:
+    nbytes = choice("brief", p, "bytes", {b: b for b in BRIEF_BYTES})
+    return CvSetup(cv_attr("BriefDescriptorExtractor_create")(bytes=nbytes, use_orientation=bool(p["use_orientation"])))
 
 
-def latch_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    p = params
-    nbytes = choice("latch", p, "bytes", {b: b for b in (1, 2, 4, 8, 16, 32, 64)})
-    latch = _cv_attr("LATCH_create")(bytes=nbytes, rotationInvariance=bool(p["rotation_invariance"]),
-                                     half_ssd_size=int(p["half_ssd_size"]), sigma=float(p["sigma"]))
-    return _rows(latch, image_path, kps, "latch")
+def latch_setup(p: dict, kps: ImageKeypoints, kpset: dict, shape: tuple, where: Path) -> CvSetup:
+    nbytes = choice("latch", p, "bytes", {b: b for b in LATCH_BYTES})
+    return CvSetup(cv_attr("LATCH_create")(bytes=nbytes, rotationInvariance=bool(p["rotation_invariance"]),
+                                           half_ssd_size=int(p["half_ssd_size"]), sigma=float(p["sigma"])))
 
 
-def beblid_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    bits = choice("beblid", params, "n_bits", {256: "BEBLID_SIZE_256_BITS", 512: "BEBLID_SIZE_512_BITS"})
-    ex = _cv_attr("BEBLID_create")(scale_factor(params, kpset, BEBLID_SCALE), _cv_attr(bits))
-    return _rows(ex, image_path, kps, "beblid")
+def beblid_setup(p: dict, kps: ImageKeypoints, kpset: dict, shape: tuple, where: Path) -> CvSetup:
+    bits = choice("beblid", p, "n_bits", {256: "BEBLID_SIZE_256_BITS", 512: "BEBLID_SIZE_512_BITS"})
+    return CvSetup(cv_attr("BEBLID_create")(scale_factor(p, kpset, BEBLID_SCALE), cv_attr(bits)))
 
 
-def teblid_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    bits = choice("teblid", params, "n_bits", {256: "TEBLID_SIZE_256_BITS", 512: "TEBLID_SIZE_512_BITS"})
-    ex = _cv_attr("TEBLID_create")(scale_factor(params, kpset, BEBLID_SCALE), _cv_attr(bits))
-    return _rows(ex, image_path, kps, "teblid")
+def teblid_setup(p: dict, kps: ImageKeypoints, kpset: dict, shape: tuple, where: Path) -> CvSetup:
+    bits = choice("teblid", p, "n_bits", {256: "TEBLID_SIZE_256_BITS", 512: "TEBLID_SIZE_512_BITS"})
+    return CvSetup(cv_attr("TEBLID_create")(scale_factor(p, kpset, BEBLID_SCALE), cv_attr(bits)))
 
 
-# BoostDesc's ``desc`` codes (OpenCV's enum; the Python bindings do not export them).
-BINBOOST_DESC = {"binboost_256": 302, "binboost_128": 301, "binboost_64": 300, "bgm": 100, "bgm_hard": 101, "bgm_bilinear": 102}
+def binboost_setup(p: dict, kps: ImageKeypoints, kpset: dict, shape: tuple, where: Path) -> CvSetup:
+    return CvSetup(cv_attr("BoostDesc_create")(desc=choice("binboost", p, "desc", BINBOOST_DESC),
+                                               use_scale_orientation=bool(p["use_scale_orientation"]),
+                                               scale_factor=scale_factor(p, kpset, VGG_BOOST_SCALE)))
 
 
-def binboost_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    desc = choice("binboost", params, "desc", BINBOOST_DESC)
-    ex = _cv_attr("BoostDesc_create")(desc=desc, use_scale_orientation=bool(params["use_scale_orientation"]),
-                                      scale_factor=scale_factor(params, kpset, VGG_BOOST_SCALE))
-    return _rows(ex, image_path, kps, "binboost")
+# --------------------------------------------------------------------------- patch support
+# The default keypoint size on a side x side patch (descbench.patches.describe's table; the
+# constants were measured on 65 x 65 patches).
 
 
-FAMILIES = (
-    DescriptorFamily("orb", orb_descriptors, {"scale_factor": 1.2, "n_levels": 8, "edge_threshold": 31, "patch_size": 31}, binary=True),
-    DescriptorFamily("brisk", brisk_descriptors, {"pattern_scale": 1.0}, binary=True),
-    DescriptorFamily("akaze", akaze_descriptors, {"upright": False, "descriptor_size": 0, "descriptor_channels": 3, "n_octaves": 4,
-                                                  "n_octave_layers": 4, "diffusivity": "pm_g2"}, binary=True),
-    DescriptorFamily("freak", freak_descriptors, {"orientation_normalized": True, "scale_normalized": True, "pattern_scale": 22.0,
-                                                  "n_octaves": 4}, binary=True),
-    DescriptorFamily("brief", brief_descriptors, {"bytes": 32, "use_orientation": False}, binary=True),
-    DescriptorFamily("latch", latch_descriptors, {"bytes": 32, "rotation_invariance": True, "half_ssd_size": 3, "sigma": 2.0}, binary=True),
-    DescriptorFamily("beblid", beblid_descriptors, {"scale_factor": None, "n_bits": 512}, binary=True),
-    DescriptorFamily("teblid", teblid_descriptors, {"scale_factor": None, "n_bits": 256}, binary=True),
-    DescriptorFamily("binboost", binboost_descriptors, {"desc": "binboost_256", "use_scale_orientation": True, "scale_factor": None},
-                     binary=True),
-)
+def orb_support(params: dict, side: int) -> float:
+    """ORB: size = side picks pyramid level round(log(65/31)/log 1.2) = 4, a 64.3 px patch."""
+    return float(side)
+
+
+PATCH_SUPPORT = {
+    "orb": orb_support,
+    "brisk": fixed_support(20.0),  # OpenCV's BRISK keeps the centre keypoint of a 65 x 65 image up to size 20.2
+    "akaze": fixed_support(6.0),  # M-LDB pattern 2 x 10 x round(size / 2) = 60 px
+    "freak": fixed_support(9.0),  # FREAK keeps it up to size 9.6
+    "brief": fixed_support(48.0),  # size not read: fixed 48 x 48 pattern
+    "latch": fixed_support(48.0),  # size not read: fixed 48 px pattern
+    "beblid": window_support, "teblid": window_support, "binboost": window_support,
+}
+
+SETUP = {"orb": orb_setup, "brisk": brisk_setup,
+         "akaze": akaze_setup("akaze", ("AKAZE_DESCRIPTOR_MLDB", "AKAZE_DESCRIPTOR_MLDB_UPRIGHT")),
+         "freak": freak_setup, "brief": brief_setup, "latch": latch_setup, "beblid": beblid_setup,
+         "teblid": teblid_setup, "binboost": binboost_setup}
+FAMILIES = tuple(cv_family(name, SETUP[name], PARAMS_SCHEMA[name], PATCH_SUPPORT[name], binary=True) for name in PARAMS_SCHEMA)

@@ -24,7 +24,7 @@ precomputed) 6.25, the value OpenCV calls its default.
 
 None of these drops keypoints in OpenCV 5 (samples outside the image are skipped or
 border-interpolated by OpenCV itself); the realignment of
-:mod:`descbench.descriptors._cv_compute` still checks that every keypoint came back and
+:mod:`descbench.descriptors.cv_compute` still checks that every keypoint came back and
 rescues any that would not on a ``BORDER_REFLECT_101``-padded image. KAZE and AKAZE are never
 padded: their contrast factor is a statistic of the whole image.
 
@@ -46,12 +46,39 @@ from pathlib import Path
 
 import numpy as np
 
-from descbench.datasets.layout import read_image
-from descbench.descriptors import DescriptorFamily
-from descbench.descriptors._cv_compute import VGG_BOOST_SCALE, choice, compute_rows, cv_keypoints, scale_factor
-from descbench.descriptors.opencv_binary import DIFFUSIVITY, _rows, _same_scale_space, akaze_family_rows
+from descbench.descriptors.cv_compute import VGG_BOOST_SCALE, choice, scale_factor
+from descbench.descriptors.opencv_common import (
+    BOOL, DIFFUSIVITY, DIFFUSIVITY_PARAM, OCTAVES, SCALE_FACTOR, CvSetup, akaze_setup, check_msurf_scale, cv_family,
+    fixed_support, same_scale_space, window_support,
+)
+from descbench.descriptors.sift import sift_patch_support
 from descbench.keypoints import ImageKeypoints
-from descbench.keypoints.detectors import _cv_attr
+from descbench.keypoints.detectors import cv_attr
+from descbench.params import object_fragment
+
+# ----------------------------------------------------------------------------- parameters
+# The one declaration of each family's parameters (type, allowed values, OpenCV's default).
+
+DAISY_NORM = {"none": "DAISY_NRM_NONE", "partial": "DAISY_NRM_PARTIAL", "full": "DAISY_NRM_FULL", "sift": "DAISY_NRM_SIFT"}
+# VGG's ``desc`` codes by dimension (OpenCV's enum; the Python bindings do not export them).
+VGG_DESC = {120: 100, 80: 101, 64: 102, 48: 103}
+POSITIVE_INT = {"type": "integer", "minimum": 1}
+
+PARAMS_SCHEMA = {
+    "kaze": object_fragment(extended={**BOOL, "default": False}, upright={**BOOL, "default": False},
+                            n_octaves=OCTAVES, n_octave_layers=OCTAVES, diffusivity=DIFFUSIVITY_PARAM),
+    "akaze_kaze": object_fragment(upright={**BOOL, "default": False}, n_octaves=OCTAVES, n_octave_layers=OCTAVES,
+                                  diffusivity=DIFFUSIVITY_PARAM),
+    "daisy": object_fragment(
+        radius={"type": "number", "exclusiveMinimum": 0, "default": 15.0},
+        q_radius={**POSITIVE_INT, "default": 3}, q_theta={**POSITIVE_INT, "default": 8}, q_hist={**POSITIVE_INT, "default": 8},
+        norm={"enum": list(DAISY_NORM), "default": "none"},
+        interpolation={**BOOL, "default": True}, use_orientation={**BOOL, "default": False}),
+    "vgg": object_fragment(
+        desc={"enum": list(VGG_DESC), "default": 120}, isigma={"type": "number", "exclusiveMinimum": 0, "default": 1.4},
+        img_normalize={**BOOL, "default": True}, use_scale_orientation={**BOOL, "default": True}, scale_factor=SCALE_FACTOR),
+    "boostdesc": object_fragment(use_scale_orientation={**BOOL, "default": True}, scale_factor=SCALE_FACTOR),
+}
 
 
 def kaze_levels(kps: ImageKeypoints, params: dict, kpset: dict):
@@ -62,85 +89,53 @@ def kaze_levels(kps: ImageKeypoints, params: dict, kpset: dict):
     # it (descriptors there are 0/0 = NaN), and its detector never reports it
     derived = np.clip(np.rint(L * np.log2(np.maximum(kps.size.astype(np.float64), 1e-6) / 3.2)), 1, max(1, n - 1)).astype(np.int32)
     level = derived
-    if _same_scale_space(kpset, params, "kaze"):
+    if same_scale_space(kpset, params, "kaze"):
         level = np.where((kps.class_id >= 1) & (kps.class_id < n), kps.class_id, derived).astype(np.int32)
     return level, (level // L).astype(np.int32)
 
 
-def check_msurf_scale(size: np.ndarray, octave: np.ndarray, family: str, image_path: Path) -> None:
-    """M-SURF (KAZE, AKAZE's KAZE type) samples with step ``round(size / 2 / 2^octave)`` and Gaussian
-    weights of sigma 2.5 x step: a step of 0 gives 0/0 = NaN rows, so such keypoints are an error."""
-    from descbench.errors import DataError
-
-    step = np.rint(0.5 * size.astype(np.float64) / np.exp2(octave.astype(np.float64)))  # rint = cvRound (half to even)
-    bad = np.flatnonzero(step < 1)
-    if bad.size:
-        raise DataError(
-            f"image {image_path}: {bad.size} keypoints are too small for descriptor '{family}' (first at keypoint row "
-            f"{int(bad[0])}, size {float(size[bad[0]]):.3f} px; M-SURF needs size > 2^octave px, here its sampling step "
-            "would be 0 and the descriptor NaN); filter the keypoint set with min_size or use another descriptor"
-        )
+# Each family's setup (descbench.descriptors.opencv_common): the OpenCV extractor for its params
+# and the keypoint fields it reads; the same for an image and for a patch.
 
 
-def kaze_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    p = params
-    kaze = _cv_attr("KAZE_create")(extended=bool(p["extended"]), upright=bool(p["upright"]), nOctaves=int(p["n_octaves"]),
-                                    nOctaveLayers=int(p["n_octave_layers"]),
-                                    diffusivity=_cv_attr(choice("kaze", p, "diffusivity", DIFFUSIVITY)))
-    if len(kps) == 0:
-        return _rows(kaze, image_path, kps, "kaze", tag=False)
-    gray = read_image(image_path)
-    level, octave = kaze_levels(kps, params, kpset)
-    check_msurf_scale(kps.size, np.zeros_like(octave), "kaze", image_path)  # KAZE has no downsampled octaves
-    cv = cv_keypoints(kps.x, kps.y, kps.size, kps.angle, octave, level, kps.response)
-    return compute_rows(kaze, gray, cv, family="kaze", image_path=image_path, tag=False)
+def kaze_setup(p: dict, kps: ImageKeypoints, kpset: dict, shape: tuple, where: Path) -> CvSetup:
+    kaze = cv_attr("KAZE_create")(extended=bool(p["extended"]), upright=bool(p["upright"]), nOctaves=int(p["n_octaves"]),
+                                   nOctaveLayers=int(p["n_octave_layers"]),
+                                   diffusivity=cv_attr(choice("kaze", p, "diffusivity", DIFFUSIVITY)))
+    level, octave = kaze_levels(kps, p, kpset)
+    check_msurf_scale(kps.size, np.zeros_like(octave), "kaze", where)  # KAZE has no downsampled octaves
+    return CvSetup(kaze, octave, level, tag=False)
 
 
-def akaze_kaze_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    kind = "AKAZE_DESCRIPTOR_KAZE_UPRIGHT" if params["upright"] else "AKAZE_DESCRIPTOR_KAZE"
-    return akaze_family_rows("akaze_kaze", kind, image_path, kps, params, kpset)
+def daisy_setup(p: dict, kps: ImageKeypoints, kpset: dict, shape: tuple, where: Path) -> CvSetup:
+    return CvSetup(cv_attr("DAISY_create")(radius=float(p["radius"]), q_radius=int(p["q_radius"]), q_theta=int(p["q_theta"]),
+                                           q_hist=int(p["q_hist"]), norm=cv_attr(choice("daisy", p, "norm", DAISY_NORM)),
+                                           interpolation=bool(p["interpolation"]), use_orientation=bool(p["use_orientation"])))
 
 
-DAISY_NORM = {"none": "DAISY_NRM_NONE", "partial": "DAISY_NRM_PARTIAL", "full": "DAISY_NRM_FULL", "sift": "DAISY_NRM_SIFT"}
-
-
-def daisy_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    p = params
-    daisy = _cv_attr("DAISY_create")(radius=float(p["radius"]), q_radius=int(p["q_radius"]), q_theta=int(p["q_theta"]),
-                                     q_hist=int(p["q_hist"]), norm=_cv_attr(choice("daisy", p, "norm", DAISY_NORM)),
-                                     interpolation=bool(p["interpolation"]), use_orientation=bool(p["use_orientation"]))
-    return _rows(daisy, image_path, kps, "daisy")
-
-
-# VGG's ``desc`` codes by dimension (OpenCV's enum; the Python bindings do not export them).
-VGG_DESC = {120: 100, 80: 101, 64: 102, 48: 103}
-
-
-def vgg_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    p = params
-    vgg = _cv_attr("VGG_create")(desc=choice("vgg", p, "desc", VGG_DESC), isigma=float(p["isigma"]),
-                                 img_normalize=bool(p["img_normalize"]), use_scale_orientation=bool(p["use_scale_orientation"]),
-                                 scale_factor=scale_factor(p, kpset, VGG_BOOST_SCALE), dsc_normalize=False)
-    return _rows(vgg, image_path, kps, "vgg")
+def vgg_setup(p: dict, kps: ImageKeypoints, kpset: dict, shape: tuple, where: Path) -> CvSetup:
+    return CvSetup(cv_attr("VGG_create")(desc=choice("vgg", p, "desc", VGG_DESC), isigma=float(p["isigma"]),
+                                         img_normalize=bool(p["img_normalize"]), use_scale_orientation=bool(p["use_scale_orientation"]),
+                                         scale_factor=scale_factor(p, kpset, VGG_BOOST_SCALE), dsc_normalize=False))
 
 
 LBGM = 200  # BoostDesc::LBGM
 
 
-def boostdesc_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    ex = _cv_attr("BoostDesc_create")(desc=LBGM, use_scale_orientation=bool(params["use_scale_orientation"]),
-                                      scale_factor=scale_factor(params, kpset, VGG_BOOST_SCALE))
-    return _rows(ex, image_path, kps, "boostdesc")
+def boostdesc_setup(p: dict, kps: ImageKeypoints, kpset: dict, shape: tuple, where: Path) -> CvSetup:
+    return CvSetup(cv_attr("BoostDesc_create")(desc=LBGM, use_scale_orientation=bool(p["use_scale_orientation"]),
+                                               scale_factor=scale_factor(p, kpset, VGG_BOOST_SCALE)))
 
 
-FAMILIES = (
-    DescriptorFamily("kaze", kaze_descriptors, {"extended": False, "upright": False, "n_octaves": 4, "n_octave_layers": 4,
-                                                "diffusivity": "pm_g2"}),
-    DescriptorFamily("akaze_kaze", akaze_kaze_descriptors, {"upright": False, "n_octaves": 4, "n_octave_layers": 4,
-                                                            "diffusivity": "pm_g2"}),
-    DescriptorFamily("daisy", daisy_descriptors, {"radius": 15.0, "q_radius": 3, "q_theta": 8, "q_hist": 8, "norm": "none",
-                                                  "interpolation": True, "use_orientation": False}),
-    DescriptorFamily("vgg", vgg_descriptors, {"desc": 120, "isigma": 1.4, "img_normalize": True, "use_scale_orientation": True,
-                                              "scale_factor": None}),
-    DescriptorFamily("boostdesc", boostdesc_descriptors, {"use_scale_orientation": True, "scale_factor": None}),
-)
+# The default keypoint size on a side x side patch (descbench.patches.describe's table).
+PATCH_SUPPORT = {
+    "kaze": fixed_support(6.0),  # M-SURF grid 24 x round(size / 2) = 72 px
+    "akaze_kaze": fixed_support(6.0),
+    "daisy": sift_patch_support,  # size not read (params.radius); hpatches-benchmark's SIFT size
+    "vgg": window_support, "boostdesc": window_support,
+}
+
+SETUP = {"kaze": kaze_setup,
+         "akaze_kaze": akaze_setup("akaze_kaze", ("AKAZE_DESCRIPTOR_KAZE", "AKAZE_DESCRIPTOR_KAZE_UPRIGHT")),
+         "daisy": daisy_setup, "vgg": vgg_setup, "boostdesc": boostdesc_setup}
+FAMILIES = tuple(cv_family(name, SETUP[name], PARAMS_SCHEMA[name], PATCH_SUPPORT[name]) for name in PARAMS_SCHEMA)

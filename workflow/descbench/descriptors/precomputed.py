@@ -9,7 +9,11 @@ import numpy as np
 from descbench.descriptors import DescriptorFamily
 from descbench.errors import DataError
 from descbench.keypoints import ImageKeypoints
+from descbench.params import object_fragment
 from descbench.precomputed import load_features
+
+# No parameters of its own: the files are named by its keypoint set's (detector: precomputed) params.
+PARAMS_SCHEMA = {"precomputed": object_fragment()}
 
 
 def precomputed_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
@@ -33,4 +37,7 @@ def precomputed_descriptors(image_path: Path, kps: ImageKeypoints, params: dict,
     return feats.descriptors[idx]
 
 
-FAMILIES = (DescriptorFamily("precomputed", precomputed_descriptors, binary=None),)
+FAMILIES = (DescriptorFamily(
+    "precomputed", precomputed_descriptors, PARAMS_SCHEMA["precomputed"], binary=None,
+    not_on_patches="reads the feature files of a keypoint set; patch descriptors computed elsewhere are read from "
+                   "hpatches-benchmark CSV files (descbench.patches.describe.read_hpatches_csv)"),)

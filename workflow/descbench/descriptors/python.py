@@ -26,9 +26,19 @@ from pathlib import Path
 import numpy as np
 
 from descbench.datasets.layout import read_image
-from descbench.descriptors import DescriptorFamily
+from descbench.descriptors import DescriptorFamily, PatchJob
+from descbench.descriptors.sift import sift_patch_support
 from descbench.errors import ConfigError, DataError
 from descbench.keypoints import ImageKeypoints
+from descbench.params import object_fragment
+
+# callable: "package.module:function"; kwargs: passed to it; color: BGR image instead of grey
+PARAMS_SCHEMA = {"python": object_fragment(
+    required=("callable",),
+    callable={"type": "string", "minLength": 1, "description": "'package.module:function'"},
+    kwargs={"type": "object", "default": {}},
+    color={"type": "boolean", "default": False},
+)}
 
 
 def resolve(path: str, where: str = "descriptors.<name>.params.callable"):
@@ -54,9 +64,8 @@ def resolve(path: str, where: str = "descriptors.<name>.params.callable"):
 
 
 def check_python(params: dict, where: str) -> dict:
+    """The rule the schema cannot state: the callable imports."""
     resolve(params["callable"], f"{where}.callable")
-    if not isinstance(params["kwargs"], dict):
-        raise ConfigError(f"{where}.kwargs: a mapping of keyword arguments, got {params['kwargs']!r}")
     return params
 
 
@@ -78,7 +87,45 @@ def python_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpse
         return np.ascontiguousarray(out, dtype=np.float32)
 
 
+def python_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
+    """The callable once per patch, ``fn(patch, centre_keypoint, **kwargs)``, with the checks of
+    :func:`python_descriptors`; ``color: true`` passes the grey patch as 3 equal BGR channels
+    (what reading a grey file in colour gives)."""
+    import cv2
+
+    fn = resolve(params["callable"], job.config_key + ".callable")
+    name = params["callable"]
+    kwargs = params["kwargs"]
+    color = bool(params["color"])
+    first: list[tuple[bool, int]] = []  # (binary, D) of patch 0's row
+
+    def row(i):
+        image = cv2.cvtColor(job.patches[i], cv2.COLOR_GRAY2BGR) if color else job.patches[i]
+        out = fn(image, job.keypoint, **kwargs)
+        what = f"descriptor callable '{name}' returned"
+        if not isinstance(out, np.ndarray):
+            raise DataError(f"{what} {type(out).__name__} for {job.name(i)}; return a numpy array [1, D]")
+        if out.ndim != 2 or out.shape[0] != 1:
+            raise DataError(f"{what} shape {out.shape} for the 1 keypoint of {job.name(i)}; "
+                            "return one row per keypoint, in order: shape (1, D)")
+        if out.dtype != np.uint8 and out.dtype.kind != "f":
+            raise DataError(f"{what} dtype {out.dtype} for {job.name(i)}; return floats, or uint8 packed bits")
+        k = (out.dtype == np.uint8, out.shape[1])
+        if not first:
+            first.append(k)
+        elif first[0] != k:
+            kinds = [f"{'uint8' if b else 'float'} [1, {d}]" for b, d in (k, first[0])]
+            raise DataError(f"{what} {kinds[0]} for {job.name(i)} but {kinds[1]} for patch 0; "
+                            "return one dtype and width for every patch")
+        if out.dtype == np.uint8:
+            return out
+        with np.errstate(over="ignore"):
+            return out.astype(np.float32)
+
+    return job.per_patch(row)
+
+
 FAMILIES = (
-    DescriptorFamily("python", python_descriptors, defaults={"callable": None, "kwargs": {}, "color": False}, binary=None,
-                     check=check_python),
+    DescriptorFamily("python", python_descriptors, PARAMS_SCHEMA["python"], binary=None, check=check_python,
+                     patch_support=sift_patch_support, patch_rows=python_patch_rows),
 )

@@ -41,6 +41,7 @@ from descbench.descriptors.rootsift import root_normalise
 from descbench.errors import ConfigError, DataError
 from descbench.keypoints import ImageKeypoints
 from descbench.keypoints.sift import keypoints_to_cv, make_sift, sift_octave_from_size
+from descbench.params import object_fragment
 
 K = lazy_module("descbench.descriptors.sift_kernel")  # numba kernels, loaded when a descriptor is computed
 
@@ -108,12 +109,11 @@ def rgbsift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kps
     return root_normalise(out) if params.get("root") else np.ascontiguousarray(out, dtype=np.float32)
 
 
-def check_params(params: dict, where: str) -> dict:
-    if params.get("convention") not in CONVENTIONS:
-        raise ConfigError(f"invalid config value at '{where}.convention': {params.get('convention')!r}; "
-                          f"allowed: {', '.join(CONVENTIONS)}")
-    return params
+# root: RootSIFT of the whole row, applied last
+PARAMS_SCHEMA = {"rgbsift": object_fragment(convention={"enum": list(CONVENTIONS), "default": "descbench"},
+                                            root={"type": "boolean", "default": False})}
 
-
-FAMILIES = (DescriptorFamily("rgbsift", rgbsift_descriptors, defaults={"convention": "descbench", "root": False},
-                             check=check_params),)
+FAMILIES = (DescriptorFamily("rgbsift", rgbsift_descriptors, PARAMS_SCHEMA["rgbsift"],
+                             not_on_patches="needs colour images, but HPatches patches are greyscale; on a grey patch it "
+                                            "would be three copies of one SIFT block and add nothing to family 'sift': "
+                                            "describe patches with 'sift'"),)

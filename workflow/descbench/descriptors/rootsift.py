@@ -6,9 +6,15 @@ from pathlib import Path
 
 import numpy as np
 
-from descbench.descriptors import DescriptorFamily
-from descbench.descriptors.sift import sift_descriptors
+from descbench.descriptors import DescriptorFamily, PatchJob
+from descbench.descriptors.sift import PARAMS_SCHEMA as SIFT_PARAMS_SCHEMA, sift_descriptors, sift_patch_rows, \
+    sift_patch_support
 from descbench.keypoints import ImageKeypoints
+from descbench.params import fragment_defaults, object_fragment
+
+# RootSIFT has no parameters: it roots the ``sift`` family's descriptors at that family's defaults.
+PARAMS_SCHEMA = {"rootsift": object_fragment()}
+SIFT_PARAMS = fragment_defaults(SIFT_PARAMS_SCHEMA["sift"])
 
 
 def root_normalise(desc: np.ndarray) -> np.ndarray:
@@ -22,7 +28,12 @@ def root_normalise(desc: np.ndarray) -> np.ndarray:
 
 
 def rootsift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    return root_normalise(sift_descriptors(image_path, kps, params, kpset))
+    return root_normalise(sift_descriptors(image_path, kps, SIFT_PARAMS, kpset))
 
 
-FAMILIES = (DescriptorFamily("rootsift", rootsift_descriptors),)
+def rootsift_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
+    return root_normalise(sift_patch_rows(job, SIFT_PARAMS))
+
+
+FAMILIES = (DescriptorFamily("rootsift", rootsift_descriptors, PARAMS_SCHEMA["rootsift"], patch_support=sift_patch_support,
+                             patch_rows=rootsift_patch_rows),)

@@ -17,10 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from descbench.datasets.layout import read_image
-from descbench.descriptors import DescriptorFamily
-from descbench.errors import ConfigError
+from descbench.descriptors import DescriptorFamily, PatchJob
+from descbench.errors import ConfigError, DataError
 from descbench.keypoints import ImageKeypoints
 from descbench.keypoints.sift import keypoints_to_cv, make_sift, sift_octave_from_size
+from descbench.params import object_fragment
 
 
 def sift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
@@ -43,13 +44,7 @@ def sift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset:
         gray = cv2.cvtColor(read_image(image_path, color=True), cv2.COLOR_BGR2GRAY)
     else:
         gray = read_image(image_path)
-    is_sift_set = kpset.get("detector") == "sift"
-    sift_params = kpset.get("params", {}) if is_sift_set else {}
-    # locked keypoints whose file carries SIFT's own packed octave (e.g. exported from a sift set)
-    is_sift_set = is_sift_set or (kpset.get("detector") == "locked" and kpset.get("params", {}).get("octave") == "sift")
-    sift = make_sift(sift_params)
-    octave = None if is_sift_set else sift_octave_from_size(kps.size, gray.shape[:2])
-    cv_kps = keypoints_to_cv(kps, octave)
+    sift, cv_kps = sift_setup(kps, kpset, gray.shape[:2])
     out_kps, desc = sift.compute(gray, cv_kps)
     if desc is None or len(out_kps) != len(cv_kps):
         raise RuntimeError(f"OpenCV SIFT returned {0 if desc is None else len(out_kps)} of {len(cv_kps)} descriptors for {image_path}")
@@ -61,14 +56,62 @@ def sift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset:
     return desc
 
 
+def sift_setup(kps: ImageKeypoints, kpset: dict, shape: tuple[int, int]):
+    """(OpenCV SIFT, OpenCV keypoints) for ``kps`` on an image of ``shape`` (H, W).
+
+    On a SIFT keypoint set the pyramid parameters are the set's SIFT parameters and each keypoint
+    keeps its own octave field (the descriptor sees the scale space the keypoint was detected in).
+    On keypoints of any other detector (or from files) the pyramid is OpenCV's default and the
+    octave field, which would otherwise be read as a SIFT octave/layer it is not, is derived from
+    the keypoint size (:func:`descbench.keypoints.sift.sift_octave_from_size`).
+    """
+    is_sift_set = kpset.get("detector") == "sift"
+    sift_params = kpset.get("params", {}) if is_sift_set else {}
+    # locked keypoints whose file carries SIFT's own packed octave (e.g. exported from a sift set)
+    is_sift_set = is_sift_set or (kpset.get("detector") == "locked" and kpset.get("params", {}).get("octave") == "sift")
+    octave = None if is_sift_set else sift_octave_from_size(kps.size, shape)
+    return make_sift(sift_params), keypoints_to_cv(kps, octave)
+
+
 CONVENTIONS = ("opencv", "workbench")
 
+# The family's parameters, their allowed values and defaults (the one declaration; descbench.params).
+PARAMS_SCHEMA = {"sift": object_fragment(convention={"enum": list(CONVENTIONS), "default": "opencv"})}
 
-def _check(params: dict, where: str) -> dict:
-    if params.get("convention") not in CONVENTIONS:
-        raise ConfigError(f"invalid config value at '{where}.convention': {params.get('convention')!r}; "
-                          f"allowed: {', '.join(CONVENTIONS)}")
-    return params
+# ----------------------------------------------------------------------------- patches
+
+HPATCHES_SIFT_RATIO = 5.303  # hpatches-benchmark's keypoint size on a patch of side S: S / 5.303
 
 
-FAMILIES = (DescriptorFamily("sift", sift_descriptors, defaults={"convention": "opencv"}, check=_check),)
+def sift_patch_support(params: dict, side: int) -> float:
+    """hpatches-benchmark's size (``extract_opencv_sift.py``): SIFT's 4 x 4 bins of 3 sigma =
+    1.5 size px span 6 size = 73.5 px on a 65 px patch; samples beyond the patch are skipped."""
+    return side / HPATCHES_SIFT_RATIO
+
+
+def sift_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
+    """OpenCV SIFT per patch exactly as :func:`sift_descriptors` runs it on the patch saved as an
+    image. Its ``workbench`` grey image, ``cvtColor(BGR2GRAY)`` of the colour read of a grey file,
+    is the grey patch itself (the BGR->grey weights sum to exactly 1 in fixed point);
+    ``tests/test_patch_describe.py`` checks it against the registry on PNG files."""
+    convention = params.get("convention", "opencv")
+    if convention not in CONVENTIONS:
+        raise ConfigError(f"invalid config value at '{job.config_key}.convention': {convention!r}; allowed: {', '.join(CONVENTIONS)}")
+    sift, cv_kps = sift_setup(job.keypoint, job.kpset, job.shape)
+
+    def row(i):
+        out_kps, desc = sift.compute(job.patches[i], cv_kps)
+        if desc is None or len(out_kps) != 1:
+            raise DataError(f"{job.name(i)}: OpenCV SIFT returned no descriptor at the centre keypoint")
+        return desc
+
+    out = job.per_patch(row).astype(np.float32)
+    if convention == "workbench":
+        from descbench.descriptors.sift_kernel import l2_rows
+
+        out = l2_rows(out)
+    return out
+
+
+FAMILIES = (DescriptorFamily("sift", sift_descriptors, PARAMS_SCHEMA["sift"], patch_support=sift_patch_support,
+                             patch_rows=sift_patch_rows),)

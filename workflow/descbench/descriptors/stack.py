@@ -20,11 +20,21 @@ from pathlib import Path
 
 import numpy as np
 
-from descbench.descriptors import DescriptorFamily, check_descriptor_params, get_family
+from descbench.descriptors import DescriptorFamily, PatchJob, check_descriptor_params, get_family
 from descbench.errors import ConfigError
 from descbench.keypoints import ImageKeypoints
+from descbench.params import object_fragment
 
 NORMS = ("none", "l2", "l1")
+
+# parts: at least two {family, params} (checked by check_stack: each part is its family's params)
+PARAMS_SCHEMA = {"stack": object_fragment(
+    required=("parts",),
+    parts={"type": "array"},
+    block_norm={"enum": list(NORMS), "default": "l2"},
+    final_norm={"enum": ["none", "l2"], "default": "l2"},
+    weights={"type": ["array", "null"], "items": {"type": "number", "exclusiveMinimum": 0}, "default": None},
+)}
 
 
 def normalise_rows(d: np.ndarray, norm: str) -> np.ndarray:
@@ -37,6 +47,8 @@ def normalise_rows(d: np.ndarray, norm: str) -> np.ndarray:
 
 
 def check_stack(params: dict, where: str) -> dict:
+    """The rules the schema cannot state: each part is a family with that family's params; the
+    weights match the parts; the parts are all float or all binary."""
     parts = params["parts"]
     if not isinstance(parts, list) or len(parts) < 2:
         raise ConfigError(f"{where}.parts: list at least two parts, each {{family, params}}")
@@ -48,11 +60,6 @@ def check_stack(params: dict, where: str) -> dict:
         if part["family"] in ("stack", "precomputed"):
             raise ConfigError(f"{at}.family: '{part['family']}' cannot be a part of a stack")
         out.append({"family": part["family"], "params": check_descriptor_params(part["family"], part.get("params"), f"{at}.params")})
-    for key in ("block_norm",):
-        if params[key] not in NORMS:
-            raise ConfigError(f"{where}.{key}: '{params[key]}' is not one of {', '.join(NORMS)}")
-    if params["final_norm"] not in ("none", "l2"):
-        raise ConfigError(f"{where}.final_norm: '{params['final_norm']}' is not one of none, l2")
     w = params["weights"]
     if w is not None and (not isinstance(w, list) or len(w) != len(parts) or not all(isinstance(x, (int, float)) and x > 0 for x in w)):
         raise ConfigError(f"{where}.weights: give one positive number per part ({len(parts)}), or null")
@@ -85,7 +92,26 @@ def combine_blocks(blocks: list[np.ndarray], params: dict) -> np.ndarray:
     return normalise_rows(row, params["final_norm"]).astype(np.float32)
 
 
+def stack_patch_support(params: dict, side: int) -> list[float]:
+    """Each part at its own family's default support (a composite: one size per part)."""
+    out = []
+    for i, p in enumerate(params["parts"]):
+        fam = get_family(p["family"])
+        problem = fam.patch_problem()
+        if problem:
+            raise ConfigError(f"stack part {i}: descriptor family '{fam.name}' cannot describe patches: it {problem}")
+        out.append(fam.patch_support(p["params"], side))
+    return out
+
+
+def stack_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
+    """Each part described by its own family (``job.describe``: at its own default support unless
+    one is given for all), combined exactly as :func:`stack_descriptors`."""
+    blocks = [job.describe(i, p["family"], p["params"]) for i, p in enumerate(params["parts"])]
+    return combine_blocks(blocks, params)
+
+
 FAMILIES = (
-    DescriptorFamily("stack", stack_descriptors, defaults={"parts": None, "block_norm": "l2", "final_norm": "l2", "weights": None},
-                     binary=None, check=check_stack),
+    DescriptorFamily("stack", stack_descriptors, PARAMS_SCHEMA["stack"], binary=None, check=check_stack,
+                     patch_support=stack_patch_support, patch_rows=stack_patch_rows),
 )

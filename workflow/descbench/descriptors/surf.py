@@ -45,8 +45,13 @@ from pathlib import Path
 import numpy as np
 
 from descbench.datasets.layout import read_image
-from descbench.descriptors import DescriptorFamily
+from descbench.descriptors import DescriptorFamily, PatchJob
 from descbench.keypoints import ImageKeypoints
+from descbench.params import object_fragment
+
+# extended: 128-D instead of 64-D; upright: U-SURF (no orientation)
+PARAMS_SCHEMA = {"surf": object_fragment(extended={"type": "boolean", "default": False},
+                                         upright={"type": "boolean", "default": False})}
 
 
 def _opencv_compute(gray: np.ndarray, kps: ImageKeypoints, extended: bool, upright: bool) -> np.ndarray | None:
@@ -80,4 +85,29 @@ def surf_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset:
     return surf_describe(gray, kps.x, kps.y, kps.size, extended, upright, what=f"keypoints of image {image_path}")
 
 
-FAMILIES = (DescriptorFamily("surf", surf_descriptors, defaults={"extended": False, "upright": False}),)
+def surf_patch_support(params: dict, side: int) -> float:
+    """Window 20 s with s = 1.2 size / 9 spans the patch: size = side * 9 / 24 (24.375 on 65 px);
+    rotated corners and wavelets beyond the border use their in-image part (SURF's border rule)."""
+    return side * 9.0 / 24.0
+
+
+def surf_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
+    """:func:`surf_descriptors` on each patch as an image (OpenCV's SURF when it keeps the
+    keypoint, else the numba kernel), one patch at a time."""
+    extended = bool(params.get("extended", False))
+    upright = bool(params.get("upright", False))
+    kps = job.keypoint
+
+    def row(i):
+        desc = _opencv_compute(job.patches[i], kps, extended, upright)
+        if desc is not None:
+            return desc
+        from descbench.descriptors.surf_kernels import surf_describe
+
+        return surf_describe(job.patches[i], kps.x, kps.y, kps.size, extended, upright, what=job.name(i))
+
+    return job.per_patch(row)
+
+
+FAMILIES = (DescriptorFamily("surf", surf_descriptors, PARAMS_SCHEMA["surf"], patch_support=surf_patch_support,
+                             patch_rows=surf_patch_rows),)

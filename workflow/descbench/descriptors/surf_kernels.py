@@ -12,7 +12,7 @@ import numpy as np
 from numba import njit
 
 from descbench.errors import DataError
-from descbench.keypoints.surf import SURF_SCALE_PER_SIZE, _half_width, as_gray, haar_xy, integral_image, surf_orientations
+from descbench.keypoints.surf import SURF_SCALE_PER_SIZE, half_width, as_gray, haar_xy, integral_image, surf_orientations
 
 #: Gaussian weight of the descriptor samples, in units of s (paper: sigma = 3.3 s).
 DESC_SIGMA = 3.3
@@ -26,7 +26,7 @@ def _describe(ii, x, y, s, theta, extended, out):
         sk = s[k]
         c = math.cos(theta[k])
         sn = math.sin(theta[k])
-        half = _half_width(2.0 * sk)
+        half = half_width(2.0 * sk)
         vec = out[k]
         vec[:] = 0.0
         for b in range(20):  # v index

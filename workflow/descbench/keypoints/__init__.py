@@ -43,7 +43,11 @@ def border_mask(x: np.ndarray, y: np.ndarray, width: int, height: int, border_px
     keep iff ``b <= x < W - b`` and ``b <= y < H - b`` with ``b = border_px`` and W, H the size of
     the image the keypoint lives in.
     """
+    # Compared in float64: float32 coordinates against a Python-float border would otherwise be
+    # compared in float32 (NumPy 2's scalar rules), keeping x = float32(0.7) < 0.7 for b = 0.7.
     b = float(border_px)
+    x = np.asarray(x, dtype=np.float64)
+    y = np.asarray(y, dtype=np.float64)
     return (x >= b) & (x < width - b) & (y >= b) & (y < height - b)
 
 

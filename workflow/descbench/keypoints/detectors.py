@@ -26,7 +26,7 @@ import numpy as np
 from descbench.keypoints import ImageKeypoints
 
 
-def _cv_attr(name: str):
+def cv_attr(name: str):
     """An OpenCV name from ``cv2.xfeatures2d`` (opencv-contrib; where OpenCV 5 moved BRISK, AKAZE,
     KAZE and their constants) or else ``cv2``."""
     import cv2
@@ -47,22 +47,22 @@ def _orb(p: dict):
 
 
 def _brisk(p: dict):
-    return _cv_attr("BRISK_create")(thresh=p["threshold"], octaves=p["octaves"], patternScale=p["pattern_scale"])
+    return cv_attr("BRISK_create")(thresh=p["threshold"], octaves=p["octaves"], patternScale=p["pattern_scale"])
 
 
 def _diffusivity(name: str) -> int:
-    return _cv_attr({"pm_g1": "KAZE_DIFF_PM_G1", "pm_g2": "KAZE_DIFF_PM_G2", "weickert": "KAZE_DIFF_WEICKERT",
+    return cv_attr({"pm_g1": "KAZE_DIFF_PM_G1", "pm_g2": "KAZE_DIFF_PM_G2", "weickert": "KAZE_DIFF_WEICKERT",
                      "charbonnier": "KAZE_DIFF_CHARBONNIER"}[name])
 
 
 def _akaze(p: dict):
-    return _cv_attr("AKAZE_create")(threshold=p["threshold"], nOctaves=p["n_octaves"],
+    return cv_attr("AKAZE_create")(threshold=p["threshold"], nOctaves=p["n_octaves"],
                                       nOctaveLayers=p["n_octave_layers"], diffusivity=_diffusivity(p["diffusivity"]))
 
 
 def _kaze(p: dict):
     # KAZE's detect gives no orientation (angle 0) whatever `upright`: that is a descriptor option
-    return _cv_attr("KAZE_create")(threshold=p["threshold"], nOctaves=p["n_octaves"],
+    return cv_attr("KAZE_create")(threshold=p["threshold"], nOctaves=p["n_octaves"],
                                      nOctaveLayers=p["n_octave_layers"], diffusivity=_diffusivity(p["diffusivity"]))
 
 

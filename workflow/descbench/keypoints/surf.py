@@ -277,7 +277,7 @@ def haar_xy(ii, x, y, half):
     a pixel, so it is symmetric under flips and 90-degree rotations of the image (an even-sided
     wavelet, as in the paper's "side 2s", would be centred between pixels, half a pixel off in
     one direction, which breaks that symmetry); its footprint ``2 half + 1`` is the nominal side
-    plus one (:func:`_half_width`). Means over the pixels inside the image: near the border
+    plus one (:func:`half_width`). Means over the pixels inside the image: near the border
     only the in-image part is used (no artificial edge against a zero padding), and a half
     entirely outside gives 0. Means (not sums) make the response independent of the side up to
     the image gradient, which is all the normalised orientation and descriptor need.
@@ -298,7 +298,7 @@ def haar_xy(ii, x, y, half):
 
 
 @njit(cache=True)
-def _half_width(side):
+def half_width(side):
     """Half-width (>= 1) of the pixel-centred wavelet of nominal side ``side``: round(side / 2)."""
     return max(1, int(math.floor(side / 2.0 + 0.5)))
 
@@ -313,7 +313,7 @@ def _orientation(ii, x, y, s):
     over the sorted response angles); the orientation is the direction of the longest sum
     vector (Bay et al. 2008, section 3.1). 0 when no response is non-zero.
     """
-    half = _half_width(4.0 * s)
+    half = half_width(4.0 * s)
     nmax = (2 * ORI_RADIUS + 1) ** 2
     ang = np.empty(nmax)
     vx = np.empty(nmax)

@@ -23,6 +23,7 @@ import numpy as np
 import pandas as pd
 
 from descbench.io import HIT_KS
+from descbench.metrics.ap import AP_CONVENTIONS, QUANTIZED_COLUMN
 
 REPORT_KS = (1, 5, 10)
 
@@ -102,7 +103,7 @@ def metadata_string(summary: dict, scenes: pd.DataFrame) -> str:
 
 # ----------------------------------------------------------------------------- keypoint verification / retrieval
 #
-# From the per-scene rows of schema VERIFICATION_SCENE (and, for the pooled variant, the per-scene
+# From the per-scene rows of schema io.verification_scene_schema (and, for the pooled variant, the per-scene
 # lists of schema VERIFICATION_LIST):
 # - ``keypoint_verification_ap`` = mean over scenes (with >= 1 positive) of the scene's pooled-list
 #   AP under ``ap_convention``; ``verification_viewpoint_ap`` / ``verification_illumination_ap``:
@@ -119,7 +120,8 @@ def metadata_string(summary: dict, scenes: pd.DataFrame) -> str:
 #   scenes), their ``_viewpoint_map`` / ``_illumination_map`` and the tie-order bounds
 #   ``workbench_verification_map_optimistic`` / ``_pessimistic``.
 
-VERIFICATION_CONVENTIONS = ("step", "tie_aware", "vlfeat", "trapezoid")
+# The conventions: descbench.metrics.ap.AP_CONVENTIONS (columns verification_ap_<name> per scene,
+# keypoint_verification_ap_<name> here), in registry order.
 
 
 def verification_scene_values(scenes: pd.DataFrame, convention: str, hard_negatives: str) -> pd.DataFrame:
@@ -127,7 +129,7 @@ def verification_scene_values(scenes: pd.DataFrame, convention: str, hard_negati
     s = scenes.sort_values("scene").reset_index(drop=True)
     has_pos = s.verification_num_positives > 0
     out = pd.DataFrame({"scene": s.scene})
-    out["keypoint_verification_ap"] = s[f"verification_ap_{convention}"].where(has_pos)
+    out["keypoint_verification_ap"] = s[AP_CONVENTIONS[convention].column].where(has_pos)
     num = s[f"retrieval_sum_ap_{hard_negatives}"]
     out["keypoint_retrieval_ap"] = [_ratio(a, n) for a, n in zip(num, s.retrieval_n_queries_with_positive)]
     out["n_distractor_scenes"] = s.n_distractor_scenes.astype(np.int64)
@@ -165,14 +167,14 @@ def verification_summary(scenes: pd.DataFrame, convention: str, hard_negatives: 
     is_v = s.scene.str.startswith("v_")
     is_i = s.scene.str.startswith("i_")
     out = {
-        "keypoint_verification_ap": _macro(s[f"verification_ap_{convention}"][has_pos]),
-        "verification_viewpoint_ap": _macro(s[f"verification_ap_{convention}"][has_pos & is_v]),
-        "verification_illumination_ap": _macro(s[f"verification_ap_{convention}"][has_pos & is_i]),
+        "keypoint_verification_ap": _macro(s[AP_CONVENTIONS[convention].column][has_pos]),
+        "verification_viewpoint_ap": _macro(s[AP_CONVENTIONS[convention].column][has_pos & is_v]),
+        "verification_illumination_ap": _macro(s[AP_CONVENTIONS[convention].column][has_pos & is_i]),
         "keypoint_verification_ap_pooled": pooled_ap,
     }
-    for c in VERIFICATION_CONVENTIONS:
-        out[f"keypoint_verification_ap_{c}"] = _macro(s[f"verification_ap_{c}"][has_pos])
-    out["keypoint_verification_ap_quantized"] = _macro(s["verification_ap_quantized"][has_pos])
+    for c in AP_CONVENTIONS.values():
+        out[c.report_column] = _macro(s[c.column][has_pos])
+    out["keypoint_verification_ap_quantized"] = _macro(s[QUANTIZED_COLUMN][has_pos])
     out["keypoint_verification_quantized_gap"] = out["keypoint_verification_ap_quantized"] - out["keypoint_verification_ap_step"]
     nq = s.retrieval_n_queries_with_positive
     for name, key in (("", hard_negatives), ("_hard_negative", "negative"), ("_hard_ignored", "ignore")):
@@ -197,44 +199,74 @@ def verification_summary(scenes: pd.DataFrame, convention: str, hard_negatives: 
 
 def pooled_verification_ap(lists: list[tuple[np.ndarray, np.ndarray]], convention: str) -> float:
     """AP of the concatenated (distance, label) lists of every scene, in the given order."""
-    from descbench.metrics import ap
-
     if not lists:
         return float("nan")
     d = np.concatenate([x[0] for x in lists])
     lab = np.concatenate([x[1] for x in lists])
     if d.shape[0] == 0 or not (lab == 1).any():
         return float("nan")
-    binary = (lab == 1).astype(np.int8)
-    if convention == "vlfeat":
-        return ap.ap_vlfeat(d, lab)
-    return {"step": ap.ap_step, "tie_aware": ap.ap_tie_aware, "trapezoid": ap.ap_trapezoid}[convention](d, binary)
+    return AP_CONVENTIONS[convention].ap(d, lab)
 
 
 # ----------------------------------------------------------------------------- matching
 #
-# From per-pair rows (schema io.matching_pairs_schema; every pair counts, a pair without matches
-# has precision 0 and MMA 0):
+# From per-pair rows (schema io.matching_pairs_schema). One rule for pairs without keypoints
+# (image 1 or image k has none: ``n_keypoints_1 == 0`` or ``n_keypoints_2 == 0``): no data for
+# every matching and homography metric below, left out of every mean, numerator and denominator
+# alike (:func:`with_data` enforces it from the keypoint counts, whatever the per-pair values say),
+# and counted once as ``pairs_without_keypoints``. A pair with keypoints but no match counts:
+# precision 0, MMA 0, homography failure (``pairs_without_matches``). Keypoint counts are not
+# metrics of a pair: an empty image counts with 0 keypoints in ``features_per_image_d2net`` and
+# ``mean_keypoints_per_pair``.
 # - ``mean_precision`` = mean over pairs of the legacy precision (the seed's ``mean_average_precision``
 #   column holds the same value); ``legacy_macro_precision_by_scene`` = mean of scene means.
 # - ``mma_at_<t>`` = mean over pairs of the fraction of mutual-NN matches within t px (D2-Net);
 #   ``mma_i_at_<t>`` / ``mma_v_at_<t>`` over i_ / v_ pairs.
 # - ``matching_score`` = mean over pairs; ``mean_matches`` = mean over pairs of the mutual-NN matches.
+#   (Every "mean over pairs" here is over the pairs with keypoints in both images.)
 # - ``features_per_image_d2net`` = D2-Net's "features per image" (its HPatches notebook appends
 #   image 1's count once per sequence and each image k's once): the mean over images, each image
 #   once. ``mean_keypoints_per_pair`` = mean over pairs of (N1 + N2) / 2, in which image 1 weighs
 #   five times (it is in every pair); not D2-Net's number.
 # - ``repeatability`` = mean over pairs where it is defined (shared region non-empty).
 # - ``homography_accuracy_at_<t>`` = fraction of pairs with corner error <= t (failures count);
-#   ``homography_auc_at_<t>`` = LoFTR's error AUC (metrics.matching.homography_auc).
+#   ``homography_auc_at_<t>`` = LoFTR's error AUC (metrics.matching.homography_auc);
+#   ``homography_failures`` = pairs with keypoints whose estimation failed (corner error inf).
 # From per-(pair, matcher) classifier rows: ``classifier_<matcher>_auc`` and ``..._best_j`` = means
 # over pairs with both classes present.
 
 
+# per-pair metric columns that a pair without keypoints leaves out (NaN); "mma_at_*" added per file
+NO_DATA_COLUMNS = ("precision", "matching_score", "repeatability", "corner_error", "n_matches")
+
+
+def has_keypoints(pairs: pd.DataFrame) -> pd.Series:
+    """Per pair: image 1 and image k both have at least one keypoint (the pair has data)."""
+    return (pairs.n_keypoints_1 > 0) & (pairs.n_keypoints_2 > 0)
+
+
+def with_data(pairs: pd.DataFrame) -> pd.DataFrame:
+    """``pairs`` with every per-pair metric (precision, MMA, matching score, repeatability, corner
+    error, n_matches) NaN where the pair has no keypoint in image 1 or image k: the one rule above,
+    applied from the keypoint counts so that no aggregate can count such a pair."""
+    ok = has_keypoints(pairs)
+    if ok.all():
+        return pairs
+    out = pairs.copy()
+    cols = [c for c in out.columns if c in NO_DATA_COLUMNS or c.startswith("mma_at_")]
+    for c in cols:
+        out[c] = out[c].astype(np.float64).where(ok)
+    return out
+
+
 def matching_scene_values(pairs: pd.DataFrame) -> pd.DataFrame:
     """Per-scene means over pairs, and per scene the sums behind the dataset's mean over pairs of
-    MMA at 3 px and homography accuracy at 3 px (``*_sum`` / ``n_matching_pairs``: the bootstrap
-    over scenes recomputes those means exactly; NaN pairs, without keypoints, count in neither)."""
+    MMA at 3 px and homography accuracy at 3 px (``mma_at_3_sum`` / ``n_mma_pairs`` and
+    ``homography_accurate_at_3`` / ``n_matching_pairs``: the bootstrap over scenes recomputes those
+    means exactly). Pairs without keypoints count in no numerator and no denominator:
+    ``n_mma_pairs`` and ``n_matching_pairs`` are the scene's pairs with keypoints in both images."""
+    has_kp = has_keypoints(pairs)
+    pairs = with_data(pairs)
     g = pairs.groupby("scene", sort=True)
     out = pd.DataFrame({
         "mean_precision": g.precision.mean(),
@@ -245,8 +277,8 @@ def matching_scene_values(pairs: pd.DataFrame) -> pd.DataFrame:
     if "mma_at_3" in pairs.columns:
         out["mma_at_3_sum"] = g.mma_at_3.sum()  # pandas' sum skips NaN
         out["n_mma_pairs"] = g.mma_at_3.count()
-    out["homography_accurate_at_3"] = g.corner_error.apply(lambda e: int((e <= 3.0).sum()))
-    out["n_matching_pairs"] = g.size()
+    out["homography_accurate_at_3"] = g.corner_error.apply(lambda e: int((e <= 3.0).sum()))  # NaN <= 3 is False
+    out["n_matching_pairs"] = has_kp.groupby(pairs.scene, sort=True).sum().astype(np.int64)
     return out.reset_index()
 
 
@@ -263,9 +295,12 @@ def matching_summary(pairs: pd.DataFrame, classifier: pd.DataFrame | None, mma_t
     from descbench.columns import threshold_key
     from descbench.metrics.matching import homography_accuracy, homography_auc
 
+    has_kp = has_keypoints(pairs)
+    scenes = matching_scene_values(pairs)
+    counts = pairs  # keypoint counts: every image, an empty one with 0
+    pairs = with_data(pairs)  # every matching / homography metric: pairs without keypoints NaN
     is_i = pairs.scene.str.startswith("i_")
     is_v = pairs.scene.str.startswith("v_")
-    scenes = matching_scene_values(pairs)
     out = {
         "mean_precision": _macro(pairs.precision),
         "legacy_macro_precision_by_scene": _macro(scenes.mean_precision),
@@ -277,19 +312,18 @@ def matching_summary(pairs: pd.DataFrame, classifier: pd.DataFrame | None, mma_t
         out[f"mma_i_at_{k}"] = _macro(pairs[f"mma_at_{k}"][is_i])
         out[f"mma_v_at_{k}"] = _macro(pairs[f"mma_at_{k}"][is_v])
     out["matching_score"] = _macro(pairs.matching_score)
-    out["mean_keypoints_per_pair"] = _macro((pairs.n_keypoints_1 + pairs.n_keypoints_2) / 2)
-    out["features_per_image_d2net"] = features_per_image(pairs)
+    out["mean_keypoints_per_pair"] = _macro((counts.n_keypoints_1 + counts.n_keypoints_2) / 2)
+    out["features_per_image_d2net"] = features_per_image(counts)
     out["mean_matches"] = _macro(pairs.n_matches.astype(np.float64))
-    has_kp = (pairs.n_keypoints_1 > 0) & (pairs.n_keypoints_2 > 0)
-    out["pairs_without_keypoints"] = int((~has_kp).sum())  # no data: NaN, left out of the means
-    out["pairs_without_matches"] = int(((pairs.n_matches == 0) & has_kp).sum())  # their precision/MMA count as 0
+    out["pairs_without_keypoints"] = int((~has_kp).sum())  # no data: NaN, left out of every mean
+    out["pairs_without_matches"] = int(((counts.n_matches == 0) & has_kp).sum())  # their precision/MMA count as 0
     out["repeatability"] = _macro(pairs.repeatability)
-    err = pairs.corner_error.to_numpy(np.float64)
+    err = pairs.corner_error.to_numpy(np.float64)  # NaN (no data) left out by homography_accuracy / _auc
     for t, v in zip(hom_thresholds, homography_accuracy(err, hom_thresholds)):
         out[f"homography_accuracy_at_{threshold_key(t)}"] = float(v)
     for t, v in zip(auc_thresholds, homography_auc(err, auc_thresholds)):
         out[f"homography_auc_at_{threshold_key(t)}"] = float(v)
-    out["homography_failures"] = int((~np.isfinite(err)).sum())
+    out["homography_failures"] = int(np.isinf(err).sum())  # pairs with keypoints whose estimation failed
     out["matching_pairs"] = int(len(pairs))
     if classifier is not None:
         for m, g in classifier.groupby("matcher", sort=False):

@@ -11,16 +11,29 @@ differ in how ties are ordered, which labels count, and how the sum is discretis
 
 All functions return ``float('nan')`` when AP is undefined (empty input or no positive, unless
 a positive ``num_positives`` is given) and raise ``ValueError`` naming the offending argument.
+
+:data:`AP_CONVENTIONS` is the registry of the conventions keypoint verification reports (the
+values of ``verification.ap_convention``): each :class:`APConvention` names its AP of a pooled
+(distance, +1/-1 label) list, whether it can be computed from tie-group counts alone
+(``candidates: all``), and its columns. The config schema's allowed values
+(:func:`descbench.config.load_schema`), the per-scene Parquet columns
+(:func:`descbench.io.verification_scene_schema`) and the report's
+``keypoint_verification_ap_<name>`` columns (:func:`descbench.metrics.aggregate.verification_summary`)
+are all read from it: adding a convention is one entry here (plus its test and its line in the
+README).
 """
 
 from __future__ import annotations
 
 import numbers
+from dataclasses import dataclass
+from typing import Callable
 
 import numpy as np
 
 __all__ = ["ap_step", "ap_vlfeat", "ap_trapezoid", "ap_tie_aware", "ap_from_tie_groups",
-           "ap_tie_aware_from_histograms", "ap_quantized", "quantized_ap_gap"]
+           "ap_tie_aware_from_histograms", "ap_quantized", "quantized_ap_gap", "APConvention", "AP_CONVENTIONS",
+           "verification_ap_columns"]
 
 CONVENTIONS = ("step", "tie_aware", "optimistic", "pessimistic")
 GROUP_CONVENTIONS = CONVENTIONS + ("half",)  # ap_from_tie_groups also takes the workbench's half
@@ -335,3 +348,50 @@ def quantized_ap_gap(distances, labels, n_q) -> tuple[float, float, float]:
     aq = ap_quantized(distances, labels, n_q)
     ae = ap_step(distances, labels)
     return aq, ae, abs(aq - ae)
+
+
+# ----------------------------------------------------------------------------- the registry (verification.ap_convention)
+
+
+@dataclass(frozen=True)
+class APConvention:
+    """An AP convention of keypoint verification's pooled list (protocols section 4)."""
+
+    name: str
+    # AP of a materialised list: (distances, labels +1 / -1, in the list's order; it ranks by distance
+    # itself, ties in list order where it needs an order) -> AP
+    ap: Callable[[np.ndarray, np.ndarray], float]
+    # the ap_from_tie_groups convention giving the same AP from per-tie-group counts, or None when
+    # the AP depends on the order inside ties (then candidates 'all', whose list is never built,
+    # leaves it NaN and the config refuses it as the headline)
+    tie_groups: str | None
+
+    @property
+    def column(self) -> str:
+        """Its per-scene column (the verification ``scene`` Parquet files)."""
+        return f"verification_ap_{self.name}"
+
+    @property
+    def report_column(self) -> str:
+        """Its column of the comparison table (mean over scenes with a positive)."""
+        return f"keypoint_verification_ap_{self.name}"
+
+
+def _positives(labels: np.ndarray) -> np.ndarray:
+    return (labels == 1).astype(np.int8)
+
+
+# In column order. Labels of the pooled list are +1 / -1: step, tie_aware and trapezoid take them
+# as 1 / 0, vlfeat as +1 / -1 (its 0 = ignored never occurs).
+AP_CONVENTIONS: dict[str, APConvention] = {c.name: c for c in (
+    APConvention("step", lambda d, lab: ap_step(d, _positives(lab)), "step"),
+    APConvention("tie_aware", lambda d, lab: ap_tie_aware(d, _positives(lab)), "tie_aware"),
+    APConvention("vlfeat", lambda d, lab: ap_vlfeat(d, lab), None),
+    APConvention("trapezoid", lambda d, lab: ap_trapezoid(d, _positives(lab)), None),
+)}
+QUANTIZED_COLUMN = "verification_ap_quantized"  # ap_quantized's estimate (verification.quantized_bins), after the conventions
+
+
+def verification_ap_columns() -> list[str]:
+    """The per-scene AP columns, in order: one per convention, then the quantised estimate."""
+    return [c.column for c in AP_CONVENTIONS.values()] + [QUANTIZED_COLUMN]

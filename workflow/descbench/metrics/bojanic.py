@@ -15,7 +15,8 @@ float64 for float descriptors (same order as L2), Hamming for packed bits.
 - ``candidates: all`` (the seed's C++ workbench): every (query, candidate) pair over all
   keypoints of images 2..6 (+1 iff relevant, else -1) and all distractors (-1); this list is
   never materialised: AP comes from exact tie-group counts (:func:`descbench.metrics.classifier.
-  threshold_histogram`), so only the ``step`` and ``tie_aware`` conventions are defined for it.
+  threshold_histogram`), so only the conventions defined by tie-group counts are (``tie_groups`` of
+  :data:`descbench.metrics.ap.AP_CONVENTIONS`: step, tie_aware); the others are NaN.
 
 AP of the pooled list under the configured convention (:mod:`descbench.metrics.ap`; ``step``,
 scikit-learn's, is the default), plus the quantised estimator with ``quantized_bins`` bins.
@@ -36,25 +37,28 @@ import numpy as np
 
 from descbench.errors import DataError
 from descbench.metrics import kernels
+from descbench.metrics.ap import AP_CONVENTIONS, QUANTIZED_COLUMN, verification_ap_columns
+from descbench.params import ConfigParams, config_field
 from descbench.metrics.retrieval import (
     _need_frame, pack_bits_to_words, prepare_l2_screen, project, projected_frames, query_blocks, relevance,
     workbench_positives,
 )
 
-AP_CONVENTIONS = ("step", "tie_aware", "vlfeat", "trapezoid")
-
 
 @dataclass(frozen=True)
-class BojanicParams:
-    tau_px: float = 3.0
-    gt: str = "closest"
-    tie_policy: str = "expected"
-    candidates: str = "nearest"  # nearest | all
-    hard_negatives: str = "negative"  # negative | ignore (which AP is the headline one)
-    ap_convention: str = "step"
-    quantized_bins: int = 25
-    chunk_mb: float = 64.0
-    convention: str = "descbench"  # descbench | workbench (adds the workbench_* statistics)
+class BojanicParams(ConfigParams):
+    """Keypoint verification's settings: ``scoring`` and ``verification`` keys of the config
+    (defaults: the schema's; ``BojanicParams.from_config(scoring=..., verification=...)``)."""
+
+    tau_px: float = config_field("scoring.tau_px", float)
+    gt: str = config_field("scoring.gt")
+    tie_policy: str = config_field("scoring.tie_policy")
+    candidates: str = config_field("verification.candidates")  # nearest | all
+    hard_negatives: str = config_field("verification.hard_negatives")  # negative | ignore (the headline AP)
+    ap_convention: str = config_field("verification.ap_convention")
+    quantized_bins: int = config_field("verification.quantized_bins", int)
+    chunk_mb: float = config_field("scoring.chunk_mb", float)
+    convention: str = config_field("verification.convention")  # descbench | workbench (adds workbench_* statistics)
 
 
 @dataclass(frozen=True)
@@ -293,19 +297,12 @@ def verification_ap(distance: np.ndarray, label: np.ndarray, quantized_bins: int
     """AP of a materialised pooled list under every convention, and the quantised estimate."""
     from descbench.metrics import ap as apmod
 
-    out = {}
     if distance.shape[0] == 0 or not (label == 1).any():
-        for c in AP_CONVENTIONS + ("quantized",):
-            out[f"verification_ap_{c}"] = float("nan")
-        return out
+        return {c: float("nan") for c in verification_ap_columns()}
     order = np.argsort(distance, kind="stable")  # sort once; every convention's own stable sort keeps it
-    distance, label = distance[order], label[order]
-    binary = (label == 1).astype(np.int8)  # the list has +1 / -1 labels only
-    out["verification_ap_step"] = apmod.ap_step(distance, binary)
-    out["verification_ap_tie_aware"] = apmod.ap_tie_aware(distance, binary)
-    out["verification_ap_vlfeat"] = apmod.ap_vlfeat(distance, label)
-    out["verification_ap_trapezoid"] = apmod.ap_trapezoid(distance, binary)
-    out["verification_ap_quantized"] = apmod.ap_quantized(distance, binary, quantized_bins)
+    distance, label = distance[order], label[order]  # the list has +1 / -1 labels only
+    out = {c.column: c.ap(distance, label) for c in AP_CONVENTIONS.values()}
+    out[QUANTIZED_COLUMN] = apmod.ap_quantized(distance, (label == 1).astype(np.int8), quantized_bins)
     return out
 
 
@@ -313,7 +310,7 @@ def _verification_all(q_desc, cands, indptr, dexact, apmod) -> dict:
     """``candidates: all``: AP from exact tie-group counts over every (query, candidate) pair."""
     from descbench.metrics.classifier import threshold_histogram
 
-    out = {f"verification_ap_{c}": float("nan") for c in AP_CONVENTIONS + ("quantized",)}
+    out = {c: float("nan") for c in verification_ap_columns()}  # conventions without tie_groups stay NaN
     if dexact.shape[0] == 0:
         return out
     thr, n_pos = np.unique(dexact, return_counts=True)
@@ -324,8 +321,9 @@ def _verification_all(q_desc, cands, indptr, dexact, apmod) -> dict:
     gp[1::2] = n_pos
     gn[0::2] = n_less
     gn[1::2] = n_equal - n_pos
-    out["verification_ap_step"] = apmod.ap_from_tie_groups(gp, gn, "step")
-    out["verification_ap_tie_aware"] = apmod.ap_from_tie_groups(gp, gn, "tie_aware")
+    for c in AP_CONVENTIONS.values():
+        if c.tie_groups is not None:
+            out[c.column] = apmod.ap_from_tie_groups(gp, gn, c.tie_groups)
     return out
 
 

@@ -33,6 +33,26 @@ metrics are per pair or per scene list (5 pairs per scene are too few to resampl
 Every draw comes from ``numpy.random.default_rng(seed)``, so the same inputs and seed give the
 same intervals and p-values on every platform. The coverage of the intervals and the size of the
 test are checked by simulation in ``tests/test_bootstrap.py``.
+
+Why not ``scipy.stats.bootstrap`` / ``permutation_test``: where they compute the same quantity
+they give the same numbers, and ``tests/test_significance_correction.py`` checks it (the
+percentile interval of :func:`bootstrap_ci` and of :func:`paired_comparison` equal
+``bootstrap(method='percentile')`` seeded with the same generator, value for value; the exact
+permutation p-value equals ``permutation_test(permutation_type='samples')``'s exact p-value).
+The code here stays because (1) one matrix of scene draws (:func:`scene_draws`) is shared by the
+interval of each descriptor, the paired difference and the first stage of :func:`two_stage_ci`,
+whose second stage (queries within drawn scenes) scipy's one-level bootstrap cannot do; (2) a
+draw whose denominator is 0 is left out here, where scipy returns a NaN interval; (3) the
+sampled permutation test (``2^n > resamples``) draws its swap patterns from our own seeded stream
+and counts ``|d*| >= |d|`` (scipy draws through its own generator calls, which may change between
+versions, and its two-sided p is ``2 min(P(T* <= t), P(T* >= t))``: a different estimate of the
+same p), so the report's Parquet files stay bit-identical across scipy versions; (4) a ratio
+metric is recomputed from per-scene sums over a 2-D index array in one numpy call, which scipy's
+statistic interface reaches only through an index-array trick.
+
+:func:`adjust_p_values` corrects the paired tests' p-values for multiple comparisons
+(:func:`holm_adjust`, :func:`bh_adjust`); the report applies it once over all rows of the
+significance table (``descbench.report.table.significance_table`` says why).
 """
 
 from __future__ import annotations
@@ -136,3 +156,90 @@ def paired_comparison(num_a, den_a, num_b, den_b, params: BootstrapParams = Boot
     p = int(extreme.sum()) / len(swap) if exact else (1 + int(extreme.sum())) / (1 + params.resamples)
     return {**out, "value_a": float(va), "value_b": float(vb), "difference": float(d), "ci_low": lo, "ci_high": hi,
             "p_value": float(p)}
+
+
+# ----------------------------------------------------------------------------- multiple comparisons
+
+CORRECTIONS = ("holm", "bh", "none")
+CORRECTION_NAMES = {"holm": "Holm step-down (family-wise error rate)",
+                    "bh": "Benjamini-Hochberg (false discovery rate)",
+                    "none": "none (p_adjusted = p_value)"}
+
+
+def _family(p) -> tuple[np.ndarray, np.ndarray]:
+    """(p as float array, mask of its finite entries = the family); finite p must lie in [0, 1]."""
+    p = np.asarray(p, dtype=np.float64)
+    if p.ndim != 1:
+        raise ValueError(f"p-values must be a 1-D array, got shape {p.shape}")
+    ok = np.isfinite(p)
+    if np.any((p[ok] < 0) | (p[ok] > 1)):
+        raise ValueError("p-values must lie in [0, 1] (NaN = no test)")
+    return p, ok
+
+
+def holm_adjust(p) -> np.ndarray:
+    """Holm's (1979) step-down adjusted p-values; they control the family-wise error rate (the
+    probability of at least one false rejection in the family) under any dependence.
+
+    With the m finite p-values sorted ascending, p_(1) <= ... <= p_(m):
+
+        p~_(i) = min(1, max_{j <= i} (m - j + 1) p_(j))
+
+    The running maximum enforces monotonicity (a larger raw p never gets a smaller adjusted p;
+    tied raw p's get the same adjusted p, whatever their order), the cap keeps it a probability.
+    Rejecting where ``p~ <= alpha`` is Holm's procedure at level alpha. NaN entries (no test) are
+    left out of the family (not counted in m) and stay NaN; one test (m = 1) is unchanged."""
+    p, ok = _family(p)
+    out = np.full(p.shape, np.nan)
+    q = p[ok]
+    m = q.size
+    if m == 0:
+        return out
+    order = np.argsort(q, kind="stable")
+    steps = (m - np.arange(m)) * q[order]  # (m - j + 1) p_(j), j = 1..m
+    adj = np.empty(m)
+    adj[order] = np.minimum(1.0, np.maximum.accumulate(steps))
+    out[ok] = adj
+    return out
+
+
+def bh_adjust(p) -> np.ndarray:
+    """Benjamini-Hochberg (1995) adjusted p-values ("q-values" of the step-up procedure); they
+    control the false discovery rate (the expected share of false rejections among the
+    rejections) for independent or positively dependent (PRDS) tests.
+
+    With the m finite p-values sorted ascending, p_(1) <= ... <= p_(m):
+
+        p~_(i) = min(1, min_{j >= i} p_(j) m / j)
+
+    The running minimum from the largest p down enforces monotonicity (a larger raw p never gets a
+    smaller adjusted p; tied raw p's all get the value of the highest rank among them), the cap
+    keeps it a probability (it never binds here: p~ <= p_(m) <= 1; kept as in the definition).
+    Rejecting where ``p~ <= q`` is the BH step-up procedure at FDR level q. NaN entries (no
+    test) are left out of the family (not counted in m) and stay NaN; one test (m = 1) is
+    unchanged."""
+    p, ok = _family(p)
+    out = np.full(p.shape, np.nan)
+    q = p[ok]
+    m = q.size
+    if m == 0:
+        return out
+    order = np.argsort(q, kind="stable")
+    steps = q[order] * (m / np.arange(1, m + 1))  # p_(j) m / j
+    adj = np.empty(m)
+    adj[order] = np.minimum(1.0, np.minimum.accumulate(steps[::-1])[::-1])
+    out[ok] = adj
+    return out
+
+
+def adjust_p_values(p, method: str) -> np.ndarray:
+    """The p-values of one family adjusted by ``method``: ``holm`` (:func:`holm_adjust`, FWER),
+    ``bh`` (:func:`bh_adjust`, FDR) or ``none`` (a copy of ``p``). NaN = no test: not in the family,
+    stays NaN."""
+    if method == "holm":
+        return holm_adjust(p)
+    if method == "bh":
+        return bh_adjust(p)
+    if method == "none":
+        return _family(p)[0].copy()
+    raise ValueError(f"unknown multiple-comparison correction {method!r}; one of {', '.join(CORRECTIONS)}")

@@ -9,7 +9,7 @@ to the image-k keypoints decides, exactly like for any other point. ``#P`` is th
 positive pairs, found with a radius search (never the N1 x N2 table); ``#N = N1 N2 - #P``.
 
 **Descriptor distance.** float32 descriptors: ``d = sqrt(s)`` with ``s = sum_k (q_k - c_k)^2``
-accumulated in float64 in index order (:func:`descbench.metrics.kernels._sqdist64`; ``s`` is the
+accumulated in float64 in index order (:func:`descbench.metrics.kernels.sqdist64`; ``s`` is the
 exact *ranking key*). uint8 packed bits: ``d = s =`` Hamming distance. These are the distances of
 :mod:`descbench.metrics.nn`. Every comparison ``d <= t`` is decided exactly, without rounding
 ``t`` into key space: ``d <= t`` iff ``s <= K_le(t)`` with ``K_le(t)`` the largest double whose
@@ -63,7 +63,7 @@ import numpy as np
 from numba import njit
 
 from descbench.errors import DataError
-from descbench.metrics.kernels import _hamming, _sqdist64, within_radius_csr
+from descbench.metrics.kernels import hamming_words, sqdist64, within_radius_csr
 from descbench.metrics.pairpass import PairPass, PassResult, pair_pass
 from descbench.metrics.retrieval import pack_bits_to_words, project
 
@@ -91,13 +91,13 @@ class ClassifierParams:
 @njit(cache=True)
 def _pair_keys_l2(qdesc, cdesc, rows, cols, out):
     for e in range(rows.shape[0]):  # O(N1 + #P) pairs: serial (cheap to compile)
-        out[e] = _sqdist64(qdesc[rows[e]], cdesc[cols[e]])
+        out[e] = sqdist64(qdesc[rows[e]], cdesc[cols[e]])
 
 
 @njit(cache=True)
 def _pair_keys_hamming(qwords, cwords, rows, cols, out):
     for e in range(rows.shape[0]):
-        out[e] = np.float64(_hamming(qwords[rows[e]], cwords[cols[e]]))
+        out[e] = np.float64(hamming_words(qwords[rows[e]], cwords[cols[e]]))
 
 
 # --------------------------------------------------------------------------- histogram
@@ -128,7 +128,7 @@ def threshold_histogram(qdesc, cdesc, thresholds_sq, chunk_mb: float = 64.0):
     """Exact counts of all N1 x N2 descriptor distances per threshold bin.
 
     ``thresholds_sq``: sorted, strictly increasing, finite float64 *ranking keys* K_0 < ... <
-    K_{B-1}: squared L2 (float64, summed in index order, :func:`descbench.metrics.kernels._sqdist64`)
+    K_{B-1}: squared L2 (float64, summed in index order, :func:`descbench.metrics.kernels.sqdist64`)
     for float32 descriptors, Hamming distance for uint8 packed bits. With ``s_ij`` the key of pair
     (i, j), returns ``(n_less int64[B], n_equal int64[B], n_above int64)``::
 
@@ -154,7 +154,7 @@ def threshold_histogram(qdesc, cdesc, thresholds_sq, chunk_mb: float = 64.0):
     points. If no key lies in it, s_hat is strictly between the keys around it: a bucket table
     over the key range with a margin >= w (:func:`descbench.metrics.pairpass.key_table`) proves
     this for most x with one table load; otherwise the bucket's few keys are scanned and, if one
-    lies in the interval, s_hat is evaluated in float64 (:func:`descbench.metrics.kernels._sqdist64`).
+    lies in the interval, s_hat is evaluated in float64 (:func:`descbench.metrics.kernels.sqdist64`).
     So every count is that of the float64 definition. Integer descriptors with an exact float32
     screen have E = 0 and W = 0 (the certificate of :mod:`descbench.metrics.pairpass`). Inputs
     whose screen could overflow (``|q| |c| + |c|^2 > 1e36``) are binned from float64 distances

@@ -18,15 +18,16 @@ it builds the DAG (:func:`distractor_scenes`); step 3 needs the keypoint counts 
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass
 
 import numpy as np
 
+from descbench.rng import keyed_rng
+
 
 def scene_rng(seed: int, scene: str) -> np.random.Generator:
-    digest = hashlib.sha256(f"descbench-distractors:{int(seed)}:{scene}".encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "big"))
+    """Step 1's stream (:func:`descbench.rng.keyed_rng`, big endian by definition)."""
+    return keyed_rng(f"descbench-distractors:{int(seed)}:{scene}", "big")
 
 
 def _choose_scenes(rng: np.random.Generator, scene: str, all_scenes: list[str], n_scenes: int) -> list[str]:

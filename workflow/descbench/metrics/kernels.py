@@ -148,7 +148,7 @@ def within_radius_csr(points: np.ndarray, targets: np.ndarray, radius: float, ac
 
 
 @njit(cache=True, inline="always")
-def _sqdist64(a, b) -> float:
+def sqdist64(a, b) -> float:
     s = 0.0
     for k in range(a.shape[0]):
         d = np.float64(a[k]) - np.float64(b[k])
@@ -163,7 +163,7 @@ def _round_up32(x):
 
 
 @njit(cache=True, inline="always")
-def _round_down32(x):
+def round_down32(x):
     return np.float32(x - abs(x) * 2.0**-22 - 1e-30)
 
 
@@ -194,13 +194,13 @@ def rank_counts_l2(screen, rows, qdesc, cdesc, tol, indptr, indices, less, equal
         q = qdesc[qi]
         g = screen[t]
         for e in range(nrel):
-            dexact[e0 + e] = _sqdist64(q, cdesc[indices[e0 + e]])
+            dexact[e0 + e] = sqdist64(q, cdesc[indices[e0 + e]])
             less[e0 + e] = 0
             equal[e0 + e] = 0
         if nrel == 1:
             gr = np.float64(g[indices[e0]])
             above = _round_up32(gr + tol[qi])  # g_j > above: certainly closer
-            below = _round_down32(gr - tol[qi])  # g_j < below: certainly farther
+            below = round_down32(gr - tol[qi])  # g_j < below: certainly farther
             n_closer = 0
             n_not_farther = 0
             for j in range(n):
@@ -217,7 +217,7 @@ def rank_counts_l2(screen, rows, qdesc, cdesc, tol, indptr, indices, less, equal
             for j in range(n):
                 v = g[j]
                 if v >= below and v <= above:
-                    dj = _sqdist64(q, cdesc[j])
+                    dj = sqdist64(q, cdesc[j])
                     if dj < dr:
                         lcount += 1
                     elif dj == dr:
@@ -237,7 +237,7 @@ def rank_counts_l2(screen, rows, qdesc, cdesc, tol, indptr, indices, less, equal
                     less[e0 + e] += 1
                 elif diff >= -tol[qi]:
                     if dj < 0.0:
-                        dj = _sqdist64(q, cdesc[j])
+                        dj = sqdist64(q, cdesc[j])
                     if dj < dexact[e0 + e]:
                         less[e0 + e] += 1
                     elif dj == dexact[e0 + e]:
@@ -253,7 +253,7 @@ def _popcount64(x):
 
 
 @njit(cache=True, inline="always")
-def _hamming(a, b) -> np.int64:
+def hamming_words(a, b) -> np.int64:
     s = np.int64(0)
     for k in range(a.shape[0]):
         s += np.int64(_popcount64(a[k] ^ b[k]))
@@ -276,12 +276,12 @@ def rank_counts_hamming(qwords, cwords, indptr, indices, less, equal, dexact):
             continue
         dr = np.empty(nrel, dtype=np.int64)
         for e in range(nrel):
-            dr[e] = _hamming(qwords[qi], cwords[indices[e0 + e]])
+            dr[e] = hamming_words(qwords[qi], cwords[indices[e0 + e]])
             less[e0 + e] = 0
             equal[e0 + e] = 0
             dexact[e0 + e] = np.float64(dr[e])
         for j in range(n):
-            dj = _hamming(qwords[qi], cwords[j])
+            dj = hamming_words(qwords[qi], cwords[j])
             for e in range(nrel):
                 if dj < dr[e]:
                     less[e0 + e] += 1
@@ -465,10 +465,10 @@ def segment_stats_l2(screen, rows, qdesc, cdesc, tol, seg_start, n_image, indptr
         ce = np.zeros(nrel, dtype=np.int64)
         floor = np.float32(np.inf)
         for e in range(nrel):
-            dexact[e0 + e] = _sqdist64(q, cdesc[indices[e0 + e]])
+            dexact[e0 + e] = sqdist64(q, cdesc[indices[e0 + e]])
             gr = np.float64(g[indices[e0 + e]])
             hi[e] = _round_up32(gr + tq)
-            lo[e] = _round_down32(gr - tq)
+            lo[e] = round_down32(gr - tq)
             floor = min(floor, lo[e])
             less_img[e0 + e] = 0
             equal_img[e0 + e] = 0
@@ -493,7 +493,7 @@ def segment_stats_l2(screen, rows, qdesc, cdesc, tol, seg_start, n_image, indptr
                             cl[e] += 1
                         elif v >= lo[e]:
                             if dj < 0.0:
-                                dj = _sqdist64(q, cdesc[j])
+                                dj = sqdist64(q, cdesc[j])
                             if dj < dexact[e0 + e]:
                                 cl[e] += 1
                             elif dj == dexact[e0 + e]:
@@ -510,12 +510,12 @@ def segment_stats_l2(screen, rows, qdesc, cdesc, tol, seg_start, n_image, indptr
                     cl[e] = 0
                     ce[e] = 0
             # exact nearest of the segment: recheck the tolerance band below the maximum
-            band = _round_down32(np.float64(gmax) - tq)
+            band = round_down32(np.float64(gmax) - tq)
             best = np.inf
             bj = -1
             for j in range(a, b):
                 if g[j] >= band:
-                    dj = _sqdist64(q, cdesc[j])
+                    dj = sqdist64(q, cdesc[j])
                     if dj < best:
                         best = dj
                         bj = j - a
@@ -534,7 +534,7 @@ def segment_stats_hamming(qwords, cwords, seg_start, n_image, indptr, indices,
         nrel = indptr[qi + 1] - e0
         dr = np.empty(nrel, dtype=np.int64)
         for e in range(nrel):
-            dr[e] = _hamming(qwords[qi], cwords[indices[e0 + e]])
+            dr[e] = hamming_words(qwords[qi], cwords[indices[e0 + e]])
             dexact[e0 + e] = np.float64(dr[e])
             less_img[e0 + e] = 0
             equal_img[e0 + e] = 0
@@ -546,7 +546,7 @@ def segment_stats_hamming(qwords, cwords, seg_start, n_image, indptr, indices,
             best = np.int64(1) << 62
             bj = -1
             for j in range(a, b):
-                dj = _hamming(qwords[qi], cwords[j])
+                dj = hamming_words(qwords[qi], cwords[j])
                 if dj < best:
                     best = dj
                     bj = j - a
@@ -582,10 +582,10 @@ def within_row_counts(indptr, values):
 @njit(cache=True, parallel=True)
 def pair_keys_l2(qdesc, cdesc, rows, cols):
     """``out[e]`` = squared L2 of (query ``rows[e]``, candidate ``cols[e]``) in float64, summed in
-    index order (:func:`_sqdist64`: the ranking key every other kernel uses)."""
+    index order (:func:`sqdist64`: the ranking key every other kernel uses)."""
     out = np.empty(rows.shape[0], dtype=np.float64)
     for e in prange(rows.shape[0]):
-        out[e] = _sqdist64(qdesc[rows[e]], cdesc[cols[e]])
+        out[e] = sqdist64(qdesc[rows[e]], cdesc[cols[e]])
     return out
 
 
@@ -594,7 +594,7 @@ def pair_keys_hamming(qwords, cwords, rows, cols):
     """``out[e]`` = Hamming distance of (query ``rows[e]``, candidate ``cols[e]``) as float64."""
     out = np.empty(rows.shape[0], dtype=np.float64)
     for e in prange(rows.shape[0]):
-        out[e] = np.float64(_hamming(qwords[rows[e]], cwords[cols[e]]))
+        out[e] = np.float64(hamming_words(qwords[rows[e]], cwords[cols[e]]))
     return out
 
 

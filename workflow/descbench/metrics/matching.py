@@ -9,10 +9,15 @@ image of size W x H iff ``0 <= x < W`` and ``0 <= y < H`` and it does not map be
 - **Reprojection error** of a match (i, j): ``|H p1_i - p2_j|`` in image-k pixels
   (:func:`descbench.metrics.retrieval.project`); a point mapping behind the camera (w <= 0) has
   error inf.
+- **Pairs without keypoints (one rule for every metric below)**: a pair whose image 1 or image k
+  has no keypoint has *no data*: its precision, MMA at every threshold, matching score,
+  repeatability and corner error are NaN (``homography_found`` = 0, ``n_inliers`` = 0), and every
+  mean over pairs leaves it out (:func:`homography_accuracy` and :func:`homography_auc` too); the
+  aggregates count it once, as ``pairs_without_keypoints``. So an empty image never shows as a 0.0
+  result or as a homography failure. A pair *with* keypoints in both images but no (or too few)
+  matches is a result: precision and MMA 0, homography failure (corner error inf), all counted.
 - **Legacy precision**: a match is correct iff error <= ``tau_px``; precision = correct / matches;
-  a pair without matches has precision 0 (and n_matches = 0), it is *counted*; a pair with no
-  keypoint in image 1 or image k has no data: precision, MMA and matching score NaN (left out of
-  the means, as retrieval's R = 0 queries), so an empty image never shows as a 0.0 result.
+  a pair without matches has precision 0 (and n_matches = 0), it is *counted*.
 - **MMA** (D2-Net ``hpatches_sequences/HPatches-Sequences-Matching-Benchmark.ipynb``; same in
   ALIKE ``hseq/eval.py``): per pair the
   fraction of matches with error <= thr for each thr in ``mma_thresholds`` (1..10 px); a pair
@@ -20,7 +25,8 @@ image of size W x H iff ``0 <= x < W`` and ``0 <= y < H`` and it does not map be
   without keypoints (see above).
 - **Matching score**: ``ms_correct / n_shared_1`` where ``ms_correct`` = correct matches
   (error <= tau_px) whose image-1 keypoint projects inside image k, and ``n_shared_1`` = image-1
-  keypoints whose projection lies inside image k. 0 when ``n_shared_1 = 0``. Alternatives stored
+  keypoints whose projection lies inside image k. 0 when ``n_shared_1 = 0`` (NaN without
+  keypoints, see above). Alternatives stored
   for re-derivation: SuperPoint (DeTone et al. 2018, appendix; KP2D
   ``kp2d/evaluation/descriptor_evaluation.py``) averages both directions of *one-way* NN matching
   with the shared-region counts of each image as denominators; a symmetric mutual-NN variant is
@@ -32,11 +38,13 @@ image of size W x H iff ``0 <= x < W`` and ``0 <= y < H`` and it does not map be
   keypoint is repeated iff its nearest shared image-k keypoint is within ``repeatability_px``
   (inclusive); an image-k shared keypoint is repeated iff its nearest projected shared image-1
   keypoint is. Repeatability = ``(n_repeated_1 + n_repeated_2) / (n_shared_1 + n_shared_2)``,
-  NaN when both shared sets are empty (undefined; SuperPoint/KP2D return -1). Nearest neighbours
+  NaN when both shared sets are empty (undefined; SuperPoint/KP2D return -1) and, by the rule
+  above, when image 1 or image k has no keypoint at all. Nearest neighbours
   are exact (:func:`descbench.metrics.kernels.spatial_nearest`).
 - **Homography estimation** (SuperPoint / ALIKE): ``cv2.findHomography(src, dst, cv2.RANSAC,
   ransac_px)`` on the mutual-NN matches; fewer than 4 matches, or no model found, is a failure
-  with corner error inf (counted). Corner error = mean over the four image-1 corners
+  with corner error inf (counted); a pair without keypoints has corner error NaN (no data, left
+  out; see above). Corner error = mean over the four image-1 corners
   ``(0,0), (w-1,0), (0,h-1), (w-1,h-1)`` (w, h = image-1 size) of ``|H_est c - H_true c|``; the
   ``-1`` convention is that of ALIKE ``hseq/eval.py`` and of rpautrat/SuperPoint
   ``descriptor_evaluation.py`` (which uses ``shape - 1``; note its x/y order is swapped for
@@ -46,8 +54,9 @@ image of size W x H iff ``0 <= x < W`` and ``0 <= y < H`` and it does not map be
   deterministic function of the inputs (it may differ between OpenCV versions). OpenCV converts
   the points to float32 internally, so an exact homography is recovered to ~1e-5 px for generic
   coordinates of ~1e3 px (exactly for float32-representable correspondences).
-  Aggregates: accuracy at thr = fraction of pairs with corner error <= thr
-  (:func:`homography_accuracy`); AUC at thr = LoFTR ``error_auc`` (:func:`homography_auc`).
+  Aggregates over the pairs with data (NaN corner errors left out): accuracy at thr = fraction
+  of pairs with corner error <= thr (:func:`homography_accuracy`); AUC at thr = LoFTR
+  ``error_auc`` (:func:`homography_auc`).
 """
 
 from __future__ import annotations
@@ -59,6 +68,7 @@ import numpy as np
 
 from descbench.columns import threshold_key
 from descbench.errors import DataError
+from descbench.params import ConfigParams, config_field
 from descbench.metrics import kernels
 from descbench.metrics.nn import _validate, mutual_nearest
 from descbench.metrics.retrieval import project
@@ -68,13 +78,16 @@ HOMOGRAPHY_AUC_THRESHOLDS = (3.0, 5.0, 10.0)
 
 
 @dataclass(frozen=True)
-class MatchingParams:
-    tau_px: float = 3.0  # legacy precision and matching score
-    mma_thresholds: tuple = tuple(range(1, 11))  # px
-    repeatability_px: float = 3.0
-    ransac_px: float = 3.0  # cv2.findHomography ransacReprojThreshold
-    ransac_seed: int = 0
-    chunk_mb: float = 64.0  # bound on the float32 descriptor screen block
+class MatchingParams(ConfigParams):
+    """Matching's settings: ``scoring`` and ``matching`` keys of the config (defaults: the
+    schema's; ``MatchingParams.from_config(scoring=..., matching=...)``)."""
+
+    tau_px: float = config_field("scoring.tau_px", float)  # legacy precision and matching score
+    mma_thresholds: tuple = config_field("matching.mma_thresholds", tuple)  # px
+    repeatability_px: float = config_field("matching.repeatability_px", float)
+    ransac_px: float = config_field("matching.ransac_px", float)  # cv2.findHomography ransacReprojThreshold
+    ransac_seed: int = config_field("matching.ransac_seed", int)
+    chunk_mb: float = config_field("scoring.chunk_mb", float)  # bound on the float32 descriptor screen block
 
     def __post_init__(self):
         ts = tuple(float(t) for t in self.mma_thresholds)
@@ -139,7 +152,10 @@ def estimate_homography(src: np.ndarray, dst: np.ndarray, ransac_px: float = 3.0
 def pair_repeatability(xy1: np.ndarray, xyk: np.ndarray, H: np.ndarray, image1_size, target_size, radius_px: float) -> tuple[int, int, int, int]:
     """``(n_shared_1, n_shared_k, n_repeated_1, n_repeated_k)`` of one pair's keypoints alone (no
     descriptors): the repeatability of the module docstring, ``(n_repeated_1 + n_repeated_k) /
-    (n_shared_1 + n_shared_k)``, as :func:`match_pair` computes it."""
+    (n_shared_1 + n_shared_k)``, as :func:`match_pair` computes it. These are counts, returned
+    whatever the pair: for a pair whose image 1 or image k has no keypoint, :func:`match_pair`'s
+    repeatability is NaN (no data), and a caller pooling these counts must leave such a pair out
+    to follow the same rule."""
     H = np.asarray(H, dtype=np.float64)
     (w1, h1), (wk, hk) = image1_size, target_size
     proj1, shared1 = project(H, xy1, wk, hk)
@@ -161,11 +177,13 @@ def repeatability_counts(proj1: np.ndarray, shared1: np.ndarray, xy2: np.ndarray
 
 
 def homography_accuracy(errors, thresholds=HOMOGRAPHY_ACC_THRESHOLDS) -> np.ndarray:
-    """Fraction of pairs with corner error <= thr, per threshold (NaN for an empty list).
+    """Fraction of pairs with corner error <= thr, per threshold (NaN when no pair has data).
 
-    Failures (inf) count as pairs that never reach any threshold.
+    Failures (inf) count as pairs that never reach any threshold; NaN errors (pairs without
+    keypoints: no data) are left out of the numerator and the denominator.
     """
     e = np.asarray(errors, dtype=np.float64).ravel()
+    e = e[~np.isnan(e)]
     if e.size == 0:
         return np.full(len(thresholds), np.nan)
     return np.array([float((e <= t).mean()) for t in thresholds])
@@ -178,16 +196,16 @@ def homography_auc(errors, thresholds=HOMOGRAPHY_AUC_THRESHOLDS) -> np.ndarray:
     the recall curve is the polyline through ``(0, 0), (e_1, 1/N), ..., (e_k, k/N)`` extended
     flat to ``(thr, k/N)``, where ``k = #{e_i < thr}`` (``np.searchsorted`` left: an error equal to
     thr is *not* included); AUC = trapezoidal area / thr. Failures (inf) stay in N. The
-    thresholds passed are used (LoFTR's copy overwrites them with [5, 10, 20]). NaN for an empty
-    list (LoFTR would return 0).
+    thresholds passed are used (LoFTR's copy overwrites them with [5, 10, 20]). NaN errors
+    (pairs without keypoints: no data) are left out, as in :func:`homography_accuracy`; NaN when
+    no pair has data (LoFTR would return 0).
     """
-    e = np.sort(np.asarray(errors, dtype=np.float64).ravel())
+    e = np.asarray(errors, dtype=np.float64).ravel()
+    e = np.sort(e[~np.isnan(e)])
     n = e.size
     out = np.full(len(thresholds), np.nan)
     if n == 0:
         return out
-    if np.isnan(e).any():
-        raise ValueError("homography errors contain NaN")
     for t_i, thr in enumerate(thresholds):
         thr = float(thr)
         if not thr > 0:
@@ -243,9 +261,12 @@ def match_pair(q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size, params: 
       keypoints back-projecting inside image 1
     - ``ms_correct``: correct matches whose image-1 keypoint is shared; ``matching_score`` =
       ms_correct / n_shared_1 (0.0 when n_shared_1 = 0, NaN without keypoints)
-    - ``n_repeated_1``, ``n_repeated_2``, ``repeatability`` (NaN when n_shared_1 + n_shared_2 = 0)
+    - ``n_repeated_1``, ``n_repeated_2``, ``repeatability`` (NaN when n_shared_1 + n_shared_2 = 0
+      or without keypoints)
     - ``homography_found`` (0/1), ``n_inliers`` (RANSAC inliers, 0 on failure),
-      ``corner_error`` (px, inf on failure)
+      ``corner_error`` (px, inf on failure, NaN without keypoints)
+
+    Without a keypoint in image 1 or image k every ratio above is NaN (no data; module docstring).
     """
     q_xy, q_desc, t_xy, t_desc, H, H_inv, size1, sizek = _check_pair(q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size)
     ia, ib, _ = mutual_nearest(q_desc, t_desc, chunk_mb=params.chunk_mb)
@@ -280,9 +301,12 @@ def _match_stats(q_xy, t_xy, H, H_inv, size1, sizek, ia, ib, params: MatchingPar
     err = reprojection_errors(H, q_xy[ia], t_xy[ib])
 
     out: dict = {"n_keypoints_1": int(q_xy.shape[0]), "n_keypoints_2": int(t_xy.shape[0]), "n_matches": m}
-    # Without a keypoint in one of the images the pair has no data (NaN, left out of the means);
-    # with keypoints but no match, precision and MMA are 0 (protocols section 4: counted as 0).
-    no_match = 0.0 if q_xy.shape[0] and t_xy.shape[0] else float("nan")
+    # Without a keypoint in one of the images the pair has no data: every ratio and the corner
+    # error are NaN, left out of every mean (module docstring). With keypoints but no match,
+    # precision and MMA are 0 and the homography a failure (protocols section 4: counted).
+    has_data = bool(q_xy.shape[0] and t_xy.shape[0])
+    nan = float("nan")
+    no_match = 0.0 if has_data else nan
     correct = err <= params.tau_px
     out["n_correct"] = int(correct.sum())
     out["precision"] = out["n_correct"] / m if m else no_match
@@ -296,17 +320,17 @@ def _match_stats(q_xy, t_xy, H, H_inv, size1, sizek, ia, ib, params: MatchingPar
     out["n_shared_1"] = n_s1
     out["n_shared_2"] = n_s2
     out["ms_correct"] = int((correct & shared1[ia]).sum())
-    out["matching_score"] = (out["ms_correct"] / n_s1 if n_s1 else 0.0) if no_match == 0.0 else float("nan")
+    out["matching_score"] = (out["ms_correct"] / n_s1 if n_s1 else 0.0) if has_data else nan
 
     r1, r2 = repeatability_counts(proj1, shared1, t_xy, shared2, params.repeatability_px)
     out["n_repeated_1"] = r1
     out["n_repeated_2"] = r2
-    out["repeatability"] = (r1 + r2) / (n_s1 + n_s2) if n_s1 + n_s2 else float("nan")
+    out["repeatability"] = (r1 + r2) / (n_s1 + n_s2) if has_data and n_s1 + n_s2 else nan
 
     H_est, n_in = estimate_homography(q_xy[ia], t_xy[ib], params.ransac_px, params.ransac_seed)
     out["homography_found"] = int(H_est is not None)
     out["n_inliers"] = n_in
-    out["corner_error"] = corner_error(H_est, H, (w1, h1))
+    out["corner_error"] = corner_error(H_est, H, (w1, h1)) if has_data else nan
     return out
 
 

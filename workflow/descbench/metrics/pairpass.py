@@ -9,7 +9,7 @@ gives at once, each exactly equal to a float64 brute force whatever the BLAS:
   (:func:`descbench.metrics.classifier.threshold_histogram`).
 
 Keys: float32 descriptors -> ``s = sum_k (q_k - c_k)^2`` accumulated in float64 in index order
-(:func:`descbench.metrics.kernels._sqdist64`); uint8 packed bits -> Hamming distance. Ties go to
+(:func:`descbench.metrics.kernels.sqdist64`); uint8 packed bits -> Hamming distance. Ties go to
 the lowest index. Distances reported are ``sqrt(s)`` (L2) or s (Hamming).
 
 Method (float32): per block of consecutive query rows (at most ``chunk_mb`` MiB of screen), ONE
@@ -53,7 +53,7 @@ import numba
 import numpy as np
 from numba import njit, prange
 
-from descbench.metrics.kernels import _hamming, _round_down32, _sqdist64
+from descbench.metrics.kernels import hamming_words, round_down32, sqdist64
 from descbench.metrics.retrieval import pack_bits_to_words, screen_tolerance
 
 __all__ = ["PassResult", "PairPass", "pair_pass", "screen_block", "key_table"]
@@ -105,7 +105,7 @@ def _offer(d, j, b1, j1, b2, j2):
 @njit(cache=True, fastmath={"reassoc", "contract"})
 def _sqdist64_any_order(a, b):
     """Squared L2 in float64, summation order left to the compiler (vectorised): an estimate of
-    the definition :func:`descbench.metrics.kernels._sqdist64`; both are within
+    the definition :func:`descbench.metrics.kernels.sqdist64`; both are within
     ``gamma_{D+2} s`` of the real value (any order, with or without FMA)."""
     s = 0.0
     for k in range(a.shape[0]):
@@ -143,7 +143,7 @@ def _slot_dirty(x, w, lo, hi, keys, q, c, exact):
         p += 1
     if p == hi or keys[p] > est + err:
         return 2 * p
-    s = _sqdist64(q, c)
+    s = sqdist64(q, c)
     p = lo
     while p < hi and keys[p] < s:
         p += 1
@@ -212,7 +212,7 @@ def _pass_l2_block(screen, r0, qdesc, cdesc, qn2, rtol, wr, exact, mode_rows, do
                             hv = x + w
                             if hv < cu[j]:
                                 cu[j] = hv
-                            d = x if exact else _sqdist64(q, cdesc[j])
+                            d = x if exact else sqdist64(q, cdesc[j])
                             if d < cd[j] or (d == cd[j] and qi < ci[j]):
                                 cd[j] = d
                                 ci[j] = qi
@@ -249,7 +249,7 @@ def _pass_l2_block(screen, r0, qdesc, cdesc, qn2, rtol, wr, exact, mode_rows, do
                         else:
                             m2 = max(m2, v)
                     ref = m2
-                below = _round_down32(np.float64(ref) - rtol[qi])  # a float32 <= g(ref) - T
+                below = round_down32(np.float64(ref) - rtol[qi])  # a float32 <= g(ref) - T
                 b1 = np.inf
                 j1 = -1
                 b2 = np.inf
@@ -258,7 +258,7 @@ def _pass_l2_block(screen, r0, qdesc, cdesc, qn2, rtol, wr, exact, mode_rows, do
                     if bmax[b] >= below:  # the block holds band members
                         for j in range(b * _CB, min(b * _CB + _CB, n)):  # ascending j + strict '<': lowest index wins a tie
                             if g[j] >= below:
-                                d = a2 - 2.0 * np.float64(g[j]) if exact else _sqdist64(q, cdesc[j])
+                                d = a2 - 2.0 * np.float64(g[j]) if exact else sqdist64(q, cdesc[j])
                                 b1, j1, b2, j2 = _offer(d, j, b1, j1, b2, j2)
                 idx1[qi] = j1
                 key1[qi] = b1
@@ -293,7 +293,7 @@ def _pass_l2_direct(qdesc, cdesc, do_cols, do_hist, keys, idx1, key1, idx2, key2
             b2 = np.inf
             j2 = -1
             for j in range(n):
-                d = _sqdist64(q, cdesc[j])
+                d = sqdist64(q, cdesc[j])
                 b1, j1, b2, j2 = _offer(d, j, b1, j1, b2, j2)
                 if do_cols and (d < col_d[c, j] or (d == col_d[c, j] and i < col_i[c, j])):
                     col_d[c, j] = d
@@ -323,7 +323,7 @@ def _pass_hamming(qwords, cwords, do_cols, do_hist, idx1, key1, idx2, key2, col_
             b2 = np.int64(1) << 62
             j2 = -1
             for j in range(n):
-                d = _hamming(qwords[i], cwords[j])
+                d = hamming_words(qwords[i], cwords[j])
                 b1, j1, b2, j2 = _offer(d, j, b1, j1, b2, j2)
                 if do_cols and (d < col_d[c, j] or (d == col_d[c, j] and i < col_i[c, j])):
                     col_d[c, j] = d

@@ -38,20 +38,20 @@ import numpy as np
 from descbench.errors import DataError
 from descbench.io import HIT_KS
 from descbench.metrics import kernels
+from descbench.params import ConfigParams, config_field
 
 RECALL_KS = (1, 5, 10)
 
 
 @dataclass(frozen=True)
-class RetrievalParams:
-    tau_px: float = 3.0
-    gt: str = "closest"  # closest | all_within_tau | closest_group | closest_oriented
-    tie_policy: str = "expected"  # expected | optimistic | pessimistic | half
-    chunk_mb: float = 64.0  # bound on the float32 screen block held in memory
+class RetrievalParams(ConfigParams):
+    """Keypoint retrieval's settings: the ``scoring`` keys of the config (defaults: the schema's;
+    ``RetrievalParams.from_config(scoring)`` builds it from the validated section)."""
 
-    @classmethod
-    def from_config(cls, scoring: dict) -> "RetrievalParams":
-        return cls(float(scoring["tau_px"]), scoring["gt"], scoring["tie_policy"], float(scoring["chunk_mb"]))
+    tau_px: float = config_field("scoring.tau_px", float)
+    gt: str = config_field("scoring.gt")  # closest | all_within_tau | closest_group | closest_oriented
+    tie_policy: str = config_field("scoring.tie_policy")  # expected | optimistic | pessimistic | half
+    chunk_mb: float = config_field("scoring.chunk_mb", float)  # bound on the float32 screen block held in memory
 
 
 @dataclass(frozen=True)

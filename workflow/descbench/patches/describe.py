@@ -7,7 +7,7 @@ params, kpset)``, the registry's computation on that single image (tested for ev
 below). Whatever the family does at an image border happens at the patch border: SIFT skips the
 samples outside the image, SURF uses the in-image part of its wavelets, and the OpenCV families
 that drop a keypoint whose pattern does not fit get the registry's rescue, a recomputation on the
-patch padded with ``BORDER_REFLECT_101`` (:mod:`descbench.descriptors._cv_compute`); a keypoint
+patch padded with ``BORDER_REFLECT_101`` (:mod:`descbench.descriptors.cv_compute`); a keypoint
 still dropped, or a NaN/inf row, is a :class:`~descbench.errors.DataError` naming the patch.
 A row is never zero-filled. Neighbouring patches never influence each other (each is its own
 image; no mosaic).
@@ -35,7 +35,9 @@ image; no mosaic).
 
 **Support per family** (``support`` = the KeyPoint size in patch pixels; the rule: the family's
 nominal window spans the patch, as hpatches-benchmark's SIFT window does; "measured" footprints
-are the half-width of the square of pixels that change the descriptor, on a random texture):
+are the half-width of the square of pixels that change the descriptor, on a random texture). Each
+value is the family's own ``patch_support`` hook (:class:`~descbench.descriptors.DescriptorFamily`,
+in its module); this module has no table of families:
 
 =====================================  =========================  ==================================================
 family                                 default ``support``         window on the 65 x 65 patch
@@ -62,10 +64,13 @@ akaze                                  6                           M-LDB pattern
 stack                                  each part's own default    (``support`` given: every part gets it)
 =====================================  =========================  ==================================================
 
-Families that make no sense on patches raise :class:`~descbench.errors.ConfigError`:
-``rgbsift`` / ``dsprgbsift`` (HPatches patches are greyscale; on a grey patch they would be three
-copies of one SIFT block, no information beyond ``sift`` / ``dspsift``) and ``precomputed``
-(patch descriptors computed elsewhere are read with :func:`read_hpatches_csv`).
+Families that make no sense on patches raise :class:`~descbench.errors.ConfigError`, with the
+reason their module gives (``not_on_patches``): ``rgbsift`` / ``dsprgbsift`` (HPatches patches are
+greyscale; on a grey patch they would be three copies of one SIFT block, no information beyond
+``sift`` / ``dspsift``) and ``precomputed`` (patch descriptors computed elsewhere are read with
+:func:`read_hpatches_csv`). A family that declares neither patch hooks nor such a reason (e.g. one
+added to the registry without them) is refused the same way, naming the hooks to add
+(:func:`patch_problem`); it never falls back to another family's support or code path.
 
 **How it is batched.** One registry computation per patch, in memory: the extractor (OpenCV
 object, SIFT object, resolved callable) and the centre keypoint are built once per call, then
@@ -75,8 +80,11 @@ user callable), so the Python loop adds a few microseconds per patch; whole-arra
 patches in one image was rejected: SIFT skips samples outside *its* image, KAZE/AKAZE normalise
 by a whole-image contrast factor, and float keypoint coordinates far from the origin round
 differently (BRISK/FREAK interpolation), so a mosaic cannot equal the single-patch computation.
-Each family's extractor construction mirrors its registry module line for line (same
-parameters, same helpers imported from there); ``tests/test_patch_describe.py`` compares every
+This module builds the centre keypoint and a :class:`~descbench.descriptors.PatchJob` (the
+patches, the keypoint, the batching loop :func:`_per_patch`) and calls the family's
+``patch_rows`` hook, which lives in the family's module next to its image ``compute`` and shares
+its construction (the OpenCV families build their extractor with one *setup* function for both,
+:mod:`descbench.descriptors.opencv_common`); ``tests/test_patch_describe.py`` compares every
 family with the registry on single-patch files, which catches any drift.
 
 **CSV files (hpatches-benchmark layout).** ``<root>/<sequence>/<type>.csv`` for the 16 strips
@@ -101,13 +109,12 @@ from __future__ import annotations
 import io as _io
 import math
 import re
-import tempfile
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
-from descbench.descriptors import check_descriptor_params, compute_descriptors
+from descbench.descriptors import PatchJob, check_descriptor_params, get_family
 from descbench.errors import ConfigError, DataError
 from descbench.keypoints import ImageKeypoints
 from descbench.patches import PATCH_SIZE, PATCH_TYPES
@@ -118,39 +125,27 @@ HPATCHES_SIFT_SIZE = PATCH_SIZE / 5.303  # 12.257: hpatches-benchmark's centre k
 HPATCHES_BENCHMARK = {"angle": -1.0, "sift_octave": "zero"}
 SIFT_OCTAVES = ("size", "zero")
 
-NOT_ON_PATCHES = {
-    "rgbsift": "needs colour images, but HPatches patches are greyscale; on a grey patch it would be three copies of "
-               "one SIFT block and add nothing to family 'sift': describe patches with 'sift'",
-    "dsprgbsift": "needs colour images, but HPatches patches are greyscale; on a grey patch it would be three copies "
-                  "of one DSP-SIFT block and add nothing to family 'dspsift': describe patches with 'dspsift'",
-    "precomputed": "reads the feature files of a keypoint set; patch descriptors computed elsewhere are read from "
-                   "hpatches-benchmark CSV files (descbench.patches.describe.read_hpatches_csv)",
-}
-
-
 # ----------------------------------------------------------------------------- the centre keypoint
 
 
-def default_support(family: str, params: dict) -> float:
-    """The default ``support`` (KeyPoint size, px) of ``family`` with filled ``params`` (module table)."""
-    from descbench.descriptors._cv_compute import OPENCV_DEFAULT_SCALE
+def patch_problem(family: str) -> str | None:
+    """Why descriptor family ``family`` cannot describe patches, phrased to follow "it"
+    (:meth:`~descbench.descriptors.DescriptorFamily.patch_problem`: its ``not_on_patches``
+    reason or its missing hooks); None when it can, or is not registered (the params check says so)."""
+    try:
+        fam = get_family(family)
+    except ConfigError:
+        return None
+    return fam.patch_problem()
 
-    if family == "surf":
-        return PATCH_SIZE * 9.0 / 24.0
-    if family == "orb":
-        return float(PATCH_SIZE)
-    if family == "brisk":
-        return 20.0
-    if family == "freak":
-        return 9.0
-    if family in ("brief", "latch"):
-        return 48.0
-    if family in ("beblid", "teblid", "binboost", "vgg", "boostdesc"):
-        sf = params.get("scale_factor")
-        return PATCH_SIZE / float(OPENCV_DEFAULT_SCALE if sf is None else sf)
-    if family in ("kaze", "akaze", "akaze_kaze"):
-        return 6.0
-    return HPATCHES_SIFT_SIZE
+
+def default_support(family: str, params: dict) -> float | list[float]:
+    """The default ``support`` (KeyPoint size, px) of ``family`` with filled ``params``: its
+    ``patch_support`` hook on a 65 x 65 patch (module table; a stack: one per part)."""
+    problem = patch_problem(family)
+    if problem:
+        raise ConfigError(f"descriptor family '{family}' cannot describe patches: it {problem}")
+    return get_family(family).patch_support(params, PATCH_SIZE)
 
 
 def centre_keypoint(support: float, angle: float = 0.0) -> ImageKeypoints:
@@ -167,9 +162,20 @@ def patch_kpset(sift_octave: str) -> dict:
     return {"detector": "locked", "params": {"octave": "sift"}} if sift_octave == "zero" else {}
 
 
-def _check_geometry(support, angle, sift_octave, config_key: str) -> None:
+def _check_geometry(support, angle, sift_octave, config_key: str, support_from: str | None = None) -> None:
+    """The centre keypoint: ``support`` a finite size > 0, ``angle`` finite, ``sift_octave`` known.
+
+    These are arguments of :func:`describe_patches` / :func:`patch_settings` (checked there). At
+    config validation the only rule left is the one across keys that the schema cannot state: the
+    support a family's validated params give (:func:`default_support`, e.g. 65 / scale_factor) must
+    be finite; :func:`descbench.patches.checks.check_source` checks it with ``support_from``, the
+    params key it derives from, and patches.centre_keypoint's angle and octave.
+    """
     base = config_key.removesuffix(".params")
     if not isinstance(support, (int, float)) or isinstance(support, bool) or not math.isfinite(support) or support <= 0:
+        if support_from is not None:
+            raise ConfigError(f"invalid config value at '{support_from}': it gives the patches' centre keypoint a size of "
+                              f"{support!r} patch pixels; give a value whose keypoint size is a finite positive number")
         raise ConfigError(f"invalid config value at '{base}.support': {support!r}; give the keypoint size in patch "
                           "pixels, a positive number (or null for the family's default)")
     if not isinstance(angle, (int, float)) or isinstance(angle, bool) or not math.isfinite(angle):
@@ -183,23 +189,26 @@ def patch_settings(family: str, params: dict | None = None, support: float | Non
     """The full description settings (filled params, resolved support; a stack lists its parts'),
     for the provenance of :func:`write_sequence_descriptors`."""
     params = _filled(family, params, config_key)
-    default = 1.0 if family == "stack" else default_support(family, params)
-    _check_geometry(default if support is None else support, angle, sift_octave, config_key)
+    default = get_family(family).patch_support(params, PATCH_SIZE)
+    composite = isinstance(default, list)  # a stack: one default support per part
+    _check_geometry((1.0 if composite else default) if support is None else support, angle, sift_octave, config_key)
     out = {"family": family, "params": params, "angle": float(angle), "sift_octave": sift_octave,
            "centre": [CENTRE, CENTRE]}
-    if family == "stack":
-        out["support"] = [support if support is not None else default_support(p["family"], p["params"])
-                          for p in params["parts"]]
+    if composite:
+        out["support"] = [support if support is not None else s for s in default]
     else:
-        out["support"] = float(support if support is not None else default_support(family, params))
+        out["support"] = float(support if support is not None else default)
     return out
 
 
 def _filled(family: str, params: dict | None, config_key: str) -> dict:
-    if family in NOT_ON_PATCHES:
+    """The family's filled params; ConfigError at ``<config_key minus .params>.family`` when the
+    family cannot describe patches (:func:`patch_problem`)."""
+    problem = patch_problem(family)
+    if problem:
         key = config_key.removesuffix(".params") + ".family"
         raise ConfigError(f"invalid config value at '{key}': descriptor family '{family}' cannot describe patches: "
-                          f"it {NOT_ON_PATCHES[family]}")
+                          f"it {problem}")
     return check_descriptor_params(family, params, config_key)
 
 
@@ -231,17 +240,23 @@ def describe_patches(patches: np.ndarray, family: str, params: dict | None = Non
     """
     patches = check_patches(patches, where)
     params = _filled(family, params, config_key)
-    if family == "stack":  # parts at their own default supports unless one is given
-        _check_geometry(1.0 if support is None else support, angle, sift_octave, config_key)
-        out = _stack_rows(patches, params, support, angle, sift_octave, where, config_key)
+    fam = get_family(family)
+    default = fam.patch_support(params, PATCH_SIZE) if support is None else None
+    if isinstance(default, list):  # a composite (stack): its parts at their own default supports
+        _check_geometry(1.0, angle, sift_octave, config_key)
+        kps = None
     else:
-        support = default_support(family, params) if support is None else support
+        support = default if support is None else support
         _check_geometry(support, angle, sift_octave, config_key)
         kps = centre_keypoint(float(support), float(angle))
-        kpset = patch_kpset(sift_octave)
-        engine = ENGINES.get(family, _file_rows)
-        out = engine(patches, family, params, kps, kpset, where, config_key)
-    return _checked(out, family, where)
+
+    def part(i: int, part_family: str, part_params: dict) -> np.ndarray:
+        return describe_patches(patches, part_family, part_params, support=support, angle=angle, sift_octave=sift_octave,
+                                where=f"{where} (stack part {i}, {part_family})", config_key=f"{config_key}.parts.{i}.params")
+
+    job = PatchJob(patches, kps, patch_kpset(sift_octave), where, config_key, lambda row: _per_patch(len(patches), row),
+                   describe=part)
+    return _checked(fam.patch_rows(job, params), family, where)
 
 
 def _checked(out: np.ndarray, family: str, where: str) -> np.ndarray:
@@ -267,264 +282,6 @@ def _per_patch(n: int, row: Callable[[int], np.ndarray]) -> np.ndarray:
     for i in range(1, n):
         out[i] = np.asarray(row(i)).reshape(-1)
     return out
-
-
-def _patch_name(where: str, i: int) -> str:
-    return f"{where} patch {i}"
-
-
-# --- SIFT, RootSIFT (sift.sift_descriptors, rootsift.rootsift_descriptors)
-
-
-def _sift_rows(patches, family, params, kps, kpset, where, config_key) -> np.ndarray:
-    """OpenCV SIFT per patch exactly as :func:`descbench.descriptors.sift.sift_descriptors` runs it
-    on a 65 x 65 image. Its ``workbench`` grey image, ``cvtColor(BGR2GRAY)`` of the colour read of a
-    grey file, is the grey patch itself (the BGR->grey weights sum to exactly 1 in fixed point);
-    the test against the registry on PNG files checks it."""
-    from descbench.descriptors.sift import CONVENTIONS
-    from descbench.keypoints.sift import keypoints_to_cv, make_sift, sift_octave_from_size
-
-    convention = params.get("convention", "opencv")  # rootsift has no parameters: OpenCV's SIFT
-    if convention not in CONVENTIONS:
-        raise ConfigError(f"invalid config value at '{config_key}.convention': {convention!r}; allowed: {', '.join(CONVENTIONS)}")
-    own = kpset.get("detector") == "locked" and kpset.get("params", {}).get("octave") == "sift"
-    octave = None if own else sift_octave_from_size(kps.size, (PATCH_SIZE, PATCH_SIZE))
-    cv_kps = keypoints_to_cv(kps, octave)
-    sift = make_sift({})
-
-    def row(i):
-        out_kps, desc = sift.compute(patches[i], cv_kps)
-        if desc is None or len(out_kps) != 1:
-            raise DataError(f"{_patch_name(where, i)}: OpenCV SIFT returned no descriptor at the centre keypoint")
-        return desc
-
-    out = _per_patch(len(patches), row).astype(np.float32)
-    if convention == "workbench":
-        from descbench.descriptors.sift_kernel import l2_rows
-
-        out = l2_rows(out)
-    if family == "rootsift":
-        from descbench.descriptors.rootsift import root_normalise
-
-        out = root_normalise(out)
-    return out
-
-
-# --- DSP-SIFT (dspsift.dspsift_descriptors)
-
-
-def _dspsift_rows(patches, family, params, kps, kpset, where, config_key) -> np.ndarray:
-    from descbench.descriptors import dspsift as D
-    from descbench.descriptors.rgbsift import check_convention, keypoint_octaves
-    from descbench.descriptors.rootsift import root_normalise
-
-    conv = check_convention(params, "dspsift", D.CONVENTIONS)
-    scales = D.effective_scales(params)
-    if conv == "workbench":
-        octave = keypoint_octaves(kps, kpset, (PATCH_SIZE, PATCH_SIZE))
-        out = _per_patch(len(patches), lambda i: D.workbench_dsp([patches[i]], kps, octave, scales))
-    else:
-        out = _per_patch(len(patches), lambda i: D.dong_soatto_dsp(patches[i], kps, scales))
-    return root_normalise(out) if params.get("root") else out
-
-
-# --- SURF (surf.surf_descriptors)
-
-
-def _surf_rows(patches, family, params, kps, kpset, where, config_key) -> np.ndarray:
-    from descbench.descriptors.surf import _opencv_compute
-
-    extended = bool(params.get("extended", False))
-    upright = bool(params.get("upright", False))
-
-    def row(i):
-        desc = _opencv_compute(patches[i], kps, extended, upright)
-        if desc is not None:
-            return desc
-        from descbench.descriptors.surf_kernels import surf_describe
-
-        return surf_describe(patches[i], kps.x, kps.y, kps.size, extended, upright, what=_patch_name(where, i))
-
-    return _per_patch(len(patches), row)
-
-
-# --- OpenCV families (opencv_binary, opencv_float)
-
-
-def _cv_extractor(family: str, params: dict, kps: ImageKeypoints, kpset: dict):
-    """(extractor, OpenCV keypoints, tag) exactly as the family's registry function builds them
-    for ``kps`` on a 65 x 65 image (``tag=False``: the extractor reads class_id, KAZE/AKAZE)."""
-    import cv2
-
-    from descbench.descriptors import opencv_binary as B
-    from descbench.descriptors import opencv_float as F
-    from descbench.descriptors._cv_compute import BEBLID_SCALE, VGG_BOOST_SCALE, choice, cv_keypoints, scale_factor
-    from descbench.keypoints.detectors import _cv_attr
-
-    p = params
-    octave, class_id, tag = kps.octave, kps.class_id, True
-    if family == "orb":
-        ex = cv2.ORB_create(scaleFactor=float(p["scale_factor"]), nlevels=int(p["n_levels"]), edgeThreshold=int(p["edge_threshold"]),
-                            firstLevel=0, WTA_K=2, patchSize=int(p["patch_size"]))
-        octave = B.orb_level_from_size(kps.size, int(p["patch_size"]), float(p["scale_factor"]), int(p["n_levels"]))
-    elif family == "brisk":
-        ex = _cv_attr("BRISK_create")(patternScale=float(p["pattern_scale"]))
-    elif family == "freak":
-        ex = _cv_attr("FREAK_create")(orientationNormalized=bool(p["orientation_normalized"]), scaleNormalized=bool(p["scale_normalized"]),
-                                      patternScale=float(p["pattern_scale"]), nOctaves=int(p["n_octaves"]))
-    elif family == "brief":
-        nbytes = choice("brief", p, "bytes", {16: 16, 32: 32, 64: 64})
-        ex = _cv_attr("BriefDescriptorExtractor_create")(bytes=nbytes, use_orientation=bool(p["use_orientation"]))
-    elif family == "latch":
-        nbytes = choice("latch", p, "bytes", {b: b for b in (1, 2, 4, 8, 16, 32, 64)})
-        ex = _cv_attr("LATCH_create")(bytes=nbytes, rotationInvariance=bool(p["rotation_invariance"]),
-                                      half_ssd_size=int(p["half_ssd_size"]), sigma=float(p["sigma"]))
-    elif family == "beblid":
-        bits = choice("beblid", p, "n_bits", {256: "BEBLID_SIZE_256_BITS", 512: "BEBLID_SIZE_512_BITS"})
-        ex = _cv_attr("BEBLID_create")(scale_factor(p, kpset, BEBLID_SCALE), _cv_attr(bits))
-    elif family == "teblid":
-        bits = choice("teblid", p, "n_bits", {256: "TEBLID_SIZE_256_BITS", 512: "TEBLID_SIZE_512_BITS"})
-        ex = _cv_attr("TEBLID_create")(scale_factor(p, kpset, BEBLID_SCALE), _cv_attr(bits))
-    elif family == "binboost":
-        ex = _cv_attr("BoostDesc_create")(desc=choice("binboost", p, "desc", B.BINBOOST_DESC),
-                                          use_scale_orientation=bool(p["use_scale_orientation"]),
-                                          scale_factor=scale_factor(p, kpset, VGG_BOOST_SCALE))
-    elif family == "vgg":
-        ex = _cv_attr("VGG_create")(desc=choice("vgg", p, "desc", F.VGG_DESC), isigma=float(p["isigma"]),
-                                    img_normalize=bool(p["img_normalize"]), use_scale_orientation=bool(p["use_scale_orientation"]),
-                                    scale_factor=scale_factor(p, kpset, VGG_BOOST_SCALE), dsc_normalize=False)
-    elif family == "boostdesc":
-        ex = _cv_attr("BoostDesc_create")(desc=F.LBGM, use_scale_orientation=bool(p["use_scale_orientation"]),
-                                          scale_factor=scale_factor(p, kpset, VGG_BOOST_SCALE))
-    elif family == "daisy":
-        ex = _cv_attr("DAISY_create")(radius=float(p["radius"]), q_radius=int(p["q_radius"]), q_theta=int(p["q_theta"]),
-                                      q_hist=int(p["q_hist"]), norm=_cv_attr(choice("daisy", p, "norm", F.DAISY_NORM)),
-                                      interpolation=bool(p["interpolation"]), use_orientation=bool(p["use_orientation"]))
-    elif family == "kaze":
-        ex = _cv_attr("KAZE_create")(extended=bool(p["extended"]), upright=bool(p["upright"]), nOctaves=int(p["n_octaves"]),
-                                     nOctaveLayers=int(p["n_octave_layers"]),
-                                     diffusivity=_cv_attr(choice("kaze", p, "diffusivity", B.DIFFUSIVITY)))
-        class_id, octave = F.kaze_levels(kps, p, kpset)
-        F.check_msurf_scale(kps.size, np.zeros_like(octave), "kaze", Path("<patch>"))
-        tag = False
-    elif family in ("akaze", "akaze_kaze"):
-        if family == "akaze":
-            kind = "AKAZE_DESCRIPTOR_MLDB_UPRIGHT" if p["upright"] else "AKAZE_DESCRIPTOR_MLDB"
-        else:
-            kind = "AKAZE_DESCRIPTOR_KAZE_UPRIGHT" if p["upright"] else "AKAZE_DESCRIPTOR_KAZE"
-        ex = B.make_akaze(family, p, kind)
-        class_id, octave = B.akaze_levels(kps, (PATCH_SIZE, PATCH_SIZE), p, kpset)
-        if family == "akaze_kaze":
-            F.check_msurf_scale(kps.size, octave, family, Path("<patch>"))
-        tag = False
-    else:
-        raise KeyError(family)
-    return ex, cv_keypoints(kps.x, kps.y, kps.size, kps.angle, octave, class_id, kps.response), tag
-
-
-def _cv_rows(patches, family, params, kps, kpset, where, config_key) -> np.ndarray:
-    """One OpenCV ``compute`` per patch; a keypoint OpenCV drops goes through the registry's
-    :func:`~descbench.descriptors._cv_compute.compute_rows` (reflect-padded recomputation, or DataError)."""
-    from descbench.descriptors._cv_compute import compute_rows
-
-    try:
-        ex, cv_kps, tag = _cv_extractor(family, params, kps, kpset)
-    except DataError as exc:  # check_msurf_scale: a support too small for M-SURF
-        raise DataError(f"{where}: {exc}; on patches: raise 'support'") from exc
-
-    def row(i):
-        if tag:
-            got, desc = ex.compute(patches[i], cv_kps)
-            if desc is not None and len(got) == 1:
-                return desc  # kept on the unpadded patch: what compute_rows' first pass returns
-        try:
-            return compute_rows(ex, patches[i], cv_kps, family=family, image_path=_patch_name(where, i), tag=tag)
-        except DataError as exc:
-            raise DataError(f"{exc}; on patches: lower 'support' (the keypoint size) or the family's pattern scale so "
-                            "its pattern fits the padded patch") from exc
-
-    return _per_patch(len(patches), row)
-
-
-# --- the user's callable (python.python_descriptors)
-
-
-def _python_rows(patches, family, params, kps, kpset, where, config_key) -> np.ndarray:
-    """The callable once per patch, ``fn(patch, centre_keypoint, **kwargs)``, with the registry's
-    output checks; ``color: true`` passes the grey patch as 3 equal BGR channels (what reading a
-    grey file in colour gives)."""
-    import cv2
-
-    from descbench.descriptors.python import resolve
-
-    fn = resolve(params["callable"], config_key + ".callable")
-    name = params["callable"]
-    kwargs = params["kwargs"]
-    color = bool(params["color"])
-    first: list[tuple[bool, int]] = []  # (binary, D) of patch 0's row
-
-    def row(i):
-        image = cv2.cvtColor(patches[i], cv2.COLOR_GRAY2BGR) if color else patches[i]
-        out = fn(image, kps, **kwargs)
-        what = f"descriptor callable '{name}' returned"
-        if not isinstance(out, np.ndarray):
-            raise DataError(f"{what} {type(out).__name__} for {_patch_name(where, i)}; return a numpy array [1, D]")
-        if out.ndim != 2 or out.shape[0] != 1:
-            raise DataError(f"{what} shape {out.shape} for the 1 keypoint of {_patch_name(where, i)}; "
-                            "return one row per keypoint, in order: shape (1, D)")
-        if out.dtype != np.uint8 and out.dtype.kind != "f":
-            raise DataError(f"{what} dtype {out.dtype} for {_patch_name(where, i)}; return floats, or uint8 packed bits")
-        k = (out.dtype == np.uint8, out.shape[1])
-        if not first:
-            first.append(k)
-        elif first[0] != k:
-            kinds = [f"{'uint8' if b else 'float'} [1, {d}]" for b, d in (k, first[0])]
-            raise DataError(f"{what} {kinds[0]} for {_patch_name(where, i)} but {kinds[1]} for patch 0; "
-                            "return one dtype and width for every patch")
-        if out.dtype == np.uint8:
-            return out
-        with np.errstate(over="ignore"):
-            return out.astype(np.float32)
-
-    return _per_patch(len(patches), row)
-
-
-# --- stack (stack.stack_descriptors)
-
-
-def _stack_rows(patches, params, support, angle, sift_octave, where, config_key) -> np.ndarray:
-    """Each part described by :func:`describe_patches` (its own default support unless ``support``
-    is given), combined exactly as :func:`descbench.descriptors.stack.stack_descriptors`."""
-    from descbench.descriptors.stack import combine_blocks
-
-    blocks = [describe_patches(patches, p["family"], p["params"], support=support, angle=angle, sift_octave=sift_octave,
-                               where=f"{where} (stack part {i}, {p['family']})", config_key=f"{config_key}.parts.{i}.params")
-              for i, p in enumerate(params["parts"])]
-    return combine_blocks(blocks, params)
-
-
-# --- any other registered family: the registry itself, one temporary image per patch
-
-
-def _file_rows(patches, family, params, kps, kpset, where, config_key) -> np.ndarray:
-    """Fallback for families without an in-memory path: each patch written as a binary PGM to a
-    private temporary directory and described by the registry (exact by construction, slower)."""
-    header = f"P5 {PATCH_SIZE} {PATCH_SIZE} 255\n".encode()
-    with tempfile.TemporaryDirectory(prefix="descbench-patch-") as tmp:
-        path = Path(tmp) / "patch.pgm"
-
-        def row(i):
-            path.write_bytes(header + patches[i].tobytes())
-            return compute_descriptors(family, params, path, kps, kpset, _patch_name(where, i))
-
-        return _per_patch(len(patches), row)
-
-
-ENGINES = {
-    "sift": _sift_rows, "rootsift": _sift_rows, "dspsift": _dspsift_rows, "surf": _surf_rows, "python": _python_rows,
-    **{f: _cv_rows for f in ("orb", "brisk", "freak", "brief", "latch", "beblid", "teblid", "binboost", "vgg", "boostdesc",
-                             "daisy", "kaze", "akaze", "akaze_kaze")},
-}
 
 
 # ----------------------------------------------------------------------------- strips of a sequence
@@ -726,7 +483,7 @@ def read_sequence_descriptors(path: Path | str) -> tuple[dict[str, np.ndarray], 
 
 
 __all__ = [
-    "CENTRE", "HPATCHES_SIFT_SIZE", "HPATCHES_BENCHMARK", "SIFT_OCTAVES", "NOT_ON_PATCHES", "default_support",
+    "CENTRE", "HPATCHES_SIFT_SIZE", "HPATCHES_BENCHMARK", "SIFT_OCTAVES", "patch_problem", "default_support",
     "centre_keypoint", "patch_kpset", "patch_settings", "check_patches", "describe_patches",
     "check_sequence_descriptors", "hpatches_csv_path", "read_hpatches_csv", "format_csv", "write_hpatches_csv",
     "write_sequence_descriptors", "read_sequence_descriptors",

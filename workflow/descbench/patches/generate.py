@@ -81,7 +81,6 @@ jitter drawn for every strip.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from collections.abc import Mapping, Sequence
@@ -95,7 +94,10 @@ from descbench.datasets.layout import TARGET_IMAGES, read_homography, read_image
 from descbench.errors import ConfigError, DataError
 from descbench.keypoints.projected import homography_jacobian
 from descbench.patches import JITTER_NAMES, JITTERS, PATCH_SIZE, PATCH_TYPES
-from descbench.patches.layout import source_type, strip_path, write_bytes_atomic, write_strip
+from descbench.fileops import file_sha256, write_bytes_atomic
+from descbench.patches.layout import source_type, strip_path, write_strip
+from descbench.rng import keyed_rng
+from descbench.params import ConfigParams, check_params, config_field, describe_rule, first_error, schema_default, schema_node
 
 #: Half-width of a patch in patch pixels: normalised coordinate 1 is 32.5 pixels from the centre.
 HALF_EXTENT = PATCH_SIZE / 2.0
@@ -127,109 +129,86 @@ class JitterAmplitude:
     translation: float
 
 
-#: Default amplitudes per level (easy, hard, tough): median overlaps 0.85 / 0.72 / 0.60.
-DEFAULT_JITTER: tuple[JitterAmplitude, JitterAmplitude, JitterAmplitude] = (
-    JitterAmplitude(rotation_deg=7.5, log_scale=0.13, translation=0.13),
-    JitterAmplitude(rotation_deg=15.0, log_scale=0.26, translation=0.26),
-    JitterAmplitude(rotation_deg=22.5, log_scale=0.40, translation=0.40),
-)
+def _jitter_levels(levels: Mapping[str, Any]) -> tuple[JitterAmplitude, ...]:
+    """The validated ``patches.generate.jitter`` mapping (easy/hard/tough, every amplitude given)
+    as the :class:`JitterAmplitude` of each level, in :data:`~descbench.patches.JITTERS` order."""
+    return tuple(JitterAmplitude(**{k: float(v) for k, v in levels[JITTER_NAMES[j]].items()}) for j in JITTERS)
+
+
+#: Default amplitudes per level (easy, hard, tough): median overlaps 0.85 / 0.72 / 0.60 (the
+#: schema's defaults of ``patches.generate.jitter``).
+DEFAULT_JITTER: tuple[JitterAmplitude, JitterAmplitude, JitterAmplitude] = _jitter_levels(schema_default("patches.generate.jitter"))
 
 ZERO_JITTER = (JitterAmplitude(0.0, 0.0, 0.0),) * 3
 
+#: Where the parameters are declared (types, ranges, defaults): config.schema.yaml.
+SCHEMA_KEY = "patches.generate"
+
 
 @dataclass(frozen=True)
-class PatchGenParams:
+class PatchGenParams(ConfigParams):
     """Parameters of patch generation (module docstring: the step each one controls).
 
-    ``jitter`` holds the easy, hard and tough amplitudes in :data:`~descbench.patches.JITTERS`
-    order. Invalid values raise :class:`~descbench.errors.ConfigError` naming the key.
+    Every field is the config key ``patches.generate.<field>`` (declared, with its range and
+    default, in ``workflow/schemas/config.schema.yaml``); ``jitter`` holds the easy, hard and tough
+    amplitudes in :data:`~descbench.patches.JITTERS` order. Built from the validated section by
+    :meth:`from_config`, or from a partial mapping by :meth:`from_mapping`; a value the schema
+    refuses (or a non-finite number) raises :class:`~descbench.errors.ConfigError` naming the key.
     """
 
-    max_patches: int = 500
-    magnification: float = 5.0
-    jitter: tuple[JitterAmplitude, JitterAmplitude, JitterAmplitude] = DEFAULT_JITTER
-    seed: int = 0
-    min_std: float = 1.0
-    overlap_threshold: float = 0.5
-    antialias: bool = True
+    max_patches: int = config_field("patches.generate.max_patches")
+    magnification: float = config_field("patches.generate.magnification")
+    jitter: tuple[JitterAmplitude, JitterAmplitude, JitterAmplitude] = config_field("patches.generate.jitter", _jitter_levels)
+    seed: int = config_field("patches.generate.seed")
+    min_std: float = config_field("patches.generate.min_std")
+    overlap_threshold: float = config_field("patches.generate.overlap_threshold")
+    antialias: bool = config_field("patches.generate.antialias")
 
     def __post_init__(self) -> None:
-        def bad(key: str, value: Any, rule: str) -> ConfigError:
-            return ConfigError(f"patch generation parameter '{key}' = {value!r} is invalid: it must be {rule}")
-
-        if isinstance(self.max_patches, bool) or not isinstance(self.max_patches, int) or self.max_patches < 1:
-            raise bad("max_patches", self.max_patches, "an integer >= 1")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, int) or self.seed < 0:
-            raise bad("seed", self.seed, "an integer >= 0")
-        if not _finite(self.magnification) or self.magnification <= 0:
-            raise bad("magnification", self.magnification, "a number > 0 (HPatches: 5)")
-        if not _finite(self.min_std) or self.min_std < 0:
-            raise bad("min_std", self.min_std, "a number >= 0 (grey levels)")
-        if not _finite(self.overlap_threshold) or not 0 < self.overlap_threshold <= 1:
-            raise bad("overlap_threshold", self.overlap_threshold, "a number in (0, 1] (HPatches: 0.5)")
-        if not isinstance(self.antialias, bool):
-            raise bad("antialias", self.antialias, "true or false")
         if len(self.jitter) != len(JITTERS) or not all(isinstance(a, JitterAmplitude) for a in self.jitter):
-            raise bad("jitter", self.jitter, "three JitterAmplitude (easy, hard, tough)")
-        for j, amp in zip(JITTERS, self.jitter):
-            for name, value, upper in (("rotation_deg", amp.rotation_deg, 180.0),
-                                       ("log_scale", amp.log_scale, 2.0), ("translation", amp.translation, 2.0)):
-                if not _finite(value) or not 0 <= value <= upper:
-                    raise bad(f"jitter.{JITTER_NAMES[j]}.{name}", value, f"a number in [0, {upper}]")
+            raise ConfigError(f"patch generation parameter 'jitter' = {self.jitter!r} is invalid: it must be three "
+                              "JitterAmplitude (easy, hard, tough)")
+        values = self.to_dict()
+        err = first_error(schema_node(SCHEMA_KEY), values)  # the schema's rules, for objects built in Python
+        if err is not None:
+            path, problem, node = err
+            raise ConfigError(f"patch generation parameter '{'.'.join(path)}' is invalid: {problem}; "
+                              f"it must be {describe_rule(node)}")
+        check_finite(values, "")
 
     def amplitude(self, jitter: str) -> JitterAmplitude:
         """The amplitudes of level ``jitter`` (``"e"``, ``"h"`` or ``"t"``)."""
         return self.jitter[JITTERS.index(jitter)]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form; ``jitter`` keyed by level name (easy/hard/tough)."""
+        """JSON-ready form; ``jitter`` keyed by level name (easy/hard/tough): the config section's form."""
         d = asdict(self)
         d["jitter"] = {JITTER_NAMES[j]: asdict(a) for j, a in zip(JITTERS, self.jitter)}
         return d
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any], where: str = "patches") -> PatchGenParams:
-        """Parameters from a config mapping (keys as the fields; ``jitter`` keyed by easy/hard/tough
-        or e/h/t, each level a mapping of :class:`JitterAmplitude` fields; missing keys keep
-        their defaults). Unknown keys raise :class:`ConfigError` naming ``<where>.<key>``."""
-        values = dict(values)
-        known = {f for f in cls.__dataclass_fields__}
-        unknown = sorted(set(values) - known)
-        if unknown:
-            names = ", ".join(f"{where}.{k}" for k in unknown)
-            raise ConfigError(f"unknown key(s) {names}; valid keys: {', '.join(sorted(known))} (fix the config)")
-        if "jitter" in values:
-            values["jitter"] = _jitter_from_mapping(values["jitter"], f"{where}.jitter")
-        return cls(**values)
+        """Parameters from a partial mapping (keys as the config section; missing keys take the
+        schema's defaults). Unknown keys and invalid values raise :class:`ConfigError` naming
+        ``<where>.<key>``."""
+        return cls.from_config(check_params(schema_node(SCHEMA_KEY), values, where, "patch generation"))
 
 
-def _jitter_from_mapping(levels: Any, where: str) -> tuple[JitterAmplitude, ...]:
-    if not isinstance(levels, Mapping):
-        raise ConfigError(f"{where} must be a mapping of easy/hard/tough to amplitudes, got {levels!r}")
-    by_name = {**{n: j for j, n in JITTER_NAMES.items()}, **{j: j for j in JITTERS}}
-    out = dict(zip(JITTERS, DEFAULT_JITTER))
-    fields_ = set(JitterAmplitude.__dataclass_fields__)
-    for name, amp in levels.items():
-        if name not in by_name:
-            raise ConfigError(f"unknown jitter level {where}.{name}; valid levels: easy, hard, tough")
-        if not isinstance(amp, Mapping) or set(amp) - fields_:
-            raise ConfigError(
-                f"{where}.{name} must be a mapping with keys among {', '.join(sorted(fields_))}, got {amp!r}"
-            )
-        j = by_name[name]
-        out[j] = JitterAmplitude(**{**asdict(out[j]), **{k: float(v) for k, v in amp.items()}})
-    return tuple(out[j] for j in JITTERS)
-
-
-def _finite(x: Any) -> bool:
-    return isinstance(x, (int, float, np.integer, np.floating)) and not isinstance(x, bool) and math.isfinite(x)
+def check_finite(values: Mapping[str, Any], where: str) -> None:
+    """Every number of the (nested) ``patches.generate`` mapping is finite: the one rule on these
+    keys that JSON schema cannot state (config validation calls it, :mod:`descbench.patches.stages`)."""
+    for key, v in values.items():
+        at = f"{where}.{key}" if where else key
+        if isinstance(v, Mapping):
+            check_finite(v, at)
+        elif isinstance(v, float) and not math.isfinite(v):
+            raise ConfigError(f"patch generation parameter '{at}' = {v!r} is invalid: it must be a finite number")
 
 
 def sequence_rng(sequence: str, seed: int = 0) -> np.random.Generator:
     """The RNG of one sequence: seeded by the first 8 bytes (little endian) of
     ``sha256(f"descbench.patches:{seed}:{sequence}")`` (stable across runs and machines)."""
-    digest = hashlib.sha256(f"descbench.patches:{seed}:{sequence}".encode()).digest()
-    return np.random.default_rng(int.from_bytes(digest[:8], "little"))
+    return keyed_rng(f"descbench.patches:{seed}:{sequence}", "little")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -531,21 +510,13 @@ def sequence_patches(scene_dir: Path | str, params: PatchGenParams = PatchGenPar
     return SequencePatches(files.scene, strips, det.take(cand), jitter[cand], counts)
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def provenance(result: SequencePatches, scene_dir: Path | str, params: PatchGenParams) -> dict[str, Any]:
     """The content of ``patches.json`` (see the module docstring); no absolute paths, so equal
     inputs give equal files wherever they live."""
     from descbench.io import versions
 
     files = scene_files(scene_dir)
-    sources = {p.name: _sha256(p) for p in files.all_paths()}
+    sources = {p.name: file_sha256(p) for p in files.all_paths()}
     d = result.detections
     patches = []
     for i in range(len(d)):

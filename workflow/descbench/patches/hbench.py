@@ -23,7 +23,8 @@ Number formatting (fixed, so equal inputs give byte-identical files): indices as
 integers, distances as Python ``repr`` of the float64 value (the shortest string that reads back
 to the same double, e.g. ``12.3``, ``0.5014490338783476``, ``inf``), so write -> read -> evaluate
 equals evaluating in memory bit for bit. Readers accept any float syntax Python's ``float``
-accepts and whitespace around tokens (the seed's ``1, 0`` and ``12.3, 7.5``).
+accepts and whitespace around tokens (the seed's ``1, 0`` and ``12.3, 7.5``), except a ``nan`` or
+``-inf`` distance (an error naming the file and line).
 """
 
 from __future__ import annotations
@@ -370,6 +371,17 @@ def _as_indices(values: np.ndarray, path, lineno: int, pair: Pair, what: str, n_
     return values.astype(np.int64)
 
 
+def _check_distances(values: np.ndarray, text: str, path, lineno: int, pair: Pair, what: str) -> None:
+    """DataError on a NaN (``nan``, ``-nan``, ``NaN``) or ``-inf`` distance: neither is a distance
+    nor the format's 'no neighbour' (``inf``), and evaluating would silently drop the patch."""
+    bad = np.flatnonzero(np.isnan(values) | (values == -np.inf))
+    if bad.size:
+        k = int(bad[0])
+        raise DataError(f"{path}, line {lineno}: pair {pair[0]},{pair[1]}, {what}: entry {k + 1} is "
+                        f"{text.split(',')[k].strip()!r}, which is not a distance; write the distance of the "
+                        "neighbour (a number), or inf where there is no neighbour (index -1)")
+
+
 def read_matching_results(path, n_patches: Mapping[str, int] | None = None,
                           benchmark_pairs: Sequence[Pair] | None = None) -> MatchingResults:
     """Read a matching ``.results`` file written by any tool (seed 002 layout).
@@ -379,7 +391,8 @@ def read_matching_results(path, n_patches: Mapping[str, int] | None = None,
     ignored, pairs in any order. All 4 lines must have the same number of entries: the number of patches of im_a
     when ``n_patches`` (strip signature -> count) knows it, else the count of the first line.
     Indices must be integers >= -1 (-1 = no neighbour) and below the patch count of im_b when
-    known. With ``benchmark_pairs``, a pair not in the benchmark and a missing pair are errors.
+    known. Distances are numbers or ``inf`` (no neighbour); ``nan`` and ``-inf`` are errors (they
+    are no distance, and evaluation would silently treat them as 'no neighbour'). With ``benchmark_pairs``, a pair not in the benchmark and a missing pair are errors.
     Every error is a DataError naming the file, the line, the pair and the fix.
     """
     lines = _content_lines(_read_lines(path, "matching results"))
@@ -416,6 +429,8 @@ def read_matching_results(path, n_patches: Mapping[str, int] | None = None,
                                 f"expected {expected} ({src}); write one entry per patch of {pair[0]}")
             if what.endswith("indices"):
                 vals = _as_indices(vals, path, ln, pair, what, n_b)
+            else:
+                _check_distances(vals, t, path, ln, pair, what)
             arrays.append(vals)
         out[pair] = PairMatches(arrays[0], arrays[1], arrays[2], arrays[3], line=lineno)
         pos += 5

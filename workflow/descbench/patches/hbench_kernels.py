@@ -3,8 +3,8 @@
 Pure array functions, no I/O. Ranking key (the definition every path uses):
 
 * float32 descriptors: ``s = sum_k (q_k - c_k)^2`` accumulated in float64 in index order
-  (:func:`descbench.metrics.kernels._sqdist64`), reported distance ``sqrt(s)``;
-* uint8 packed bits (as uint64 words): the Hamming distance (:func:`descbench.metrics.kernels._hamming`).
+  (:func:`descbench.metrics.kernels.sqdist64`), reported distance ``sqrt(s)``;
+* uint8 packed bits (as uint64 words): the Hamming distance (:func:`descbench.metrics.kernels.hamming_words`).
 
 Order: the query patch itself first (HBench requires it as the first returned patch), then every
 other pool patch by (key, pool index): ties go to the patch that comes first in the pool.
@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from descbench.metrics.kernels import _hamming, _round_down32, _sqdist64
+from descbench.metrics.kernels import hamming_words, round_down32, sqdist64
 
 
 @njit(cache=True)
@@ -113,7 +113,7 @@ def topk_l2_block(screen, r0, self_idx, cdesc, tol, m, out_idx, out_key):
         if size < m:  # fewer others than m: every other patch is returned
             thr = np.float32(-np.inf)
         else:
-            thr = _round_down32(np.float64(heap[0]) - tol[qi])
+            thr = round_down32(np.float64(heap[0]) - tol[qi])
         nb = 0
         for j in range(n):
             if j != s and g[j] >= thr:
@@ -127,7 +127,7 @@ def topk_l2_block(screen, r0, self_idx, cdesc, tol, m, out_idx, out_key):
         q = cdesc[s]
         keys = np.empty(nb, dtype=np.float64)
         for b in range(nb):
-            keys[b] = _sqdist64(q, cdesc[cand[b]])
+            keys[b] = sqdist64(q, cdesc[cand[b]])
         order = np.argsort(keys, kind="mergesort")
         take = min(m, nb)
         for b in range(take):
@@ -161,7 +161,7 @@ def topk_hamming(qrows, self_idx, cwords, n_bits, m, out_idx, out_key):
             if j == s:
                 d[j] = -1
                 continue
-            dj = _hamming(q, cwords[j])
+            dj = hamming_words(q, cwords[j])
             d[j] = dj
             hist[dj] += 1
         cut = 0

@@ -22,7 +22,7 @@ Two groups:
   retrieval counts (distractors closer than each positive, at every pool-size cut) from a float32
   BLAS screen with a rigorous band re-evaluated in float64 (see :func:`retrieval_counts_l2`).
   Keys: float32 descriptors -> ``s = sum_k (a_k - b_k)^2`` accumulated in float64 in index order
-  (:func:`descbench.metrics.kernels._sqdist64`, the ranking key of the whole workbench; the L2
+  (:func:`descbench.metrics.kernels.sqdist64`, the ranking key of the whole workbench; the L2
   distance is ``sqrt(s)``); uint8 packed bits -> Hamming distance (uint64 words).
 """
 
@@ -31,7 +31,7 @@ from __future__ import annotations
 import numpy as np
 from numba import njit, prange
 
-from descbench.metrics.kernels import _hamming, _sqdist64
+from descbench.metrics.kernels import hamming_words, sqdist64
 
 _MT_N = 624
 _MT_M = 397
@@ -171,7 +171,7 @@ def rowwise_keys_l2(a, b):
     """``out[i]`` = squared L2 of rows ``a[i]``, ``b[i]`` (float32) in float64, index order."""
     out = np.empty(a.shape[0], dtype=np.float64)
     for i in prange(a.shape[0]):
-        out[i] = _sqdist64(a[i], b[i])
+        out[i] = sqdist64(a[i], b[i])
     return out
 
 
@@ -180,7 +180,7 @@ def rowwise_keys_hamming(a, b):
     """``out[i]`` = Hamming distance of rows ``a[i]``, ``b[i]`` (uint64 words) as float64."""
     out = np.empty(a.shape[0], dtype=np.float64)
     for i in prange(a.shape[0]):
-        out[i] = np.float64(_hamming(a[i], b[i]))
+        out[i] = np.float64(hamming_words(a[i], b[i]))
     return out
 
 
@@ -211,7 +211,7 @@ def retrieval_counts_l2(screen, r0, qdesc, ddesc, qn2, wr, exact, dseq, qseq, po
 
     Per value: ``x - w > max_p s_p`` -> farther than every positive (one comparison); else per
     positive ``x + w < s_p`` -> certainly closer, ``x - w > s_p`` -> certainly not closer,
-    otherwise s_j is evaluated in float64 (:func:`_sqdist64`) and compared exactly. So the
+    otherwise s_j is evaluated in float64 (:func:`sqdist64`) and compared exactly. So the
     counts equal those of a float64 brute force whatever the BLAS.
     """
     r = screen.shape[0]
@@ -250,7 +250,7 @@ def retrieval_counts_l2(screen, r0, qdesc, ddesc, qn2, wr, exact, dseq, qseq, po
                     cnt[p] += 1
                 elif x - w <= sp[p]:
                     if dj < 0.0:
-                        dj = x if exact else _sqdist64(q, ddesc[j])
+                        dj = x if exact else sqdist64(q, ddesc[j])
                     if dj < sp[p]:
                         cnt[p] += 1
         while c < n_cut:
@@ -289,7 +289,7 @@ def retrieval_counts_hamming(qwords, dwords, dseq, qseq, pos_keys, cuts, out):
     for qi in prange(qwords.shape[0]):
         keys = np.empty(dwords.shape[0], dtype=np.float64)
         for j in range(dwords.shape[0]):
-            keys[j] = np.float64(_hamming(qwords[qi], dwords[j]))
+            keys[j] = np.float64(hamming_words(qwords[qi], dwords[j]))
         _count_from_keys(keys, dseq, qseq[qi], pos_keys[qi], cuts, out, qi)
 
 
@@ -300,7 +300,7 @@ def retrieval_counts_direct_l2(qdesc, ddesc, dseq, qseq, pos_keys, cuts, out):
     for qi in prange(qdesc.shape[0]):
         keys = np.empty(ddesc.shape[0], dtype=np.float64)
         for j in range(ddesc.shape[0]):
-            keys[j] = _sqdist64(qdesc[qi], ddesc[j])
+            keys[j] = sqdist64(qdesc[qi], ddesc[j])
         _count_from_keys(keys, dseq, qseq[qi], pos_keys[qi], cuts, out, qi)
 
 
@@ -318,7 +318,7 @@ def _strip_index(t, jitter):
 @njit(cache=True, nogil=True)
 def pair_keys_group_l2(a, b, t1, i1, t2, i2, rows, out):
     """``out[j, r]`` for r in ``rows`` and jitter j = 0, 1, 2 (e, h, t): squared L2 (float64,
-    index order, :func:`_sqdist64`) between patch ``i1[r]`` of type ``t1[r]`` of sequence a and
+    index order, :func:`sqdist64`) between patch ``i1[r]`` of type ``t1[r]`` of sequence a and
     patch ``i2[r]`` of type ``t2[r]`` of sequence b (type index 0 -> ref, k -> <j>k). ``a`` / ``b``:
     the 16 strips of each sequence as a tuple of arrays in PATCH_TYPES order (numba indexes a
     homogeneous tuple at run time; no gathered copy). The three jitters' sums run in one loop

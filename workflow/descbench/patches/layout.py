@@ -24,15 +24,14 @@ Writing is atomic (temporary file in the same folder, then ``os.replace``) and b
 
 from __future__ import annotations
 
-import os
 import re
 import struct
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 from descbench.errors import DataError
+from descbench.fileops import write_bytes_atomic
 from descbench.patches import JITTERS, PATCH_SIZE, PATCH_TYPES
 
 #: How to obtain a patch dataset; appended to every "missing data" message.
@@ -48,7 +47,6 @@ PNG_COMPRESSION = 1  # fastest zlib level; level 3 shrinks a strip by ~5 %, leve
 _PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 _NAME_FORBIDDEN = re.compile(r"[.,\s]")
 _SEQUENCE_NAME = re.compile(r"[^.,\s]+")  # a valid sequence name: the complement of _NAME_FORBIDDEN
-_FILE_MODE = 0o644  # mkstemp would leave the file owner-only (0600)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -217,25 +215,6 @@ def encode_strip(patches: np.ndarray) -> bytes:
     if not ok:
         raise RuntimeError("OpenCV could not encode a patch strip as PNG")
     return buf.tobytes()
-
-
-def write_bytes_atomic(path: Path | str, data: bytes) -> None:
-    """Write ``data`` to ``path`` atomically: a temporary file in the same folder, then ``os.replace``.
-
-    An interrupted run never leaves a half-written file under the final name. Parent folders
-    are created.
-    """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        os.chmod(tmp, _FILE_MODE)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
 
 
 def write_strip(path: Path | str, patches: np.ndarray) -> None:

@@ -16,21 +16,16 @@ import pyarrow as pa
 from descbench import io
 from descbench.errors import ConfigError, DataError
 from descbench.patches import PATCH_TYPES
-from descbench.patches.describe import HPATCHES_BENCHMARK
+from descbench.patches.checks import CENTRE_KEYPOINTS
 
-# How the centre keypoint of a patch is set (patches.centre_keypoint):
-#   hpatches_benchmark: angle -1 and octave 0, exactly hpatches-benchmark's extract_opencv_sift.py
-#                       (for SIFT: a 1 degree rotation and the full-resolution level; the numbers
-#                       are comparable with papers' opencv-sift on HPatches)
-#   upright:            angle 0, the SIFT level derived from the size (descbench's registry rule)
-CENTRE_KEYPOINTS = {"hpatches_benchmark": HPATCHES_BENCHMARK, "upright": {"angle": 0.0, "sift_octave": "size"}}
 
 
 def generate(scene_dir: Path, out_dir: Path, params: dict) -> int:
-    """Patches of one sequence-dataset scene into ``out_dir`` (the sequence's folder)."""
+    """Patches of one sequence-dataset scene into ``out_dir`` (the sequence's folder); ``params``:
+    the validated ``patches.generate`` section (defaults filled)."""
     from descbench.patches.generate import PatchGenParams, generate_sequence_patches
 
-    return generate_sequence_patches(scene_dir, out_dir, PatchGenParams.from_mapping(params, "patches.generate"))
+    return generate_sequence_patches(scene_dir, out_dir, PatchGenParams.from_config(params))
 
 
 def describe(patch_dir: Path, out: Path, name: str, spec: dict, centre_keypoint: str) -> None:
@@ -77,27 +72,6 @@ def load_descriptors(files: list[Path]) -> dict[str, dict[str, np.ndarray]]:
         raise DataError(f"the patch descriptor files {files[0].parent} hold different kinds {sorted(kinds)} "
                         "(dtype, dimension); rebuild them with one descriptor definition")
     return out
-
-
-def check_source(cfg: dict) -> None:
-    """Config rules of the ``patches`` section that span keys (called at validation)."""
-    p = cfg["patches"]
-    if p["source"] == "folder" and not p.get("path"):
-        raise ConfigError("patches.source 'folder' needs patches.path: the directory holding your patch sequence folders "
-                          "(hpatches-release layout: <seq>/ref.png, e1.png .. t5.png)")
-    from descbench.patches.generate import PatchGenParams
-
-    PatchGenParams.from_mapping(p["generate"], "patches.generate")
-    for name in p["descriptors"]:
-        if name not in cfg["descriptors"] and name not in p["csv"]:
-            raise ConfigError(f"patches.descriptors lists '{name}', which is neither in descriptors: nor in patches.csv:; "
-                              f"define it there (available: {', '.join(sorted(cfg['descriptors']))})")
-        if name in cfg["descriptors"]:
-            fam = cfg["descriptors"][name].get("family")
-            from descbench.patches.describe import NOT_ON_PATCHES
-
-            if fam in NOT_ON_PATCHES:
-                raise ConfigError(f"patches.descriptors: '{name}' (family {fam}) cannot describe patches: {NOT_ON_PATCHES[fam]}")
 
 
 def write_json(path: Path, obj) -> None:

@@ -30,6 +30,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from descbench.fileops import atomic_path
+
 SEED_COLUMNS = ["true_map_micro", "true_map_macro", "viewpoint_map", "illumination_map", "keypoint_verification_ap",
                 "keypoint_retrieval_ap", "precision_at_1", "precision_at_5", "mean_average_precision",
                 "processing_time_ms", "metadata"]
@@ -78,15 +80,11 @@ def build_database(out: Path, report_dir: Path, experiment: dict) -> None:
     }])
     stats.insert(0, "experiment_id", 1)
     sig.insert(0, "experiment_id", 1)
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.unlink(missing_ok=True)
-    with sqlite3.connect(tmp) as con:
-        exp.to_sql("experiments", con, index=False)
-        results_rows(comparison, 1).to_sql("results", con, index=False)
-        stats.to_sql("keypoint_sets", con, index=False)
-        sig.to_sql("significance", con, index=False)
-        con.execute("CREATE INDEX results_by_name ON results (descriptor, keypoint_set)")
-    con.close()
-    tmp.replace(out)  # a partial database never has the final name
+    with atomic_path(out) as tmp:  # a partial database never has the final name
+        with sqlite3.connect(tmp) as con:
+            exp.to_sql("experiments", con, index=False)
+            results_rows(comparison, 1).to_sql("results", con, index=False)
+            stats.to_sql("keypoint_sets", con, index=False)
+            sig.to_sql("significance", con, index=False)
+            con.execute("CREATE INDEX results_by_name ON results (descriptor, keypoint_set)")
+        con.close()

@@ -15,7 +15,8 @@ Definitions (each computed over every evaluated image of every scene):
   as the matching metrics'); ``repeatability`` pools the counts of every pair
   (sum of repeated / sum of shared), ``repeatability_pair_mean`` is the mean of the pairs' own
   values (pairs with no shared keypoint, NaN, are left out and counted in
-  ``repeatability_pairs_undefined``).
+  ``repeatability_pairs_undefined``). A pair whose image 1 or image k has no keypoint has no
+  data (the matching metrics' rule): it adds nothing to either and counts as undefined.
 
 Each row also carries the set's provenance: its kind (detector / source / intersection), root
 detector, mode, and the whole set spec as JSON (detector params, filters, sources).
@@ -57,6 +58,9 @@ def set_statistics(scenes: list[tuple[str, dict[int, ImageKeypoints], dict, dict
             sizes.append(kps.size)
             cover.append(coverage(kps.x, kps.y, w, h))
         for k in range(2, 7):
+            if len(per_image[1]) == 0 or len(per_image[k]) == 0:
+                undefined += 1  # no data (the pairs-without-keypoints rule of the matching metrics)
+                continue
             s1, sk, r1, rk = pair_repeatability(per_image[1].xy, per_image[k].xy, hom[k], image_sizes["1"],
                                                 image_sizes[str(k)], repeatability_px)
             shared += s1 + sk

@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 
 from descbench import io
-from descbench.paths import ResultPaths
+from descbench.paths import ResultPaths, score_tasks_on
 from descbench.report.figures import CAPTIONS, FIGURES  # noqa: F401  (CAPTIONS: the HTML report's)
 
 LINESTYLES = ("-", "--", ":", "-.")
@@ -101,11 +101,10 @@ class Run:
     def rows(self, task: str, kind: str):
         """(keypoint set, descriptor, every scene's rows of ``<task>/<...>/<scene>.<kind>``) per
         combination; nothing when the task is disabled."""
-        if task != "scores" and not self.cfg[task]["enabled"]:
+        if task not in score_tasks_on(self.cfg):
             return
-        where = {"scores": self.paths.score, "verification": self.paths.verification, "matching": self.paths.matching}[task]
         for ks, d in self.combos:
-            yield ks, d, _rows([where(ks, d, s, kind) for s in self.paths.scenes])
+            yield ks, d, _rows([self.paths.task_file(task, ks, d, s, kind) for s in self.paths.scenes])
 
 
 def draw_mma(run: Run, plt):
@@ -120,8 +119,12 @@ def draw_homography_accuracy(run: Run, plt):
     fig, ax = plt.subplots(figsize=(5.5, 4))
     grid = np.linspace(0, 10, 101)
     for ks, d, pairs in run.rows("matching", "pairs.parquet"):
-        err = pairs.corner_error.to_numpy(float)
-        ax.plot(grid, [(err <= t).mean() for t in grid], **run.styles[(d, ks)])
+        from descbench.metrics.aggregate import with_data
+        from descbench.metrics.matching import homography_accuracy
+
+        # the table's definition: pairs without keypoints (NaN, no data) left out, failures (inf) counted
+        err = with_data(pairs).corner_error.to_numpy(float)
+        ax.plot(grid, homography_accuracy(err, grid), **run.styles[(d, ks)])
     ax.set(xlabel="corner error threshold (px)", ylabel="fraction of pairs", ylim=(0, 1.02))
     _legend(ax)
     return fig

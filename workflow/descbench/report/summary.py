@@ -23,6 +23,12 @@ def _fmt(v) -> str:
     return str(v)
 
 
+def _count(r, key: str) -> int:
+    """An integer column of a table row; 0 when absent (task disabled) or empty."""
+    v = r.get(key, 0)
+    return 0 if v is None or (isinstance(v, float) and math.isnan(v)) else int(v)
+
+
 def degenerate_notes(table: pd.DataFrame, distractor_scenes: int | None) -> list[str]:
     """One line per (descriptor, keypoint set) whose numbers are not plain results."""
     notes = []
@@ -31,18 +37,38 @@ def degenerate_notes(table: pd.DataFrame, distractor_scenes: int | None) -> list
         if r.get("empty_images", 0):
             notes.append(f"{who}: {int(r['empty_images'])} image(s) had no keypoint after the filters (scored as empty)")
         missing = [c for c in SUMMARY_COLUMNS[2:] if c in table.columns and isinstance(r[c], float) and math.isnan(r[c])]
+        n_pairs, n_empty_pairs = _count(r, "matching_pairs"), _count(r, "pairs_without_keypoints")
         if missing:
-            notes.append(f"{who}: no data for {', '.join(missing)} (shown as n/a: nothing to average, not 0)")
+            # every pair without keypoints: no query has a ground truth, no pair has a match, so no
+            # metric has data (the cause, named; otherwise the table's own counts tell it)
+            why = (f": every one of the {n_pairs} pair(s) has an image without keypoints" if n_pairs and n_empty_pairs == n_pairs
+                   else "")
+            notes.append(f"{who}: no data for {', '.join(missing)} (shown as n/a: nothing to average, not 0){why}")
         if distractor_scenes and "n_distractor_scenes_min" in table.columns and r["n_distractor_scenes_min"] < distractor_scenes:
             notes.append(f"{who}: verification used only {int(r['n_distractor_scenes_min'])} distractor scene(s) for some "
                          f"scene (configured {distractor_scenes}; too few other scenes)")
         if r.get("pairs_without_keypoints", 0):
             notes.append(f"{who}: {int(r['pairs_without_keypoints'])} pair(s) with an image without keypoints "
-                         "(no data: left out of the matching means, shown as n/a if no pair is left)")
+                         "(no data: left out of every matching and homography mean, shown as n/a if no pair is left)")
         if r.get("pairs_without_matches", 0):
             notes.append(f"{who}: {int(r['pairs_without_matches'])} of {int(r['matching_pairs'])} pair(s) without any "
-                         "mutual-nearest-neighbour match (their precision and MMA count as 0)")
+                         "mutual-nearest-neighbour match (their precision and MMA count as 0, their homography as failed)")
     return notes
+
+
+def _adjustment(report_dir: Path) -> str:
+    """How significance.csv's p_adjusted was computed, from its own columns ('' if not there)."""
+    from descbench.metrics.bootstrap import CORRECTION_NAMES
+
+    csv = report_dir / "significance.csv"
+    sig = pd.read_csv(csv) if csv.exists() else pd.DataFrame()
+    if "correction" not in sig.columns or not len(sig):
+        return ""
+    if sig.correction.iloc[0] == "none":
+        return "; p-values not corrected for multiple comparisons"
+    method = sig.correction.iloc[0]
+    return (f"; p_adjusted: {CORRECTION_NAMES.get(method, method)} over all {int(sig.family_size.iloc[0])} tests "
+            "of the table, p_value raw")
 
 
 def run_summary(report_dir: Path, distractor_scenes: int | None = None) -> str:
@@ -65,8 +91,20 @@ def run_summary(report_dir: Path, distractor_scenes: int | None = None) -> str:
               f"  comparison table   {report_dir / 'comparison.md'} (.csv, .parquet: every metric)",
               f"  per-scene values   {report_dir / 'per_scene.csv'}",
               f"  keypoint sets      {report_dir / 'keypoint_stats.md'}",
-              f"  significance       {report_dir / 'significance.md'} (paired tests between descriptors)",
+              f"  significance       {report_dir / 'significance.md'} (paired tests between descriptors"
+              f"{_adjustment(report_dir)})",
               f"  plots              {report_dir / 'plots'}/*.png (and .svg)",
               f"  results database   {report_dir.parent / 'results.sqlite'} (sqlite3: SELECT * FROM results)",
               "  HTML report        snakemake --report report.html (tables and captioned plots)"]
     return "\n".join(lines) + "\n"
+
+
+def run_stopped_hint(logs_dir: Path | str, interrupted_by: str | None = None) -> str:
+    """The end-of-run text when the run did not finish (the workflow's ``onerror``): interrupted
+    (``interrupted_by``: the signal's name, descbench.smktuning.interrupted) or a job failed."""
+    if interrupted_by:
+        return (f"\ndescbench: the run was interrupted ({interrupted_by}); its running jobs were stopped and their "
+                "incomplete outputs removed. Rerun the same command to go on: finished jobs are kept.")
+    return ("\ndescbench: the run stopped; the failing job's own message is above (its log under "
+            f"{logs_dir}). Fix it and rerun the same command: finished jobs are kept and incomplete "
+            "outputs are redone. After a hard kill, run `snakemake --unlock` first.")

@@ -17,7 +17,10 @@ import pandas as pd
 import pyarrow as pa
 
 from descbench import io
-from descbench.metrics.bootstrap import BootstrapParams, bootstrap_ci, paired_comparison, two_stage_ci
+from descbench.metrics.bootstrap import (
+    CORRECTION_NAMES, BootstrapParams, adjust_p_values, bootstrap_ci, paired_comparison, two_stage_ci,
+)
+from descbench.metrics.ap import verification_ap_columns
 from descbench.metrics.aggregate import (
     matching_scene_values, matching_summary, metadata_string, pooled_verification_ap, scene_table, summarize,
     verification_scene_values, verification_summary,
@@ -116,7 +119,7 @@ def _verification(e: Entry, cfg: dict) -> tuple[dict, pd.DataFrame | None]:
     if not e.verification:
         return {}, None
     ver = cfg["verification"]
-    rows = load_rows(e.verification, io.VERIFICATION_SCENE)
+    rows = load_rows(e.verification, io.verification_scene_schema(verification_ap_columns()))
     pooled = float("nan")
     if ver["candidates"] == "nearest":
         lists = []
@@ -218,9 +221,24 @@ def add_intervals(table: pd.DataFrame, scene_tables: list[pd.DataFrame], params:
     return table
 
 
-def significance_table(table: pd.DataFrame, scene_tables: list[pd.DataFrame], params: BootstrapParams) -> pd.DataFrame:
+# The family of the multiple-comparison correction: every row of one significance table, i.e.
+# every (keypoint set, descriptor pair, metric) of the experiment that has a p-value. The table is
+# read as a whole -- a reader scans all its rows for small p-values and may act on any of them --
+# so the error guarantee (Holm: P(any false rejection) <= alpha; BH: expected share of false ones
+# <= q) must cover every row scanned. Families per metric or per keypoint set would each keep
+# their own alpha, and the table as a whole would not (5 metrics: up to 1 - 0.95^5 = 23 % for
+# independent families), and they would invite choosing the family after seeing the results.
+SIGNIFICANCE_FAMILY = "all rows of this table (keypoint sets x descriptor pairs x metrics) with a p-value"
+
+
+def significance_table(table: pd.DataFrame, scene_tables: list[pd.DataFrame], params: BootstrapParams,
+                       correction: str = "holm") -> pd.DataFrame:
     """Every pair of descriptors on the same keypoint set (config order, A before B), per metric
-    of CI_METRICS: A - B with its paired-bootstrap interval and permutation p-value."""
+    of CI_METRICS: A - B with its paired-bootstrap interval and permutation p-value (``p_value``,
+    raw), and ``p_adjusted``: the p-values corrected by ``correction`` (``holm``, ``bh``, ``none``;
+    :func:`descbench.metrics.bootstrap.adjust_p_values`) over the family SIGNIFICANCE_FAMILY.
+    ``correction`` and ``family_size`` (m: the rows with a p-value) are recorded in every row; a
+    row without a p-value (NaN: no data) is not in the family and its ``p_adjusted`` is NaN."""
     rows = []
     for i in range(len(table)):
         for j in range(i + 1, len(table)):
@@ -237,8 +255,13 @@ def significance_table(table: pd.DataFrame, scene_tables: list[pd.DataFrame], pa
                              "descriptor_a": table.descriptor.iloc[i], "descriptor_b": table.descriptor.iloc[j],
                              **paired_comparison(*a, *b, params)})
     cols = ["keypoint_set", "metric", "descriptor_a", "descriptor_b", "value_a", "value_b", "difference", "ci_low",
-            "ci_high", "p_value", "n_scenes", "resamples", "level", "seed"]
-    return pd.DataFrame(rows, columns=cols)
+            "ci_high", "p_value", "p_adjusted", "n_scenes", "resamples", "level", "seed", "correction", "family_size"]
+    sig = pd.DataFrame(rows, columns=[c for c in cols if c not in ("p_adjusted", "correction", "family_size")])
+    sig["p_value"] = sig["p_value"].astype(np.float64)
+    sig["p_adjusted"] = adjust_p_values(sig["p_value"].to_numpy(), correction)  # the whole table: one family
+    sig["correction"] = correction
+    sig["family_size"] = int(np.isfinite(sig["p_value"].to_numpy()).sum())
+    return sig[cols]
 
 
 def _cell(c: str, v) -> str:
@@ -270,9 +293,21 @@ def html_page(title: str, table: pd.DataFrame) -> str:
     return f"<!DOCTYPE html><html><head><meta charset='utf-8'><title>{title}</title>{style}</head><body><h3>{title}</h3>{body}</body></html>\n"
 
 
+def significance_header(sig: pd.DataFrame) -> str:
+    """One line: how ``p_adjusted`` was computed (method and family) -- the .md's first line."""
+    if not len(sig):
+        return "No paired tests: no keypoint set has two descriptors."
+    method, m = str(sig["correction"].iloc[0]), int(sig["family_size"].iloc[0])
+    if method == "none":
+        return f"p_value: raw paired permutation test; p_adjusted = p_value: not corrected for the {m} test(s) of this table."
+    return (f"p_value: raw paired permutation test; p_adjusted: {CORRECTION_NAMES[method]} over {m} test(s) = "
+            f"{SIGNIFICANCE_FAMILY}.")
+
+
 def significance_markdown(sig: pd.DataFrame) -> str:
-    cols = ["keypoint_set", "metric", "descriptor_a", "descriptor_b", "difference", "ci_low", "ci_high", "p_value", "n_scenes"]
-    lines = ["| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
+    cols = ["keypoint_set", "metric", "descriptor_a", "descriptor_b", "difference", "ci_low", "ci_high", "p_value",
+            "p_adjusted", "n_scenes"]
+    lines = [significance_header(sig), "", "| " + " | ".join(cols) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for _, r in sig[cols].iterrows():
         lines.append("| " + " | ".join(_cell(c, v) for c, v in r.items()) + " |")
     return "\n".join(lines) + "\n"
@@ -293,7 +328,7 @@ def write(entries: list[Entry], cfg: dict, out_dir: Path, provenance_params: dic
         by_entry = {(e.keypoint_set, e.descriptor): dict(zip(e.scenes, query_aps(e.queries))) for e in entries}
         query_values = [[by_entry[(k, d)][s] for s in sc.scene] for d, k, sc in zip(table.descriptor, table.keypoint_set, per_entry)]
     table = add_intervals(table, per_entry, params, query_values)
-    sig = significance_table(table, per_entry, params)
+    sig = significance_table(table, per_entry, params, st.get("correction", "holm"))
     out_dir = Path(out_dir)
     meta = io.provenance("report", provenance_params)
     # the run's settings as plain JSON: read at the next run's start (descbench.report.changes)

@@ -1,0 +1,48 @@
+"""Config rules of the ``patches`` section that the schema cannot state, run when the config is
+validated (:func:`descbench.config.validate_config`), below the patch jobs (:mod:`descbench.patches.stages`)
+so that validation never imports the job layer."""
+
+from __future__ import annotations
+
+from descbench.errors import ConfigError
+from descbench.patches.describe import HPATCHES_BENCHMARK
+
+# How the centre keypoint of a patch is set (patches.centre_keypoint):
+#   hpatches_benchmark: angle -1 and octave 0, exactly hpatches-benchmark's extract_opencv_sift.py
+#                       (for SIFT: a 1 degree rotation and the full-resolution level; the numbers
+#                       are comparable with papers' opencv-sift on HPatches)
+#   upright:            angle 0, the SIFT level derived from the size (descbench's registry rule)
+CENTRE_KEYPOINTS = {"hpatches_benchmark": HPATCHES_BENCHMARK, "upright": {"angle": 0.0, "sift_octave": "size"}}
+
+
+def check_source(cfg: dict) -> None:
+    """Config rules of the ``patches`` section that the schema cannot state (called at validation,
+    on the schema-valid config): keys that span sections, finite generation parameters, and the
+    description geometry of every patch descriptor."""
+    p = cfg["patches"]
+    if p["source"] == "folder" and not p.get("path"):
+        raise ConfigError("patches.source 'folder' needs patches.path: the directory holding your patch sequence folders "
+                          "(hpatches-release layout: <seq>/ref.png, e1.png .. t5.png)")
+    from descbench.patches.describe import _check_geometry, default_support, patch_problem
+    from descbench.patches.generate import check_finite
+
+    check_finite(p["generate"], "patches.generate")
+    geometry = CENTRE_KEYPOINTS[p["centre_keypoint"]]
+    for name in p["descriptors"]:
+        if name not in cfg["descriptors"] and name not in p["csv"]:
+            raise ConfigError(f"patches.descriptors lists '{name}', which is neither in descriptors: nor in patches.csv:; "
+                              f"define it there (available: {', '.join(sorted(cfg['descriptors']))})")
+        if name in cfg["descriptors"]:
+            spec = cfg["descriptors"][name]
+            fam = spec.get("family")
+            # the centre keypoint a job will use: the support its family's params give, with
+            # patches.centre_keypoint's angle and octave (a stack: each part's own support)
+            parts = spec["params"]["parts"] if fam == "stack" else [spec]
+            for i, part in enumerate(parts):
+                problem = patch_problem(part["family"])
+                if problem:
+                    what = f"family {fam}" + (f", part {i}: family {part['family']}" if fam == "stack" else "")
+                    raise ConfigError(f"patches.descriptors: '{name}' ({what}) cannot describe patches: it {problem}")
+                key = f"descriptors.{name}.params" + (f".parts.{i}.params" if fam == "stack" else "")
+                _check_geometry(default_support(part["family"], part["params"]), geometry["angle"], geometry["sift_octave"],
+                                key, support_from=f"{key}.scale_factor")
