@@ -50,7 +50,7 @@ import numpy as np
 
 from descbench.datasets.layout import N_IMAGES, TARGET_IMAGES, write_homography
 from descbench.errors import ConfigError
-from descbench.fileops import atomic_path, write_bytes_atomic
+from descbench.fileops import write_bytes_atomic
 from descbench.rng import keyed_rng
 
 #: Scene name -> name of the :mod:`skimage.data` photograph it is generated from.
@@ -193,11 +193,6 @@ def _write_image(path: Path, img: np.ndarray) -> None:
     write_bytes_atomic(path, buf.tobytes())
 
 
-def _write_homography(path: Path, H: np.ndarray) -> None:
-    with atomic_path(path) as tmp:
-        write_homography(tmp, H)
-
-
 def generate_scene(scene: str, out_dir: Path, seed: int = 0) -> None:
     """Write demo scene ``scene`` to ``out_dir/<scene>/`` (``1.ppm..6.ppm``, ``H_1_2..H_1_6``).
 
@@ -222,7 +217,7 @@ def generate_scene(scene: str, out_dir: Path, seed: int = 0) -> None:
             H = np.eye(3)
             img = _photometric(img1, k, rng)
         _write_image(scene_dir / f"{k}.ppm", img)
-        _write_homography(scene_dir / f"H_1_{k}", H)
+        write_homography(scene_dir / f"H_1_{k}", H)
 
 
 def generate_demo(out_dir: Path, scenes: Sequence[str] = DEMO_SCENES, seed: int = 0) -> None:

@@ -10,6 +10,7 @@ from descbench.datasets import HPATCHES_ROOT, hpatches_scenes
 from descbench.datasets.download import extract_archive, fetch_archive, find_local_archive
 from descbench.datasets.layout import TARGET_IMAGES, read_homography, scene_files
 from descbench.errors import DataError
+from descbench.fileops import write_text_atomic
 
 
 def validate_layout(root: Path, scenes: list[str]) -> None:
@@ -46,5 +47,5 @@ def obtain(urls: list[str], sha256: str | None, data_dir: Path, flag: Path | Non
         extract_archive(archive, base, expected_root=HPATCHES_ROOT)
     validate_layout(root, hpatches_scenes("full"))
     if flag is not None:
-        flag.write_text(f"validated {len(hpatches_scenes('full'))} scenes under {root}\n")
+        write_text_atomic(flag, f"validated {len(hpatches_scenes('full'))} scenes under {root}\n")
     return root

@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from descbench.errors import DataError
+from descbench.fileops import write_text_atomic
 
 N_IMAGES = 6
 TARGET_IMAGES = tuple(range(2, N_IMAGES + 1))
@@ -258,7 +259,7 @@ def write_homography(path: Path | str, H: np.ndarray) -> None:
     if H.shape != (3, 3):
         raise ValueError(f"homography must be 3x3, got {H.shape}")
     lines = ["  ".join(f"{v:.10e}" for v in row) for row in H]
-    Path(path).write_text("\n".join(lines) + "\n")
+    write_text_atomic(path, "\n".join(lines) + "\n")
 
 
 def read_image(path: Path | str, color: bool = False) -> np.ndarray:

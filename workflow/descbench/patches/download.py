@@ -15,6 +15,7 @@ from pathlib import Path
 
 from descbench.datasets import hpatches_scenes
 from descbench.datasets.download import extract_archive, fetch_archive, find_local_archive
+from descbench.fileops import write_text_atomic
 
 PATCHES_ROOT = "hpatches-release"
 PATCH_ARCHIVES = (f"{PATCHES_ROOT}.tar.gz", f"{PATCHES_ROOT}.zip")
@@ -36,5 +37,5 @@ def obtain_patches(urls: list[str], sha256: str | None, data_dir: Path, flag: Pa
     seqs = sequences if sequences is not None else hpatches_scenes("full")
     counts = validate_patch_dataset(root, seqs)
     if flag is not None:
-        flag.write_text(f"validated {len(seqs)} patch sequences ({sum(counts.values())} patches per strip type) under {root}\n")
+        write_text_atomic(flag, f"validated {len(seqs)} patch sequences ({sum(counts.values())} patches per strip type) under {root}\n")
     return root

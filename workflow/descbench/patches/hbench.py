@@ -40,6 +40,7 @@ import pandas as pd
 
 from descbench.errors import DataError
 from descbench.metrics.ap import ap_vlfeat
+from descbench.fileops import atomic_path
 from descbench.metrics.nn import l2_band_tolerance, nearest_two
 from descbench.patches import JITTER_NAMES
 from descbench.patches import hbench_kernels as hk
@@ -151,8 +152,7 @@ def _read_lines(path, what: str) -> list[str]:
 
 def _write_lines(path, lines: Sequence[str]) -> Path:
     p = Path(path)
-    p.parent.mkdir(parents=True, exist_ok=True)
-    with open(p, "w", encoding="ascii", newline="\n") as fh:
+    with atomic_path(p) as tmp, open(tmp, "w", encoding="ascii", newline="\n") as fh:
         for line in lines:
             fh.write(line)
             fh.write("\n")

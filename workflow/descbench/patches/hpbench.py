@@ -57,6 +57,7 @@ from descbench.metrics.ap import ap_trapezoid
 from descbench.metrics.kernels import pair_keys_l2
 from descbench.metrics.nn import nearest_two
 from descbench.metrics.pairpass import SCREEN_LIMIT, block_rows, l2_setup, screen_block
+from descbench.fileops import atomic_path
 from descbench.metrics.retrieval import pack_bits_to_words
 from descbench.patches import JITTERS, PATCH_TYPES
 from descbench.patches import hpbench_kernels as K
@@ -381,9 +382,15 @@ def _write_csv(df: pd.DataFrame, columns: tuple, path: Path, compress: bool) -> 
     path.parent.mkdir(parents=True, exist_ok=True)
     if compress:
         path = path.with_name(path.name + ".gz")
-        df.to_csv(path, columns=list(columns), index=False, compression={"method": "gzip", "mtime": 0})
-    else:
-        df.to_csv(path, columns=list(columns), index=False)
+    text = df.to_csv(columns=list(columns), index=False)
+    with atomic_path(path) as tmp, open(tmp, "wb") as raw:
+        if compress:  # the gzip header names the final file, as pandas' own gzip writer would
+            import gzip
+
+            with gzip.GzipFile(filename=path.name, mode="wb", fileobj=raw, mtime=0) as gz:
+                gz.write(text.encode())
+        else:
+            raw.write(text.encode())
     return path
 
 

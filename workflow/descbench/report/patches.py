@@ -24,6 +24,7 @@ import numpy as np
 import pandas as pd
 
 from descbench import io
+from descbench.fileops import atomic_path
 from descbench.report.table import html_page
 
 JITTER = {"e": "easy", "h": "hard", "t": "tough"}
@@ -124,8 +125,8 @@ def draw(hb: pd.DataFrame, hp: pd.DataFrame, names: list[str], out_dir: Path) ->
     for ax in axes[0][len(panels):]:
         ax.set_visible(False)
     for ext in ("png", "svg"):
-        fig.savefig(out_dir / f"patches_map.{ext}", dpi=120, bbox_inches="tight",
-                    metadata={"Date": None} if ext == "svg" else None)
+        with atomic_path(out_dir / f"patches_map.{ext}") as tmp:
+            fig.savefig(tmp, format=ext, dpi=120, bbox_inches="tight", metadata={"Date": None} if ext == "svg" else None)
     plt.close(fig)
 
 

@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 
 from descbench import io
+from descbench.fileops import atomic_path
 from descbench.paths import ResultPaths, score_tasks_on
 from descbench.report.figures import CAPTIONS, FIGURES  # noqa: F401  (CAPTIONS: the HTML report's)
 
@@ -43,7 +44,8 @@ def _style(table: pd.DataFrame) -> dict[tuple[str, str], dict]:
 def _save(fig, out_dir: Path, name: str) -> None:
     for ext in ("png", "svg"):
         # SVG: no date in the metadata, so the file depends on the data alone
-        fig.savefig(out_dir / f"{name}.{ext}", dpi=120, bbox_inches="tight", metadata={"Date": None} if ext == "svg" else None)
+        with atomic_path(out_dir / f"{name}.{ext}") as tmp:  # a killed job leaves no half-drawn figure
+            fig.savefig(tmp, format=ext, dpi=120, bbox_inches="tight", metadata={"Date": None} if ext == "svg" else None)
 
 
 def _rows(paths: list[str]) -> pd.DataFrame:
