@@ -34,14 +34,9 @@ SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 sys.path.insert(0, str(Path(__file__).parent / "data"))  # my_descriptors (the python family's callable)
 BASE = {"keypoint_sets": {"s": {"detector": "sift"}}, "descriptors": {"d": {"family": "sift"}}}
 
-# Params dataclasses of modules whose fields are not config_fields: field -> (config key, convert).
-# ClassifierParams is built with this map (descbench.stages.CLASSIFIER_KEYS); BootstrapParams by
-# descbench.report.table by hand (statistics section): the test still pins their defaults.
-FOREIGN = {
-    "ClassifierParams": "descbench.stages:CLASSIFIER_KEYS",
-    "BootstrapParams": {"resamples": ("statistics.bootstrap_resamples", int), "level": ("statistics.ci_level", float),
-                        "seed": ("statistics.seed", int)},
-}
+# Params dataclasses whose fields are not config_fields: field -> (config key, convert). None left:
+# every params class is a ConfigParams (test_every_params_dataclass_default_is_the_schema_default fails on one that is not).
+FOREIGN: dict = {}
 
 
 def all_params_dataclasses() -> dict[str, type]:
@@ -351,3 +346,16 @@ def test_patch_gen_params_from_a_partial_mapping_take_the_schema_defaults():
 def test_params_module_reads_the_workflows_schema():
     assert P.SCHEMA_PATH == SCHEMA
     assert P.config_schema() == yaml.safe_load(SCHEMA.read_text())
+
+
+def test_sift_detector_defaults_are_the_schemas_and_opencvs():
+    """make_sift fills left-out keys from the schema (no literal of its own); the schema's
+    sift_detector_params defaults are OpenCV's own SIFT defaults."""
+    import cv2
+
+    from descbench.keypoints.sift import make_sift
+
+    ours, cv = make_sift({}), cv2.SIFT_create()
+    get = ("getNFeatures", "getNOctaveLayers", "getContrastThreshold", "getEdgeThreshold", "getSigma")
+    assert [getattr(ours, g)() for g in get] == [getattr(cv, g)() for g in get]
+    assert make_sift({"n_octave_layers": 5}).getNOctaveLayers() == 5

@@ -6,18 +6,22 @@ from __future__ import annotations
 import numpy as np
 
 from descbench.keypoints import ImageKeypoints
+from descbench.params import config_schema, fill_defaults
 
 
 def make_sift(params: dict):
-    """An OpenCV SIFT object from the ``sift`` detector parameters (schema names)."""
+    """An OpenCV SIFT object from the ``sift`` detector parameters (schema names); keys left out
+    take the schema's defaults (``sift_detector_params``: OpenCV's own), so ``make_sift({})`` is
+    OpenCV's default SIFT."""
     import cv2
 
+    p = fill_defaults({"$ref": "#/definitions/sift_detector_params"}, dict(params), config_schema())
     return cv2.SIFT_create(
-        nfeatures=int(params.get("n_features", 0)),
-        nOctaveLayers=int(params.get("n_octave_layers", 3)),
-        contrastThreshold=float(params.get("contrast_threshold", 0.04)),
-        edgeThreshold=float(params.get("edge_threshold", 10)),
-        sigma=float(params.get("sigma", 1.6)),
+        nfeatures=int(p["n_features"]),
+        nOctaveLayers=int(p["n_octave_layers"]),
+        contrastThreshold=float(p["contrast_threshold"]),
+        edgeThreshold=float(p["edge_threshold"]),
+        sigma=float(p["sigma"]),
     )
 
 

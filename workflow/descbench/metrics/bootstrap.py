@@ -61,12 +61,17 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from descbench.params import ConfigParams, config_field
+
 
 @dataclass(frozen=True)
-class BootstrapParams:
-    resamples: int = 2000
-    level: float = 0.95
-    seed: int = 0
+class BootstrapParams(ConfigParams):
+    """The ``statistics`` section's resampling settings (defaults: the schema's;
+    ``BootstrapParams.from_config(statistics)``)."""
+
+    resamples: int = config_field("statistics.bootstrap_resamples", int)
+    level: float = config_field("statistics.ci_level", float)
+    seed: int = config_field("statistics.seed", int)
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:

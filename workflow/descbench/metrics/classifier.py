@@ -63,6 +63,7 @@ import numpy as np
 from numba import njit
 
 from descbench.errors import DataError
+from descbench.params import ConfigParams, config_field
 from descbench.metrics.kernels import hamming_words, sqdist64, within_radius_csr
 from descbench.metrics.pairpass import PairPass, PassResult, pair_pass
 from descbench.metrics.retrieval import pack_bits_to_words, project
@@ -76,13 +77,12 @@ MATCHERS = ("threshold", "nn", "ratio", "mutual_nn")
 
 
 @dataclass(frozen=True)
-class ClassifierParams:
-    epsilon_px: float = 2.0  # a pair is positive iff |H p_i - x_j| <= epsilon_px
-    chunk_mb: float = 64.0  # bound on the float32 screen block held in memory
+class ClassifierParams(ConfigParams):
+    """The classifier's settings (defaults: the schema's; ``ClassifierParams.from_config(matching=...,
+    scoring=...)``)."""
 
-    @classmethod
-    def from_config(cls, section: dict) -> "ClassifierParams":
-        return cls(float(section.get("epsilon_px", 2.0)), float(section.get("chunk_mb", 64.0)))
+    epsilon_px: float = config_field("matching.classifier_epsilon_px", float)  # positive iff |H p_i - x_j| <= epsilon_px
+    chunk_mb: float = config_field("scoring.chunk_mb", float)  # bound on the float32 screen block held in memory
 
 
 # --------------------------------------------------------------------------- kernels
