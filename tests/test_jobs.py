@@ -80,7 +80,7 @@ def _run_batches(root: Path, scene_root: Path, per_job: int) -> ResultPaths:
         stages.describe_batch(paths, scene_root, b, "kp", "desc", DESC_SPEC, KP_SPEC)
     stages.build_distractor_bank(paths, "kp", "desc", VERIFICATION, Path(paths.distractor_bank("kp", "desc")))
     for b in paths.batches:
-        stages.score_batch(paths, scene_root, b, "kp", "desc", SCORING, VERIFICATION, MATCHING)
+        stages.score_batch(paths, scene_root, b, "kp", "desc", {"scoring": SCORING, "verification": VERIFICATION, "matching": MATCHING})
     return paths
 
 

@@ -15,6 +15,7 @@ A module imports only modules of its own layer or below; no module imports a pri
 from __future__ import annotations
 
 import ast
+import importlib
 from pathlib import Path
 
 import pytest
@@ -154,3 +155,41 @@ def test_the_linter_sees_upward_private_and_relative_imports():
     assert ("descbench.metrics.ap", [], 4) in found
     assert layer("descbench.metrics.probe") == 1 and layer("descbench.stages") == 3
     assert top_package("descbench.keypoints.detectors") != top_package("descbench.metrics.probe")
+
+
+# The scoring-task registry (descbench.paths, layer 0) names its functions as "module:function",
+# imported by their callers: each must live where its caller may import it, and be public.
+HOOK_CALLERS = {"writer": "descbench.stages", "schemas": "descbench.report.table", "summarize": "descbench.report.table"}
+
+
+def hook_problems(registry: dict) -> list[str]:
+    bad = []
+    for task in registry.values():
+        for hook, caller in HOOK_CALLERS.items():
+            ref = getattr(task, hook)
+            if callable(ref):
+                bad.append(f"{task.name}.{hook}: a function object ({ref!r}); name it as 'module:function'")
+                continue
+            module, _, name = ref.partition(":")
+            if module not in GRAPH or not name:
+                bad.append(f"{task.name}.{hook}: {ref!r} names no module of the package")
+            elif layer(module) > layer(caller):
+                bad.append(f"{task.name}.{hook}: {module} (layer {layer(module)}) is above its caller {caller} (layer {layer(caller)})")
+            elif name.startswith("_") and top_package(module) != top_package(caller):
+                bad.append(f"{task.name}.{hook}: {ref!r} is private to {top_package(module)}")
+            elif not callable(getattr(importlib.import_module(module), name, None)):
+                bad.append(f"{task.name}.{hook}: {ref!r} is not a function of {module}")
+    return bad
+
+
+def test_score_task_functions_live_where_their_callers_may_import_them():
+    from descbench.paths import SCORE_TASK_REGISTRY, ScoreTask
+
+    assert not hook_problems(SCORE_TASK_REGISTRY), "\n".join(hook_problems(SCORE_TASK_REGISTRY))
+    # the check sees a summary in the jobs' layer, a private writer of another package and a typo
+    wrong = ScoreTask("x", "x", ("a.parquet",), writer="descbench.metrics.ap:_private", schemas="descbench.report.table:nope",
+                      summarize="descbench.stages:score_batch")
+    found = "\n".join(hook_problems({"x": wrong}))
+    assert "x.summarize: descbench.stages (layer 3) is above its caller descbench.report.table (layer 2)" in found
+    assert "x.writer: 'descbench.metrics.ap:_private' is private to descbench.metrics" in found
+    assert "x.schemas: 'descbench.report.table:nope' is not a function" in found

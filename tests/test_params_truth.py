@@ -292,7 +292,7 @@ PATCHES = {"enabled": True, "descriptors": ["d"]}
     ({"jitter": {"hard": {"translation": -0.1}}}, r"'patches\.generate\.jitter\.hard\.translation'"),
     ({"jitter": {"extreme": {}}}, r"unknown config key 'patches\.generate\.jitter\.extreme'"),
     ({"magnificaton": 4}, r"unknown config key 'patches\.generate\.magnificaton' \(did you mean 'patches\.generate\.magnification'\?\)"),
-    ({"magnification": float("inf")}, r"'patches\.generate\.magnification' = inf is invalid: it must be a finite number"),
+    ({"magnification": float("inf")}, r"'patches\.generate\.magnification': inf is not a finite number"),
 ])
 def test_patch_generation_keys_are_the_schemas(generate, message):
     with pytest.raises(ConfigError, match=message):

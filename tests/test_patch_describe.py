@@ -75,7 +75,7 @@ def assert_rows_equal(tmp_path, family, params, patches, size, **kw):
     ("orb", {}, 65.0),
     ("brisk", {}, 20.0),
     ("python", {"callable": "my_descriptors:mean_patch", "kwargs": {"radius": 5}}, HP_SIZE),
-    ("python", {"callable": "my_descriptors:sign_bits"}, HP_SIZE),
+    ("python", {"callable": "my_descriptors:sign_bits", "descriptor_kind": "binary"}, HP_SIZE),
 ])
 def test_rows_equal_single_patch_registry(tmp_path, patches, family, params, size):
     """Every row equals the registry on that patch alone (textures, uniform grey, ramp), at the

@@ -51,7 +51,7 @@ def test_float_stack_is_normalised_blocks_then_normalised_row(image_kps):
 
 
 def test_binary_stack_concatenates_bits_so_hamming_adds(image_kps):
-    p = {"callable": "my_descriptors:sign_bits"}
+    p = {"callable": "my_descriptors:sign_bits", "descriptor_kind": "binary"}
     a = run("python", p, image_kps)
     b = run("python", {**p, "kwargs": {"radius": 2}}, image_kps)
     s = run("stack", {"parts": [{"family": "python", "params": p}, {"family": "python", "params": {**p, "kwargs": {"radius": 2}}}],

@@ -43,8 +43,8 @@ def test_validated_config_records_the_variants_and_fills_their_defaults():
     ({"b": {"keypoint_set": "nope", "grid": {"border_px": [1]}}}, r"sweeps\.b\.keypoint_set: unknown keypoint set 'nope'"),
     ({"b": {"keypoint_set": "sift", "descriptor": "sift", "grid": {}}}, r"exactly one of keypoint_set / descriptor"),
     ({"b": {"keypoint_set": "sift", "grid": {"border_px": []}}}, r"sweeps\.b\.grid\.border_px: give a non-empty list"),
-    ({"b": {"keypoint_set": "sift", "grid": {"params.sigmaa": [1.0]}}}, r"unknown config key 'keypoint_sets\.sift-b-0\.params\.sigmaa'"),
-    ({"b": {"keypoint_set": "sift", "grid": {"border_px": [-1]}}}, r"keypoint_sets\.sift-b-0\.border_px"),
+    ({"b": {"keypoint_set": "sift", "grid": {"params.sigmaa": [1.0]}}}, r"unknown config key 'sweeps\.b\.grid\.params\.sigmaa'"),
+    ({"b": {"keypoint_set": "sift", "grid": {"border_px": [-1]}}}, r"'sweeps\.b\.grid\.border_px\[0\]'.*'sift-b-0' is variant 0"),
 ])
 def test_bad_sweeps_name_the_key(sweeps, message):
     with pytest.raises(ConfigError, match=message):

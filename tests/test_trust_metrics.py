@@ -191,9 +191,12 @@ def test_border_beyond_the_image_gives_no_data_everywhere_and_says_why(scene: Pa
     ver = [out / f for f in ("v.list.parquet", "v.queries.parquet", "v.scene.parquet", "v.timing.json")]
     stages.score_verification_scene(scene, kp, desc, {}, [s], SCORING, VERIFICATION, *ver)
     mat = _matching_files(scene, kp, desc, out)
-    entry = report_table.Entry("kp", "desc", pairs=[ret[1]], timings=[ret[2]], verification=[ver[2]],
-                               verification_lists=[ver[0]], verification_timings=[ver[3]], matching=[mat[0]],
-                               classifier=[mat[1]], roc=[mat[2]], matching_timings=[mat[3]], scenes=[s])
+    files = {"scores": {"queries.parquet": [ret[0]], "pairs.parquet": [ret[1]], "timing.json": [ret[2]]},
+             "verification": {"list.parquet": [ver[0]], "queries.parquet": [ver[1]], "scene.parquet": [ver[2]],
+                              "timing.json": [ver[3]]},
+             "matching": {"pairs.parquet": [mat[0]], "classifier.parquet": [mat[1]], "roc.parquet": [mat[2]],
+                          "timing.json": [mat[3]]}}
+    entry = report_table.Entry("kp", "desc", files, scenes=[s])
     cfg = {"verification": VERIFICATION, "matching": MATCHING}
     table, scenes = report_table.build([entry], cfg)
     row = table.iloc[0]

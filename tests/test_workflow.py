@@ -298,21 +298,22 @@ def test_html_report_holds_the_tables_and_every_captioned_plot(run):
         assert phrase in html, phrase
 
 
-def test_two_stage_interval_reads_the_query_files_of_the_run(run):
+def test_two_stage_interval_reads_the_query_files_of_the_run(run, tmp_path, monkeypatch):
     """statistics.resample_queries: the per-query APs the report would resample are exactly the
-    queries behind true_map_micro (their mean is the table's value) and the interval holds it."""
-    import copy
-
+    queries behind true_map_micro (their mean is the table's value) and the interval holds it;
+    with it off, the report reads no query file."""
     from descbench.metrics.bootstrap import BootstrapParams, two_stage_ci
+    from descbench.report import table as report_table
     from descbench.report.table import entry_files, query_aps
 
     work, cfg = run
     table = pd.read_csv(work / "results" / "demo" / "report" / "comparison.csv")
-    on = copy.deepcopy(cfg)
-    on["statistics"]["resample_queries"] = True
-    entry = entry_files(result_paths(work, cfg), "sift", "sift", cfg["scenes"], on)
-    assert entry_files(result_paths(work, cfg), "sift", "sift", cfg["scenes"], cfg).queries == []  # off: not read
-    aps = query_aps(entry.queries)
+    entry = entry_files(result_paths(work, cfg), "sift", "sift", cfg["scenes"], cfg)
+    assert not cfg["statistics"]["resample_queries"]
+    with monkeypatch.context() as m:  # off: not read
+        m.setattr(report_table, "query_aps", lambda paths: pytest.fail("query files read with resample_queries off"))
+        report_table.write([entry], cfg, tmp_path, {})
+    aps = query_aps(entry.files["scores"]["queries.parquet"])
     assert len(aps) == 2 and all(a.size > 0 for a in aps)
     assert np.concatenate(aps).mean() == pytest.approx(table.true_map_micro[0], rel=1e-12)
     lo, hi = two_stage_ci(aps, BootstrapParams(resamples=500))

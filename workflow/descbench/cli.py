@@ -217,13 +217,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--spec", required=True, help="descriptor spec (JSON)")
     p.add_argument("--keypoint-set-spec", required=True, help="keypoint set spec (JSON)")
 
-    p = sub.add_parser("score", help="every enabled metric task (retrieval, verification, matching) of one scene batch")
+    p = sub.add_parser("score", help="every enabled scoring task (retrieval, verification, matching, ...) of one scene batch")
     batch_args(p)
     p.add_argument("--keypoint-set", required=True)
     p.add_argument("--descriptor", required=True)
-    p.add_argument("--scoring", required=True, help="scoring config (JSON)")
-    p.add_argument("--verification", default="null", help="verification config (JSON), null: disabled")
-    p.add_argument("--matching", default="null", help="matching config (JSON), null: disabled")
+    p.add_argument("--sections", required=True,
+                   help="JSON {section: settings}: scoring and the section of every task to run (descbench.paths.SCORE_TASK_REGISTRY; "
+                        "the workflow passes descbench.config.score_job_sections); a task whose section is absent does not run")
     p.add_argument("--features-of", default=None, help="read this descriptor's files (a scoring variant's base)")
 
     p = sub.add_parser("distractors", help="draw every scene's distractor keypoints of one descriptor into one file")
@@ -380,8 +380,7 @@ def run(a: argparse.Namespace) -> None:
         stages.describe_batch(_paths(a), a.scene_root, a.batch, a.keypoint_set, a.name, json.loads(a.spec),
                               json.loads(a.keypoint_set_spec))
     elif a.cmd == "score":
-        stages.score_batch(_paths(a), a.scene_root, a.batch, a.keypoint_set, a.descriptor, json.loads(a.scoring),
-                           json.loads(a.verification), json.loads(a.matching), a.features_of)
+        stages.score_batch(_paths(a), a.scene_root, a.batch, a.keypoint_set, a.descriptor, json.loads(a.sections), a.features_of)
     elif a.cmd == "distractors":
         stages.build_distractor_bank(_paths(a), a.keypoint_set, a.descriptor, json.loads(a.verification), a.out, a.features_of)
     elif a.cmd == "report":

@@ -8,7 +8,10 @@ keys and the closest match, before the JSON-schema type checks run.
 from __future__ import annotations
 
 import copy
+import decimal
 import difflib
+import math
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,6 +20,7 @@ import yaml
 
 from descbench.errors import ConfigError
 from descbench.params import schema_node
+from descbench.paths import COMMON_SECTION, scoring_sections
 from descbench.keypoints.sets import intersection_keep, root_detector_spec, set_sources
 
 # Per-detector parameter schemas live in the schema file's `definitions`; the registry names them.
@@ -95,9 +99,25 @@ def _types(node: dict) -> list[str]:
 def validate_config(config: dict | None, schema_path: Path | str) -> dict:
     """Return the validated config with defaults filled; raise :class:`ConfigError` otherwise.
 
-    Checks, in order: unknown keys (anywhere, including per-detector ``params``), JSON-schema
-    types and ranges, then cross-key consistency (see :func:`_check_consistency`).
+    Checks, in order: unknown keys (anywhere, including per-detector ``params``), finite numbers
+    (:func:`_check_finite`), JSON-schema types and ranges (a duplicate in a list of thresholds is
+    named), then cross-key consistency (see :func:`_check_consistency`). An error about a sweep's
+    generated variant names the sweep's grid key and value (:func:`descbench.sweeps.explain_variant_paths`);
+    a number YAML 1.1 read as text (``4e-2``) gets the spelling that it reads as a number.
     """
+    from descbench.sweeps import explain_variant_paths
+
+    try:
+        return _validate(config, schema_path)
+    except ConfigError as exc:
+        sweeps = (config or {}).get("sweeps") if isinstance(config, dict) else None
+        message = explain_variant_paths(_yaml11_hint(str(exc)), sweeps or {})
+        if message == str(exc):
+            raise
+        raise ConfigError(message) from exc.__cause__
+
+
+def _validate(config: dict | None, schema_path: Path | str) -> dict:
     from descbench.sweeps import expand_sweeps
 
     schema = load_schema(schema_path)
@@ -118,19 +138,20 @@ def validate_config(config: dict | None, schema_path: Path | str) -> dict:
     for name, spec in cfg.get("descriptors", {}).items():
         if "family" in spec:
             spec["params"] = check_descriptor_params(spec["family"], spec.get("params", {}), f"descriptors.{name}.params")
+    _check_finite(cfg, "")
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
     if errors:
         e = errors[0]
         where = ".".join(str(p) for p in e.absolute_path) or "<top level>"
-        raise ConfigError(f"invalid config value at '{where}': {e.message}")
+        raise ConfigError(f"invalid config value at '{where}': {_schema_message(e)}")
     for name, spec in cfg.get("keypoint_sets", {}).items():
         if "detector" not in spec:
             continue
         pdef = schema["definitions"][DETECTOR_PARAM_DEFS[spec["detector"]]]
         for e in jsonschema.Draft202012Validator(pdef).iter_errors(spec["params"]):
             where = ".".join(str(p) for p in e.absolute_path)
-            raise ConfigError(f"invalid config value at 'keypoint_sets.{name}.params.{where}': {e.message}")
+            raise ConfigError(f"invalid config value at 'keypoint_sets.{name}.params.{where}': {_schema_message(e)}")
     _check_overrides(schema, cfg)
     _check_consistency(cfg)
     if cfg["patches"]["enabled"]:
@@ -144,12 +165,88 @@ def validate_config(config: dict | None, schema_path: Path | str) -> dict:
     return cfg
 
 
-OVERRIDABLE = ("scoring", "verification", "matching")
+def _check_finite(value: Any, path: str) -> None:
+    """Every number in the config is finite: NaN passes every JSON-schema bound (each comparison
+    with it is false) and inf passes the open ones, and both only fail later inside a job (or
+    silently give n/a everywhere). No config key accepts them (limits are written as null or as
+    a word, e.g. ``distractors_per_scene: all``). Only a python descriptor's ``params.kwargs`` is
+    left alone: those values are the callable's own, passed to it as given."""
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"invalid config value at '{path.rstrip('.') or '<top level>'}': {value} is not a finite number; "
+                          "give a finite number (YAML's .nan, .inf and values beyond the float range are refused)")
+    if isinstance(value, dict):
+        opaque = value.get("family") == "python" and isinstance(value.get("params"), dict)
+        for k, v in value.items():
+            if opaque and k == "params":
+                v = {pk: pv for pk, pv in v.items() if pk != "kwargs"}
+            _check_finite(v, f"{path}{k}.")
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            _check_finite(v, f"{path}{i}.")
+
+
+def _same_number(a: Any, b: Any) -> bool:
+    """JSON-schema equality of two list items: 3 and 3.0 are one number; true is not 1."""
+    if isinstance(a, bool) or isinstance(b, bool):
+        return type(a) is type(b) and a == b
+    return a == b
+
+
+def _schema_message(e: jsonschema.ValidationError) -> str:
+    """A JSON-schema error in words, naming a list's duplicate (``uniqueItems``)."""
+    if e.validator == "uniqueItems" and isinstance(e.instance, list):
+        items = e.instance
+        for j, b in enumerate(items):
+            i = next((i for i in range(j) if _same_number(items[i], b)), None)
+            if i is not None:
+                a = items[i]
+                same = f" ({a!r} and {b!r} are one value)" if repr(a) != repr(b) else ""
+                return (f"{items!r} lists {a!r} twice (items {i} and {j}){same}; give each value once "
+                        "(a duplicate would be computed and reported twice under one name)")
+    if e.validator == "minItems" and isinstance(e.instance, list) and isinstance(e.schema, dict):
+        items = e.schema.get("items") if isinstance(e.schema.get("items"), dict) else {}
+        of = f" of {', '.join(map(str, items['enum']))}" if "enum" in items else ""
+        null = " (or null for the default)" if "null" in _types(e.schema) else ""
+        return f"{e.instance!r} has {len(e.instance)} item(s); list at least {e.validator_value}{of}{null}"
+    return e.message
+
+
+_NOT_OF_TYPE = re.compile(r"'([^']*)' is not of type ([^;:]*)")
+
+
+def _yaml11_hint(message: str) -> str:
+    """``message`` with a hint when it says that a string is not a number, and the string is a
+    number YAML 1.1 (PyYAML, hence Snakemake) reads as text: exponent notation without a '.' in
+    the mantissa or without a sign in the exponent (``4e-2``, ``1.5e3``). Nothing is converted."""
+    m = _NOT_OF_TYPE.search(message)
+    if not m:
+        return message
+    text = m.group(1)
+    try:
+        value = float(text)
+    except ValueError:
+        return message
+    if not math.isfinite(value) or "e" not in text.lower() or not isinstance(yaml.safe_load(text), str):
+        return message
+    mantissa, _, exponent = text.lower().replace("_", "").partition("e")
+    if "." not in mantissa:
+        mantissa += ".0"
+    if exponent[:1] not in "+-":
+        exponent = "+" + exponent
+    wants_integer = "integer" in m.group(2) and "number" not in m.group(2)
+    if wants_integer:
+        if value != int(value):
+            return message
+        spelling = str(int(value))
+    else:
+        spelling = f"{mantissa}e{exponent} or {format(decimal.Decimal(text), 'f')}"
+    return f"{message}; write {spelling} (YAML 1.1 reads {text} as text)"
 
 
 def effective_config(cfg: dict, descriptor: str) -> dict:
-    """The config a descriptor is evaluated with: its ``overrides`` merged into the scoring,
-    verification and matching sections (the one place they are merged; rules and report use it)."""
+    """The config a descriptor is evaluated with: its ``overrides`` merged into the scoring
+    job's sections (``scoring`` and each scoring task's: descbench.paths.scoring_sections; the one
+    place they are merged; rules and report use it)."""
     over = cfg["descriptors"][descriptor].get("overrides") or {}
     if not over:
         return cfg
@@ -159,13 +256,27 @@ def effective_config(cfg: dict, descriptor: str) -> dict:
     return out
 
 
+def score_job_sections(cfg: dict, descriptor: str) -> dict:
+    """``{section: settings}`` that a descriptor's scoring job runs with (its effective config):
+    ``scoring`` without ``threads`` (a job setting) and the section of every enabled scoring task
+    without ``enabled``, in registry order (descbench.paths.scoring_sections; the workflow passes
+    it as one JSON to ``descbench score``, so editing one descriptor reruns only its jobs)."""
+    ecfg = effective_config(cfg, descriptor)
+    out = {COMMON_SECTION: {k: v for k, v in ecfg[COMMON_SECTION].items() if k != "threads"}}
+    for section in scoring_sections()[1:]:
+        if ecfg[section]["enabled"]:
+            out[section] = {k: v for k, v in ecfg[section].items() if k != "enabled"}
+    return out
+
+
 def _check_overrides(schema: dict, cfg: dict) -> None:
     descs = cfg.get("descriptors", {})
+    overridable = scoring_sections()  # scoring and each scoring task's section
     for name, spec in descs.items():
         where = f"descriptors.{name}"
         for section, values in (spec.get("overrides") or {}).items():
-            if section not in OVERRIDABLE:
-                raise ConfigError(f"unknown config key '{where}.overrides.{section}'; allowed: {', '.join(OVERRIDABLE)}")
+            if section not in overridable:
+                raise ConfigError(f"unknown config key '{where}.overrides.{section}'; allowed: {', '.join(overridable)}")
             if not isinstance(values, dict) or "enabled" in values or "threads" in values:
                 raise ConfigError(f"{where}.overrides.{section}: a mapping of {section} settings other than 'enabled' "
                                   "and 'threads' (whether a task runs, and a job's threads, are the same for every descriptor)")
@@ -173,7 +284,7 @@ def _check_overrides(schema: dict, cfg: dict) -> None:
             merged = _check_unknown_and_fill(schema, node, {**cfg[section], **values}, f"{where}.overrides.{section}.")
             for e in jsonschema.Draft202012Validator(node).iter_errors(merged):
                 path = ".".join(str(x) for x in e.absolute_path)
-                raise ConfigError(f"invalid config value at '{where}.overrides.{section}.{path}': {e.message}")
+                raise ConfigError(f"invalid config value at '{where}.overrides.{section}.{path}': {_schema_message(e)}")
         base = spec.get("features_of")
         if base is not None:
             if base not in descs or descs[base].get("features_of"):

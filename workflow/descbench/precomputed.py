@@ -7,9 +7,14 @@ DISK... write it with ``np.savez`` into a file object, so no ``.npz`` suffix is 
 - ``keypoints``: N x 2 or more, columns ``x, y[, scale, ...]`` in pixel coordinates of the image
   (x right, y down). A third column is taken as the keypoint size in pixels.
 - ``descriptors``: N x D, float (compared with L2) or uint8 packed bits (compared with Hamming).
-- ``scores`` (optional): N, used as the keypoint response for the ``max_keypoints`` cap.
+- ``scores`` (optional): N, used as the keypoint response for the ``max_keypoints`` cap; a set
+  with a cap needs them (:func:`check_cap_has_scores`: without scores the cap would keep the
+  first rows, not the best ones).
 
-With ``root`` set, files are looked up under ``<root>/<scene>/`` instead of next to the images.
+With ``root`` set, files are looked up under ``<root>/<scene>/`` instead of next to the images;
+``<name>.<method>`` and ``<name>.<method>.npz`` side by side is an error (which one is meant?).
+Each keypoint must lie in its image (``0 <= x < W``, ``0 <= y < H``; the rule and helper of locked
+keypoints, :func:`descbench.keypoints.locked.check_inside`) and have a size > 0.
 """
 
 from __future__ import annotations
@@ -32,15 +37,23 @@ class PrecomputedFeatures:
     descriptors: np.ndarray  # float32 [N, D] or uint8 [N, D/8] packed bits
     binary: bool
     path: Path
+    has_scores: bool = True  # False: the file has no 'scores' (responses are all 0)
 
 
 def feature_path(image_path: Path, method: str, root: str | Path | None) -> Path:
-    """Where the features of ``image_path`` are expected (the first existing candidate)."""
+    """Where the features of ``image_path`` are: ``<image>.<method>`` or ``<image>.<method>.npz``.
+
+    Both existing is a :class:`DataError` naming both (descbench does not pick one silently)."""
     base = Path(root) / image_path.parent.name if root else image_path.parent
     candidates = [base / f"{image_path.name}.{method}", base / f"{image_path.name}.{method}.npz"]
-    for c in candidates:
-        if c.exists():
-            return c
+    found = [c for c in candidates if c.exists()]
+    if len(found) == 2:
+        raise DataError(
+            f"precomputed features for image {image_path}: both {found[0]} and {found[1]} exist; descbench does not "
+            "guess which one holds this image's features. Keep exactly one of them (move or delete the other)"
+        )
+    if found:
+        return found[0]
     raise DataError(
         f"precomputed features for image {image_path} not found: expected {candidates[0]} "
         f"(an npz with 'keypoints' N x 2+ and 'descriptors' N x D, D2-Net convention); "
@@ -49,8 +62,13 @@ def feature_path(image_path: Path, method: str, root: str | Path | None) -> Path
 
 
 def load_features(image_path: Path, method: str, root: str | Path | None = None, default_size_px: float = 12.0,
-                  descriptor_kind: str | None = None) -> PrecomputedFeatures:
+                  descriptor_kind: str | None = None, image_size: tuple[int, int] | None = None) -> PrecomputedFeatures:
     """Load and validate one image's precomputed features (raises :class:`DataError` naming the file).
+
+    ``image_size`` (W, H): the image's real size; when given, a keypoint outside the image is a
+    DataError naming the file and rows (a wrong coordinate frame, e.g. features of a resized image,
+    not a keypoint for the border rule to drop), as for locked keypoints. A size (3rd column) that
+    is not > 0 is always an error naming the file and row.
 
     ``descriptor_kind`` (``keypoint_sets.<set>.params.descriptor_kind``): ``binary`` = uint8
     packed bits (Hamming), ``float`` = values compared by L2 (uint8 values are converted to
@@ -110,18 +128,43 @@ def load_features(image_path: Path, method: str, root: str | Path | None = None,
             raise DataError(f"precomputed features {path}: 'scores' must be {n} numbers (shape ({n},)), got {scores.dtype} {scores.shape}" + _FIX)
         if not np.all(np.isfinite(scores)):
             raise DataError(f"precomputed features {path}: 'scores' contain NaN or inf (first at row {_first_bad_row(scores)})" + _FIX)
-    size = kp[:, 2] if kp.shape[1] >= 3 else np.full(n, default_size_px)
+    size = np.asarray(kp[:, 2] if kp.shape[1] >= 3 else np.full(n, default_size_px), dtype=np.float32)
+    bad = np.flatnonzero(~(size > 0))  # checked in float32, the stored type (1e-50 -> 0)
+    if bad.size:
+        raise DataError(
+            f"precomputed features {path}: {bad.size} keypoint(s) with size (3rd column of 'keypoints', the diameter "
+            f"in px) <= 0, first at row {int(bad[0])} (size {float(size[bad[0]]):.9g}); descriptors need a positive "
+            "size: write the keypoints' scale in px, or store only x, y (N x 2) to use params.default_size_px"
+        )
     kps = ImageKeypoints(
         x=kp[:, 0].astype(np.float32),
         y=kp[:, 1].astype(np.float32),
-        size=np.asarray(size, dtype=np.float32),
+        size=size,
         angle=np.full(n, -1.0, dtype=np.float32),
         response=(scores if scores is not None else np.zeros(n)).astype(np.float32),
         octave=np.zeros(n, dtype=np.int32),
         class_id=np.full(n, -1, dtype=np.int32),
         source_index=np.arange(n, dtype=np.int32),
     )
-    return PrecomputedFeatures(kps, np.ascontiguousarray(desc), binary, path)
+    if image_size is not None:
+        from descbench.keypoints.locked import check_inside
+
+        check_inside(kps, np.arange(n), f"precomputed features {path} (image {image_path})",
+                     "0-based rows of its 'keypoints' array", int(image_size[0]), int(image_size[1]))
+    return PrecomputedFeatures(kps, np.ascontiguousarray(desc), binary, path, has_scores=scores is not None)
+
+
+def check_cap_has_scores(feats: PrecomputedFeatures, max_keypoints: int | None, kpset: str) -> None:
+    """DataError if set ``kpset`` caps by response (``max_keypoints``) but the file has no ``scores``:
+    all responses would be 0 and the cap would keep the file's first rows, not its best keypoints."""
+    if max_keypoints is None or feats.has_scores:
+        return
+    raise DataError(
+        f"keypoint_sets.{kpset}: max_keypoints: {max_keypoints} keeps the keypoints with the highest response, but "
+        f"precomputed features {feats.path} have no 'scores' array, so every response is 0 and the cap would keep "
+        f"the file's first {max_keypoints} rows. Add 'scores' (N numbers, higher = better) to the files, or drop "
+        f"max_keypoints from keypoint_sets.{kpset} to keep all keypoints"
+    )
 
 
 def _first_bad_row(a: np.ndarray) -> int:

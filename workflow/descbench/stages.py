@@ -17,9 +17,10 @@ import numpy as np
 import pyarrow as pa
 
 from descbench import io
-from descbench.datasets.layout import TARGET_IMAGES, image_size, read_homography, read_image, scene_files
+from descbench.datasets.layout import (TARGET_IMAGES, check_homography_overlap, image_size, read_homography, read_image,
+                                       scene_files)
 from descbench.descriptors import compute_descriptors, get_family
-from descbench.errors import DataError
+from descbench.errors import ConfigError, DataError
 from descbench.keypoints import ImageKeypoints, filter_keypoints
 from descbench.keypoints.sets import global_top_n, intersection_keep, set_sources
 from descbench.fileops import file_sha256
@@ -52,7 +53,7 @@ def dataset_digest(per_scene: dict[str, dict[str, str]]) -> str:
     return h.hexdigest()
 
 
-def detect_raw(image_path: Path, gray: np.ndarray, spec: dict, scene: str, image: int) -> ImageKeypoints:
+def detect_raw(image_path: Path, gray: np.ndarray, spec: dict, scene: str, image: int, kpset: str = "<set>") -> ImageKeypoints:
     """Image ``image`` (1..6) of ``scene``: the raw keypoints of the set's detector, in its order."""
     if spec["detector"] == "locked":
         from descbench.keypoints.locked import DUPLICATES, load_locked
@@ -61,11 +62,14 @@ def detect_raw(image_path: Path, gray: np.ndarray, spec: dict, scene: str, image
         return load_locked(spec["params"]["path"], scene, image, gray.shape[1], gray.shape[0],
                            spec["params"].get("duplicates", DUPLICATES[0]))
     if spec["detector"] == "precomputed":
-        from descbench.precomputed import load_features
+        from descbench.precomputed import check_cap_has_scores, load_features
 
         p = spec["params"]
-        return load_features(image_path, p["method"], p.get("root"), p.get("default_size_px", 12.0),
-                             p.get("descriptor_kind")).keypoints
+        # image_size: a keypoint outside the image is an error (as for locked keypoints), not a border drop
+        feats = load_features(image_path, p["method"], p.get("root"), p.get("default_size_px", 12.0),
+                              p.get("descriptor_kind"), image_size=(gray.shape[1], gray.shape[0]))
+        check_cap_has_scores(feats, spec.get("max_keypoints"), kpset)
+        return feats.keypoints
     from descbench.keypoints.detectors import DETECTORS, detect
 
     if spec["detector"] not in DETECTORS:
@@ -91,10 +95,12 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
         else:
             gray = read_image(image_path)
             h, w = gray.shape[:2]
-            raw = detect_raw(image_path, gray, spec, files.scene, k)
+            raw = detect_raw(image_path, gray, spec, files.scene, k, kpset)
             kept = filter_keypoints(raw, w, h, spec["border_px"], spec["max_keypoints"])
             n_raw = len(raw)
         sizes[str(k)] = [w, h]
+        if k > 1:  # image sizes known: H_1_k must map image 1 (at least partly) into image k
+            check_homography_overlap(files.homographies[k], read_homography(files.homographies[k]), tuple(sizes["1"]), (w, h), k)
         raw_counts[str(k)] = n_raw
         if len(kept) == 0:
             empty.append(k)
@@ -359,19 +365,12 @@ def _verification_inputs(files, f: SceneFeatures, draws: list, scoring: dict, ve
     return targets, BojanicParams.from_config(scoring=scoring, verification=verification)
 
 
-# ClassifierParams (descbench.metrics.classifier) field -> (config key, conversion): the one
-# params class whose fields are not config_fields (tests/test_params_truth.py checks its defaults).
-CLASSIFIER_KEYS = {"epsilon_px": ("matching.classifier_epsilon_px", float), "chunk_mb": ("scoring.chunk_mb", float)}
-
-
 def _matching_params(scoring: dict, matching: dict):
     """``(MatchingParams, ClassifierParams)`` from the validated scoring and matching sections."""
     from descbench.metrics.classifier import ClassifierParams
     from descbench.metrics.matching import MatchingParams
-    from descbench.params import build
-
     sections = {"scoring": scoring, "matching": matching}
-    return MatchingParams.from_config(**sections), build(ClassifierParams, CLASSIFIER_KEYS, sections)
+    return MatchingParams.from_config(**sections), ClassifierParams.from_config(**sections)
 
 
 def verification_task(scene_dir: Path, f: SceneFeatures, distractors: list, scoring: dict, verification: dict,
@@ -691,11 +690,66 @@ def describe_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str,
                        Path(paths.descriptors(kpset, name, scene)))
 
 
+@dataclass
+class SceneJob:
+    """One scene of a scoring job, as each task's writer gets it (descbench.paths.ScoreTask.writer).
+
+    ``sections``: this job's settings, ``{section: settings}`` for ``scoring`` and every enabled
+    task's section (the descriptor's effective values); ``fused``: the built-in tasks' results of
+    the one screen pass over the scene (:func:`scene_pass`); ``distractors``: the scene's drawn
+    distractors (verification on) or None."""
+
+    scene_dir: Path
+    features: SceneFeatures
+    sections: dict
+    fused: object = None
+    distractors: list | None = None
+
+    def t0_of(self, key: str) -> float:
+        """Start of a fused task's timing: now minus its share of the fused pass."""
+        return time.perf_counter() - self.fused.seconds[key]
+
+    def write_timing(self, path: Path, t0: float) -> None:
+        write_timing(path, self.features.scene, t0)
+
+
+# The built-in tasks' writers (descbench.paths.SCORE_TASK_REGISTRY): their share of the fused pass.
+
+
+def write_retrieval(job: SceneJob, outs: list[Path]) -> None:
+    retrieval_task(job.scene_dir, job.features, job.sections["scoring"], *outs, results=job.fused.retrieval,
+                   t0=job.t0_of("retrieval"))
+
+
+def write_verification(job: SceneJob, outs: list[Path]) -> None:
+    verification_task(job.scene_dir, job.features, job.distractors, job.sections["scoring"], job.sections["verification"],
+                      *outs, result=job.fused.verification, t0=job.t0_of("verification"))
+
+
+def write_matching(job: SceneJob, outs: list[Path]) -> None:
+    matching_task(job.scene_dir, job.features, job.sections["scoring"], job.sections["matching"], *outs,
+                  results=job.fused.matching, t0=job.t0_of("matching"))
+
+
 def score_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, descriptor: str,
-                scoring: dict, verification: dict | None, matching: dict | None, features: str | None = None) -> None:
-    """Every enabled task (keypoint retrieval; verification + keypoint retrieval with distractors,
-    from the distractor bank; matching + classifier) on every scene of a batch, in one process:
-    each scene's features are read once and shared by the tasks."""
+                sections: dict, features: str | None = None) -> None:
+    """Every enabled task of descbench.paths.SCORE_TASK_REGISTRY on every scene of a batch, in one
+    process: each scene's features are read once and shared by the tasks.
+
+    ``sections``: ``{section: settings}``, ``scoring`` and the section of every task to run
+    (descbench.config.score_job_sections); a task whose section is absent does not run. Keypoint
+    retrieval, verification + keypoint retrieval with distractors (from the distractor bank) and
+    matching + classifier share ONE screen pass per scene (:func:`scene_pass`); each task's writer
+    then writes its files, in registry order."""
+    from descbench.paths import SCORE_TASK_REGISTRY, scoring_sections, task_hook
+
+    sections = sections if isinstance(sections, dict) else {}
+    unknown = sorted(set(sections) - set(scoring_sections()))
+    if unknown or "scoring" not in sections:
+        raise ConfigError(f"the scoring job's sections are {', '.join(sorted(sections)) or 'none'}; expected 'scoring' and any of "
+                          f"the tasks' sections ({', '.join(scoring_sections()[1:])})" + (f"; unknown: {', '.join(unknown)}" * bool(unknown)))
+    tasks = [(t.name, task_hook(t.writer)) for t in SCORE_TASK_REGISTRY.values() if t.section is None or t.section in sections]
+    scoring, verification, matching = sections["scoring"], sections.get("verification"), sections.get("matching")
     all_scenes = [s for ss in paths.batches.values() for s in ss]
     bank = None
     if verification is not None:
@@ -704,15 +758,9 @@ def score_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, de
         scene_dir = Path(scene_root) / scene
         # `features`: a scoring variant reads its base descriptor's files (descriptors.<d>.features_of)
         f = read_features(Path(paths.keypoints(kpset, scene)), Path(paths.descriptors(kpset, features or descriptor, scene)))
-        # one screen product per row block for all tasks; each task's timing file gets its share
-        sp = scene_pass(scene_dir, f, scoring, bank[scene] if bank is not None else None, verification, matching)
-        now = time.perf_counter
-        retrieval_task(scene_dir, f, scoring, *paths.task_files("scores", kpset, descriptor, scene),
-                       results=sp.retrieval, t0=now() - sp.seconds["retrieval"])
-        if bank is not None:
-            verification_task(scene_dir, f, bank[scene], scoring, verification,
-                              *paths.task_files("verification", kpset, descriptor, scene),
-                              result=sp.verification, t0=now() - sp.seconds["verification"])
-        if matching is not None:
-            matching_task(scene_dir, f, scoring, matching, *paths.task_files("matching", kpset, descriptor, scene),
-                          results=sp.matching, t0=now() - sp.seconds["matching"])
+        draws = bank[scene] if bank is not None else None
+        # one screen product per row block for the built-in tasks; each task's timing file gets its share
+        sp = scene_pass(scene_dir, f, scoring, draws, verification, matching)
+        job = SceneJob(scene_dir, f, sections, sp, draws)
+        for name, write in tasks:
+            write(job, paths.task_files(name, kpset, descriptor, scene))

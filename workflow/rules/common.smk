@@ -5,7 +5,8 @@ import shlex
 import time
 from pathlib import Path
 
-from descbench.config import check_folders, combinations, effective_config, type_command_line_values, validate_config
+from descbench.config import (check_folders, combinations, effective_config, score_job_sections, type_command_line_values,
+                              validate_config)
 from descbench.keypoints.sets import global_top_n, root_detector_spec, set_sources
 from descbench.datasets import dataset_tag, experiment_name, list_scenes, scene_root
 from descbench.datasets.layout import TARGET_IMAGES, scene_files
@@ -82,6 +83,154 @@ def _warn_changed_settings():
 _warn_changed_settings()
 # Which tasks the scoring job runs, each into its own folder (scores/, verification/, matching/).
 SCORE_TASKS_ON = score_tasks_on(CFG)  # descbench.paths.SCORE_TASK_REGISTRY
+
+
+# ----------------------------------------------------------------------------- results integrity
+# (descbench.runguard) Snakemake reruns a job whose settings changed only from its records in
+# <workdir>/.snakemake; the results folder RES is not tied to one working directory. So:
+# (1) while Snakemake builds the DAG (the report rule's input function results_guard, when
+#     --forcerun, -n and Snakemake's records are known): if the folder's last report (or the last
+#     run that wrote to it) used other settings and this working directory's Snakemake has no
+#     record of the affected outputs' current versions, stop and name the --forcerun that works;
+# (2) a run that starts jobs takes RES/descbench.lock (onstart; released by onsuccess/onerror):
+#     a second run on the same folder stops and names the first.
+import os as _os
+import sys as _sys
+
+from descbench import runguard
+
+WORKDIR = Path(_os.getcwd()).resolve()  # Snakemake changed into --directory before parsing
+RUN_STATE = runguard.normalized({"config": CFG_REPORT, "scenes": SCENES, "data": str(Path(DATA).resolve())})
+
+
+def _previous_states():
+    """The settings of the folder's last report (report/provenance.json) and of the last run that
+    took its lock (which may have stopped before its report)."""
+    out = []
+    try:
+        params = json.loads(Path(PATHS.report("provenance.json")).read_text()).get("params", {})
+        if isinstance(params.get("config"), dict):
+            out.append({"config": params["config"], "scenes": params.get("scenes")})
+    except (OSError, ValueError, AttributeError):
+        pass
+    try:
+        last = runguard.last_run(RES)
+    except OSError:
+        last = None
+    if last and isinstance(last.get("state"), dict):
+        out.append(last["state"])
+    return out, (last or {}).get("run_id")
+
+
+PREVIOUS_STATES, LAST_RUN_ID = _previous_states()
+_RUN = {}  # this run's lock holder (take_results_lock)
+
+
+def _outputs_of(name):
+    """The outputs of every job of the rule ``name`` in this config (the rules a settings change
+    concerns)."""
+    outputs = {
+        "keypoints": lambda: [PATHS.keypoints_dir(ks, b) for ks in CFG["keypoint_sets"] for b in BATCHES],
+        "keypoint_stats": lambda: [PATHS.report(f) for f in KEYPOINT_STATS_FILES],
+        "descriptors": lambda: sorted({PATHS.descriptors_dir(ks, features_of(d), b) for ks, d in COMBOS for b in BATCHES}),
+        "distractors": lambda: ([PATHS.distractor_bank(ks, d) for ks, d in COMBOS]
+                                if CFG["verification"]["enabled"] else []),
+        "score": lambda: [PATHS.task_dir(t, ks, d, b) for ks, d in COMBOS for b in BATCHES for t in SCORE_TASKS_ON],
+        "report": lambda: [PATHS.report(f) for f in REPORT_FILES],
+    }
+    return outputs[name]() if name in outputs else []
+
+
+def _required_reruns():
+    required = {}
+    for old in PREVIOUS_STATES:
+        for rule, changes in runguard.rules_to_rerun(old, RUN_STATE, CFG["verification"]["enabled"]).items():
+            known = required.setdefault(rule, [])
+            known += [c for c in changes if c not in known]
+    return {r: required[r] for r in runguard.stage_sorted(required)}
+
+
+def results_guard(wildcards):
+    """The report's input function, which adds no input (the checks (1) and (2) above, at DAG
+    build). A run or dry run stops with the error; --summary, --report and the like only warn."""
+    from snakemake.io import IOFile
+    from snakemake.settings.types import RerunTrigger
+    from snakemake_interface_executor_plugins.settings import ExecMode
+
+    if _RUN.get("guarded") or getattr(workflow, "persistence", None) is None or workflow.dag_settings is None:
+        return []
+    _RUN["guarded"] = True
+    if workflow.exec_mode != ExecMode.DEFAULT:  # a job of a cluster run: its main run checked
+        return []
+    executing = workflow.executor_plugin is not None  # a run or a dry run
+    other = runguard.read_lock(RES)
+    if other is not None and other.get("pid") != _os.getpid() and runguard.alive(other) is not False:
+        if executing and not workflow.dryrun:
+            _stop(runguard.locked_message(RES, other))
+        logger.warning(runguard.locked_message(RES, other))
+    required = _required_reruns()
+    if not required:
+        return []
+    dag = workflow.dag_settings
+    why = []
+    if RerunTrigger.PARAMS not in set(dag.rerun_triggers):
+        why.append("--rerun-triggers leaves out params: Snakemake does not compare the settings it recorded")
+
+    def record(path):
+        return workflow.persistence.metadata(IOFile(path))
+
+    why += runguard.unrecorded_outputs([p for r in required for p in _outputs_of(r)], record)
+    if not why:
+        return []  # this working directory's records: Snakemake reruns the affected jobs itself
+    rule_names = {r.name for r in workflow.rules}
+    forcerun = {x for x in dag.forcerun if x in rule_names}
+    if dag.forcetargets:
+        forcerun |= {x for x in dag.targets if x in rule_names}
+    if runguard.forced(required, forcerun, dag.forceall, CFG["verification"]["enabled"]):
+        return []
+    try:
+        last = runguard.last_run(RES) or {}
+    except OSError:
+        last = {}
+    message = runguard.unrecorded_changes_message(RES, required, why, _sys.argv, sorted(forcerun), str(WORKDIR),
+                                                  last.get("workdir"))
+    if executing:
+        _stop(message)
+    logger.warning(message)
+    return []
+
+
+def _stop(message):
+    """End the run at DAG build with ``message`` alone: an exception from an input function would
+    come wrapped in Snakemake's InputFunctionException (wildcards, traceback); SystemExit is not.
+    Nothing has been written or locked yet."""
+    logger.error(message)
+    raise SystemExit(1)
+
+
+def take_results_lock():
+    """The workflow's onstart (a run that starts jobs; not -n, --lint, --report, --unlock)."""
+    me = runguard.holder_info(WORKDIR, _sys.argv, RUN_STATE)
+    try:
+        warning = runguard.acquire(RES, me, LAST_RUN_ID)
+    except runguard.ResultsLocked as exc:
+        raise WorkflowError(str(exc)) from None
+    except OSError as exc:  # e.g. a file system without file locks
+        logger.warning(f"descbench: could not take the lock of {RES} ({exc}); this run is not kept apart from "
+                       "other runs on the same results folder")
+        return
+    _RUN["holder"] = me
+    if warning:
+        logger.warning(warning)
+
+
+def release_results_lock():
+    """The workflow's onsuccess / onerror."""
+    if "holder" in _RUN:
+        try:
+            runguard.release(RES, _RUN.pop("holder"))
+        except OSError as exc:
+            logger.warning(f"descbench: could not release the lock {RES / runguard.LOCK_NAME} ({exc}); delete it")
 
 
 wildcard_constraints:
@@ -178,14 +327,11 @@ def features_arg(wildcards):
     return f"--features-of {shlex.quote(base)}" if base else ""
 
 
-@functools.cache  # one JSON per (section, descriptor), not one per scoring job at DAG build
-def section_json(section, descriptor):
-    """A descriptor's effective scoring / verification / matching section (its overrides merged;
-    descbench.config.effective_config), as the scoring job's JSON; null when the task is off."""
-    sec = effective_config(CFG, descriptor)[section]
-    if section == "scoring":
-        return as_json({k: v for k, v in sec.items() if k != "threads"})
-    return as_json({k: v for k, v in sec.items() if k != "enabled"}) if sec["enabled"] else "null"
+@functools.cache  # one JSON per descriptor, not one per scoring job at DAG build
+def sections_json(descriptor):
+    """A descriptor's effective scoring section and the section of every enabled scoring task (its
+    overrides merged; descbench.config.score_job_sections), as the scoring job's one JSON."""
+    return as_json(score_job_sections(CFG, descriptor))
 
 
 def score_feature_inputs(wildcards):

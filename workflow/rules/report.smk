@@ -4,14 +4,18 @@
 rule report:
     input:
         report_inputs(),
+        results_guard,  # no input: checks the results folder at DAG build (common.smk)
     output:
         report_outputs(),
+    # Config text as functions: a string param would be expanded as a wildcard pattern, and a
+    # setting with braces (a locked set's 'kp/{scene}_{image}.csv') would fail the DAG build.
     params:
         combos=as_json(COMBOS),
         scenes=as_json(SCENES),
         root=results_root(1),  # <root>/report/comparison.csv
-        config=as_json(CFG_REPORT),
-        provenance=as_json({"experiment": experiment_name(CFG), "dataset": dataset_tag(CFG), "scenes": SCENES, "config": CFG_REPORT}),
+        config=lambda wc: as_json(CFG_REPORT),
+        provenance=lambda wc: as_json({"experiment": experiment_name(CFG), "dataset": dataset_tag(CFG), "scenes": SCENES,
+                                       "config": CFG_REPORT}),
         out_dir=lambda wc, output: str(Path(output[0]).parent),
     log:
         str(RES / "logs" / "report.log"),
@@ -35,9 +39,9 @@ rule keypoint_stats:
         [_in_report(f) for f in KEYPOINT_STATS_FILES],
     params:
         root=results_root(1),  # <root>/report/keypoint_stats.csv
-        scene_root=str(DATA),
+        scene_root=lambda wc: str(DATA),
         batches=as_json(BATCHES),
-        kpsets=as_json([[name, spec] for name, spec in CFG["keypoint_sets"].items()]),  # rows in config order
+        kpsets=lambda wc: as_json([[name, spec] for name, spec in CFG["keypoint_sets"].items()]),  # rows in config order
         repeatability_px=CFG["matching"]["repeatability_px"],
         out_dir=lambda wc, output: str(Path(output[0]).parent),
     log:
@@ -67,7 +71,7 @@ rule plots:
         combos=as_json(COMBOS),
         scenes=as_json(SCENES),
         root=lambda wc, output: str(Path(output[0]).parents[2]),  # <root>/report/plots/x.png
-        config=as_json(CFG_REPORT),
+        config=lambda wc: as_json(CFG_REPORT),
         report_dir=lambda wc, output: str(Path(output[0]).parents[1]),
         out_dir=lambda wc, output: str(Path(output[0]).parent),
     log:
@@ -92,7 +96,7 @@ rule results_db:
     params:
         report_dir=lambda wc, input: str(Path(input[0]).parent),
         name=experiment_name(CFG),
-        config=as_json(CFG_REPORT),
+        config=lambda wc: as_json(CFG_REPORT),
         n_scenes=len(SCENES),
         workflow_dir=workflow.basedir,
     log:
@@ -107,10 +111,18 @@ rule results_db:
         "--n-scenes {params.n_scenes} --workflow-dir {params.workflow_dir:q} --out {output} > {log} 2>&1"
 
 
+# A run that starts jobs takes the results folder's lock (not -n, --lint, --report, --unlock);
+# the end of the run releases it (workflow/rules/common.smk, descbench.runguard).
+onstart:
+    take_results_lock()
+
+
 # End of a successful run: the headline table, what is not a plain result, and where everything is.
 onsuccess:
+    release_results_lock()
     print_run_summary()
 
 
 onerror:
+    release_results_lock()
     print_run_stopped()  # a failed job or an interrupt (workflow/rules/common.smk)

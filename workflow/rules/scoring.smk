@@ -1,7 +1,8 @@
-# Scoring stage: one job per (keypoint set, descriptor, scene batch) runs every enabled task --
-# keypoint retrieval (scores/), keypoint verification + retrieval with distractors
-# (verification/), matching + binary classifier (matching/) -- in one process, so each scene's
-# features are read once and the fixed start-up (imports, numba cache) is paid once per batch.
+# Scoring stage: one job per (keypoint set, descriptor, scene batch) runs every enabled task of
+# descbench.paths.SCORE_TASK_REGISTRY -- keypoint retrieval (scores/), keypoint verification +
+# retrieval with distractors (verification/), matching + binary classifier (matching/), ... -- in
+# one process, so each scene's features are read once and the fixed start-up (imports, numba
+# cache) is paid once per batch.
 # Numba kernels are compiled once into the on-disk cache (numba_warmup) before parallel jobs.
 
 
@@ -33,10 +34,9 @@ rule score:
         results_root=results_root(3),  # <root>/scores/<kpset>/<descriptor>/<batch>
         # every batch: the distractor draw depends on the whole scene list
         batches=as_json(BATCHES),
-        # the descriptor's effective settings (its overrides: a sweep over scoring parameters)
-        scoring=lambda wc: section_json("scoring", wc.descriptor),
-        verification=lambda wc: section_json("verification", wc.descriptor),
-        matching=lambda wc: section_json("matching", wc.descriptor),
+        # the descriptor's effective settings (its overrides: a sweep over scoring parameters):
+        # scoring and every enabled task's section, one JSON
+        sections=lambda wc: sections_json(wc.descriptor),
         features=features_arg,
         numba_cache=NUMBA_CACHE,
     log:
@@ -53,8 +53,7 @@ rule score:
     shell:
         "export NUMBA_NUM_THREADS={threads} {params.numba_cache}; python -m descbench score --results-root {params.results_root} --scene-root {params.scene_root} "
         "--batches {params.batches:q} --batch {wildcards.batch} --keypoint-set {wildcards.kpset} "
-        "--descriptor {wildcards.descriptor} --scoring {params.scoring:q} --verification {params.verification:q} "
-        "--matching {params.matching:q} {params.features} --threads {threads} > {log} 2>&1"
+        "--descriptor {wildcards.descriptor} --sections {params.sections:q} {params.features} --threads {threads} > {log} 2>&1"
 
 
 # Every scene's distractor keypoints of one (keypoint set, descriptor), drawn once: the scoring

@@ -73,11 +73,18 @@ def available_scenes(cfg: dict) -> list[str]:
 def list_scenes(cfg: dict) -> list[str]:
     """The scenes to evaluate: the dataset's, restricted to ``scenes`` when given (order kept).
 
-    :class:`ConfigError` if ``scenes`` names a scene twice or one the dataset does not have.
+    :class:`ConfigError` if ``scenes`` names a scene twice or one the dataset does not have, or
+    is an empty list: ``[]`` (e.g. what a filtering script leaves) is not "all scenes", which is
+    ``scenes: null`` or no ``scenes`` key.
     """
-    avail = available_scenes(cfg)
     wanted = cfg.get("scenes")
-    if not wanted:
+    if isinstance(wanted, (list, tuple, str)) and len(wanted) == 0:
+        raise ConfigError(
+            "scenes is an empty list, which would evaluate no scene; to evaluate all of the dataset's scenes omit "
+            "the key (or write scenes: null), otherwise list the scenes to evaluate"
+        )
+    avail = available_scenes(cfg)
+    if wanted is None:
         return avail
     positions: dict[str, list[int]] = {}
     for i, s in enumerate(wanted):

@@ -37,11 +37,18 @@ class SceneFiles:
         return [*self.images, *(self.homographies[k] for k in TARGET_IMAGES)]
 
 
-def _find_image(scene_dir: Path, stem: str) -> Path | None:
+def _find_image(scene_dir: Path, stem: str, names: list[str] | None = None) -> Path | None:
+    """Image ``stem`` of a scene folder: ``<stem><ext>`` for the first of :data:`IMAGE_EXTENSIONS`
+    that exists, the extension matched case-insensitively (``1.PPM``, ``img3.Jpg``; OpenCV decodes by
+    content, not by name). ``names``: the folder's listing (read here if not given). Two candidates
+    for one image (``1.ppm`` and ``1.PPM``, or ``1.ppm`` and ``1.png``) are rejected by
+    :func:`_check_sequence_files`, so the choice here is never a silent one."""
+    if names is None:
+        names = sorted(p.name for p in scene_dir.iterdir())
     for ext in IMAGE_EXTENSIONS:
-        p = scene_dir / f"{stem}{ext}"
-        if p.exists():
-            return p
+        for name in names:
+            if name.startswith(stem) and name[len(stem):].lower() == ext:
+                return scene_dir / name
     return None
 
 
@@ -101,7 +108,7 @@ def scene_files(scene_dir: Path | str, check_exists: bool = True) -> SceneFiles:
     ``1.png``), or if the folder holds other files that look like images or homographies of the
     sequence (``7.ppm``, ``H_1_7``, ``img0.png``, files of the other layout): a scene is exactly 6
     images and 5 homographies. Other files (precomputed features ``1.ppm.<method>``, a README,
-    hidden files) are not looked at.
+    hidden files) are not looked at. Image extensions match in any letter case (``1.PPM``).
     With ``check_exists=False`` the HPatches names (``k.ppm``, ``H_1_k``) are returned
     unchecked, which is what a rule that *creates* the scene needs.
     """
@@ -119,12 +126,13 @@ def scene_files(scene_dir: Path | str, check_exists: bool = True) -> SceneFiles:
             f"(HPatches layout: 1.ppm..6.ppm and H_1_2..H_1_6) or remove '{scene}' from the scene list"
         )
     images, missing = [], []
-    oxford = _find_image(scene_dir, "img1") is not None and _find_image(scene_dir, "1") is None
+    names = sorted(p.name for p in scene_dir.iterdir())
+    oxford = _find_image(scene_dir, "img1", names) is not None and _find_image(scene_dir, "1", names) is None
     for k in range(1, N_IMAGES + 1):
         stem = f"img{k}" if oxford else str(k)
-        p = _find_image(scene_dir, stem)
+        p = _find_image(scene_dir, stem, names)
         if p is None:
-            missing.append(f"{stem}.ppm (or {stem} with another of {'/'.join(IMAGE_EXTENSIONS[1:])})")
+            missing.append(f"{stem}.ppm (or {stem} with another of {'/'.join(IMAGE_EXTENSIONS[1:])}, in any letter case)")
         else:
             images.append(p)
     homs = {}
@@ -253,6 +261,103 @@ def _ill_conditioned_message(path: Path, H: np.ndarray, cond: float) -> str:
     )
 
 
+#: Below this overlap (px^2, in image 1 and in image k) a homography is rejected by
+#: :func:`check_homography_overlap`: less than one pixel of image 1 could land in image k.
+MIN_OVERLAP_PX2 = 1.0
+
+
+def _clip_halfplane(poly: list[tuple[float, float]], a: np.ndarray) -> list[tuple[float, float]]:
+    """The part of a convex polygon where ``a . [x, y, 1] >= 0`` (Sutherland-Hodgman, one plane)."""
+    out = []
+    for i, p in enumerate(poly):
+        q = poly[(i + 1) % len(poly)]
+        dp, dq = a[0] * p[0] + a[1] * p[1] + a[2], a[0] * q[0] + a[1] * q[1] + a[2]
+        if dp >= 0:
+            out.append(p)
+        if (dp >= 0) != (dq >= 0):
+            t = dp / (dp - dq)
+            out.append((p[0] + t * (q[0] - p[0]), p[1] + t * (q[1] - p[1])))
+    return out
+
+
+def _area(poly) -> float:
+    if len(poly) < 3:
+        return 0.0
+    x = np.array([p[0] for p in poly])
+    y = np.array([p[1] for p in poly])
+    return float(abs(np.dot(x, np.roll(y, -1)) - np.dot(y, np.roll(x, -1))) / 2)
+
+
+def homography_overlap(H: np.ndarray, size1: tuple[int, int], size_k: tuple[int, int]) -> tuple[float, float]:
+    """``(area in image 1, area in image k)`` in px^2 of the part of image 1 that ``H`` maps into
+    image k, exactly: image 1's rectangle ``[0, W1] x [0, H1]`` clipped by the half-planes
+    ``w > 0`` (in front of the camera; the metrics count ``w <= 0`` as outside, see
+    :func:`descbench.metrics.retrieval.project`), ``0 <= u <= Wk w`` and ``0 <= v <= Hk w``
+    (``[u, v, w] = H [x, y, 1]``: linear in x, y), then mapped through H (convex on ``w > 0``)."""
+    (w1, h1), (wk, hk) = size1, size_k
+    H = np.asarray(H, dtype=np.float64)
+    poly = [(0.0, 0.0), (float(w1), 0.0), (float(w1), float(h1)), (0.0, float(h1))]
+    for a in (H[2], H[0], wk * H[2] - H[0], H[1], hk * H[2] - H[1]):
+        poly = _clip_halfplane(poly, a)
+        if not poly:
+            return 0.0, 0.0
+    area1 = _area(poly)
+    if area1 == 0.0:
+        return 0.0, 0.0
+    pts = np.column_stack([np.array(poly), np.ones(len(poly))]) @ H.T
+    with np.errstate(divide="ignore", invalid="ignore"):
+        mapped = pts[:, :2] / pts[:, 2:3]
+    mapped = np.nan_to_num(mapped, nan=0.0, posinf=float(max(wk, hk)), neginf=0.0)
+    mapped = np.clip(mapped, 0.0, [float(wk), float(hk)])  # inside by construction; guards rounding
+    return area1, _area([tuple(m) for m in mapped])
+
+
+def check_homography_overlap(path: Path | str, H: np.ndarray, size1: tuple[int, int], size_k: tuple[int, int],
+                             k: int | str = "k") -> None:
+    """DataError unless ``H`` (the file ``path``, image 1 -> image k) maps at least
+    :data:`MIN_OVERLAP_PX2` of image 1 (``size1`` = (W, H)) into image k (``size_k``), measured in
+    both images (:func:`homography_overlap`). A homography that maps image 1 (nearly) entirely
+    outside image k leaves no query of the pair with a ground truth, so the scene would silently
+    drop out of every mean; it is a wrong file (transposed, inverted, or another scene's). Valid
+    sequences overlap by far more (HPatches: most of the image).
+    The message names the file, both image sizes, where image 1's corners land, and whether the
+    transposed or the inverse matrix would overlap (the likely mistake)."""
+    path = Path(path)
+    a1, ak = homography_overlap(H, size1, size_k)
+    if a1 >= MIN_OVERLAP_PX2 and ak >= MIN_OVERLAP_PX2:
+        return
+    (w1, h1), (wk, hk) = size1, size_k
+    corners = []
+    for x, y in ((0, 0), (w1, 0), (w1, h1), (0, h1)):
+        u, v, w = H @ np.array([x, y, 1.0])
+        corners.append(f"({x}, {y}) -> " + (f"({u / w:.6g}, {v / w:.6g})" if w > 0 else "behind the camera (w <= 0)"))
+
+    def share(M: np.ndarray) -> float:
+        if not np.all(np.isfinite(M)) or M[2, 2] == 0:
+            return 0.0
+        b1, bk = homography_overlap(M / M[2, 2], size1, size_k)
+        return b1 / (w1 * h1) if min(b1, bk) >= MIN_OVERLAP_PX2 else 0.0
+
+    transposed, inverse = share(H.T), share(np.linalg.inv(H))
+    if transposed > 0 and transposed >= inverse:
+        hint = (f"its transpose would map {transposed:.0%} of image 1 into image {k}: the file was most likely saved "
+                "transposed (a row/column-major mix-up, e.g. np.savetxt of H.T); write H itself (rows = rows of H)")
+    elif inverse > 0:
+        hint = (f"its inverse would map {inverse:.0%} of image 1 into image {k}: the file most likely holds the "
+                f"homography from image {k} to image 1 (wrong direction); write its inverse")
+    else:
+        hint = (f"its transpose and its inverse would not overlap image {k} either: check that the file belongs to "
+                f"this scene and is in pixel coordinates of images 1 and {k}")
+    msg = (
+        f"homography {path} maps image 1 ({w1} x {h1} px) outside image {k} ({wk} x {hk} px): the part of image 1 "
+        f"that lands in image {k} is {a1:.3g} px^2 of image 1 and {ak:.3g} px^2 of image {k} (less than "
+        f"{MIN_OVERLAP_PX2:g} px^2), so no keypoint of image 1 could be scored in image {k} and the scene would "
+        f"drop out of every mean. Image 1's corners map {'; '.join(corners)}. The file must map image 1 to image {k} "
+        "(p_k ~ H [x, y, 1]^T, pixels); " + hint
+    )
+    raise DataError(msg)
+
+
 def write_homography(path: Path | str, H: np.ndarray) -> None:
     """Write a 3x3 homography in the HPatches text format (fixed formatting: byte-reproducible)."""
     H = np.asarray(H, dtype=np.float64)
@@ -263,9 +368,33 @@ def write_homography(path: Path | str, H: np.ndarray) -> None:
 
 
 def read_image(path: Path | str, color: bool = False) -> np.ndarray:
-    """Read an image with OpenCV (grayscale uint8 by default, BGR if ``color``).
+    """Read an image with OpenCV as 8-bit (grayscale uint8 by default, BGR if ``color``).
 
-    A missing, unreadable, truncated or empty file raises :class:`DataError` naming the file.
+    A missing, unreadable, truncated or empty file raises :class:`DataError` naming the file, and
+    so do two things OpenCV would otherwise do silently:
+
+    - **EXIF orientation**: a JPEG/PNG/WebP/TIFF file whose EXIF ``Orientation`` tag is 2..8 is an
+      error. OpenCV's default read turns such an image to its displayed orientation, while the
+      HPatches/Oxford homographies, and tools reading raw pixels (numpy, PIL without
+      ``exif_transpose``), refer to the stored pixel grid; others (``cv2.imread`` with default
+      flags, EXIF-aware viewers and annotation tools) to the displayed one. Which one a scene's
+      homographies and keypoint files use cannot be told from the files, and the wrong guess
+      silently ruins the scene (the H no longer matches the pixels), so descbench does not guess:
+      the message says how to make the file unambiguous. (OpenCV's TIFF reader applies the tag even
+      with ``IMREAD_IGNORE_ORIENTATION``, so reading the stored grid is not even possible there.)
+      Files without the tag or with ``Orientation = 1`` are decoded on the stored grid
+      (``cv2.IMREAD_IGNORE_ORIENTATION``), i.e. exactly as before.
+    - **More than 8 bits**: OpenCV's 8-bit read keeps the top 8 bits of a 16-bit sample
+      (``v >> 8``), which is only right when the data fill the 16-bit range; 10-, 12- and 14-bit
+      sensor data are routinely stored unscaled in 16-bit PNG/TIFF (their bit depth can only be 8
+      or 16), and then become a nearly black image. Such a file (16-bit or float samples) is an
+      error naming the file, its depth and its largest value; convert it to 8 bits with the
+      scaling your data need. A binary PNM (``.ppm``/``.pgm``, P5/P6) is the exception: its
+      header declares its full scale (``maxval``), so a PNM with ``maxval != 255`` is converted by
+      that declared scale, ``round(v * 255 / maxval)`` per sample (Netpbm's ``pamdepth``; OpenCV
+      ignores ``maxval``: a 12-bit PPM with maxval 4095 would read as 0..15), then decoded by
+      OpenCV as the equivalent 8-bit file. For a full-range 16-bit PPM (``v = 257 * x``) this
+      gives exactly ``x``, as before; ``maxval = 255`` files are decoded unchanged.
     """
     import cv2
 
@@ -278,20 +407,165 @@ def read_image(path: Path | str, color: bool = False) -> np.ndarray:
         raise DataError(f"image {path} cannot be read ({exc}); restore it (re-extract or regenerate the dataset)") from exc
     if data.size == 0:
         raise DataError(f"image {path} is empty (0 bytes); restore it (re-extract or regenerate the dataset)")
-    img = cv2.imdecode(data, cv2.IMREAD_COLOR if color else cv2.IMREAD_GRAYSCALE)
+    orientation = exif_orientation(data)
+    if orientation is not None and orientation in EXIF_ORIENTATIONS:
+        raise DataError(_orientation_message(path, orientation))
+    pnm = _pnm_header(data)
+    if pnm is not None:
+        _check_pnm_complete(path, data, pnm)
+        if pnm.maxval != 255:
+            data = _pnm_to_8bit(path, data, pnm)
+    flags = (cv2.IMREAD_COLOR if color else cv2.IMREAD_GRAYSCALE) | cv2.IMREAD_ANYDEPTH | cv2.IMREAD_IGNORE_ORIENTATION
+    img = cv2.imdecode(data, flags)
     if img is None or img.size == 0:
         raise DataError(
             f"image {path} cannot be decoded (corrupt or truncated, {data.size} bytes); "
             "restore it (re-extract or regenerate the dataset)"
         )
-    if path.suffix.lower() in (".ppm", ".pgm"):
-        _check_pnm_complete(path, data, img)
+    if img.dtype != np.uint8:
+        raise DataError(_depth_message(path, img))
     return img
 
 
-def _check_pnm_complete(path: Path, data: np.ndarray, img: np.ndarray) -> None:
-    """OpenCV may decode a truncated binary PPM/PGM without error: check the byte count."""
-    header = bytes(data[:64])
+#: EXIF ``Orientation`` values that change the displayed image (1 = as stored), and what they mean.
+EXIF_ORIENTATIONS = {
+    2: "mirrored left-right", 3: "rotated 180 degrees", 4: "mirrored top-bottom",
+    5: "mirrored along the main diagonal (transposed)", 6: "rotated 90 degrees clockwise",
+    7: "mirrored along the anti-diagonal", 8: "rotated 90 degrees counter-clockwise",
+}
+
+
+def _orientation_message(path: Path, orientation: int) -> str:
+    return (
+        f"image {path} carries the EXIF tag Orientation = {orientation} (shown {EXIF_ORIENTATIONS[orientation]}): "
+        "OpenCV and image viewers would turn it to its displayed orientation, while homographies in "
+        "HPatches layout, and keypoints from tools reading the raw pixels, refer to the stored pixel grid; "
+        "descbench cannot tell which of the two this scene's H_1_k files (and keypoint files) use, and the "
+        "wrong one would silently break the scene. Make the file unambiguous: if they refer to the stored "
+        "pixels, remove the tag (exiftool -Orientation=1 -n FILE, or save the pixels again without EXIF); if "
+        "they refer to the displayed image, save the turned pixels without the tag (PIL: "
+        "ImageOps.exif_transpose(Image.open(FILE)).save(...) without exif=)"
+    )
+
+
+def _depth_message(path: Path, img: np.ndarray) -> str:
+    if img.dtype.kind == "f":
+        depth = f"{img.dtype.itemsize * 8}-bit floating-point samples (largest {float(np.nanmax(img)):.6g})"
+        hint = "scale them to 0..255 as your data need and save as uint8"
+    else:
+        bits = img.dtype.itemsize * 8
+        top = int(img.max())
+        used = max(top, 1).bit_length()
+        depth = f"{bits}-bit samples (largest value {top} of {2 ** bits - 1}, i.e. {used}-bit data)"
+        hint = (f"e.g. for {used}-bit data stored unscaled: (img >> {max(used - 8, 0)}).astype(np.uint8)"
+                if used < bits else "e.g. for full-range data: (img >> 8).astype(np.uint8)")
+    return (
+        f"image {path} has {depth}; descbench evaluates 8-bit images and does not choose how to reduce "
+        f"them (OpenCV's 8-bit read keeps the top 8 bits, which darkens data that do not fill the range). "
+        f"Convert the image(s) to 8 bits with the scaling your data need and save them again ({hint}), "
+        "or store them as binary PPM/PGM with maxval set to the data's full scale (descbench scales by maxval)"
+    )
+
+
+def exif_orientation(data: bytes | np.ndarray) -> int | None:
+    """The EXIF ``Orientation`` tag (274) of a TIFF, JPEG (APP1 ``Exif``), PNG (``eXIf``) or WebP
+    (``EXIF``) file's bytes, or None if the file has none (or is another format). Only the file's
+    structure is walked (segments/chunks), nothing is decoded."""
+    head = bytes(data[:12])
+    if not (head[:4] in (b"II*\x00", b"MM\x00*") or head[:2] == b"\xff\xd8" or head[:8] == b"\x89PNG\r\n\x1a\n"
+            or (head[:4] == b"RIFF" and head[8:12] == b"WEBP")):
+        return None  # PNM, BMP, ...: no EXIF (and no copy of the file's bytes)
+    b = data.tobytes() if isinstance(data, np.ndarray) else bytes(data)
+    if b[:4] in (b"II*\x00", b"MM\x00*"):
+        return _tiff_orientation(b, 0)
+    if b[:2] == b"\xff\xd8":  # JPEG: markers up to the start of scan
+        pos = 2
+        while pos + 4 <= len(b) and b[pos] == 0xFF:
+            marker = b[pos + 1]
+            if marker == 0xFF:  # fill byte
+                pos += 1
+                continue
+            if marker == 0x01 or 0xD0 <= marker <= 0xD8:  # no length field
+                pos += 2
+                continue
+            if marker in (0xDA, 0xD9):  # start of scan / end of image
+                break
+            length = int.from_bytes(b[pos + 2 : pos + 4], "big")
+            if marker == 0xE1 and b[pos + 4 : pos + 10] == b"Exif\x00\x00":
+                found = _tiff_orientation(b, pos + 10)
+                if found is not None:
+                    return found
+            pos += 2 + length
+        return None
+    if b[:8] == b"\x89PNG\r\n\x1a\n":
+        pos = 8
+        while pos + 8 <= len(b):
+            length = int.from_bytes(b[pos : pos + 4], "big")
+            kind = b[pos + 4 : pos + 8]
+            if kind == b"eXIf":
+                start = pos + 8 + (6 if b[pos + 8 : pos + 14] == b"Exif\x00\x00" else 0)
+                return _tiff_orientation(b, start)
+            if kind == b"IEND":
+                break
+            pos += 12 + length
+        return None
+    if b[:4] == b"RIFF" and b[8:12] == b"WEBP":
+        pos = 12
+        while pos + 8 <= len(b):
+            kind, length = b[pos : pos + 4], int.from_bytes(b[pos + 4 : pos + 8], "little")
+            if kind == b"EXIF":
+                start = pos + 8 + (6 if b[pos + 8 : pos + 14] == b"Exif\x00\x00" else 0)
+                return _tiff_orientation(b, start)
+            pos += 8 + length + (length & 1)
+    return None
+
+
+def _tiff_orientation(b: bytes, start: int) -> int | None:
+    """Tag 274 of the first IFD of the TIFF structure at ``b[start:]`` (None if absent/unreadable)."""
+    import struct
+
+    order = {b"II*\x00": "<", b"MM\x00*": ">"}.get(b[start : start + 4])
+    if order is None:
+        return None
+    try:
+        ifd = start + struct.unpack_from(order + "I", b, start + 4)[0]
+        for i in range(struct.unpack_from(order + "H", b, ifd)[0]):
+            tag, kind, _count = struct.unpack_from(order + "HHI", b, ifd + 2 + 12 * i)
+            if tag == 274:
+                fmt = {3: "H", 4: "I"}.get(kind)  # SHORT (the standard) or LONG
+                return None if fmt is None else int(struct.unpack_from(order + fmt, b, ifd + 2 + 12 * i + 8)[0])
+    except struct.error:
+        return None
+    return None
+
+
+@dataclass(frozen=True)
+class _PnmHeader:
+    magic: str  # P5 (grey) or P6 (colour)
+    width: int
+    height: int
+    maxval: int
+    offset: int  # first byte of the samples
+
+    @property
+    def channels(self) -> int:
+        return 3 if self.magic == "P6" else 1
+
+    @property
+    def sample_bytes(self) -> int:
+        return 2 if self.maxval > 255 else 1
+
+    @property
+    def data_bytes(self) -> int:
+        return self.width * self.height * self.channels * self.sample_bytes
+
+
+def _pnm_header(data: np.ndarray) -> _PnmHeader | None:
+    """The header of a binary PNM (P5/P6) file, or None for anything else (ASCII PNM and other
+    formats are left to OpenCV's decoder, which is their check)."""
+    header = bytes(data[:1024])
+    if header[:2] not in (b"P5", b"P6"):
+        return None
     tokens, pos = [], 0
     # Header: magic, width, height, maxval, separated by whitespace, '#' comments allowed.
     while len(tokens) < 4 and pos < len(header):
@@ -305,16 +579,35 @@ def _check_pnm_complete(path: Path, data: np.ndarray, img: np.ndarray) -> None:
         while pos < len(header) and not chr(header[pos]).isspace():
             pos += 1
         tokens.append(header[start:pos].decode("ascii", "replace"))
-    if len(tokens) < 4 or tokens[0] not in ("P5", "P6"):
-        return  # ASCII variants: OpenCV's own decoder is the check
-    w, h, maxval = int(tokens[1]), int(tokens[2]), int(tokens[3])
-    channels = 3 if tokens[0] == "P6" else 1
-    need = pos + 1 + w * h * channels * (2 if maxval > 255 else 1)
+    if len(tokens) < 4 or not all(t.isdigit() for t in tokens[1:]):
+        return None  # a malformed header: OpenCV's decoder reports it
+    return _PnmHeader(tokens[0], int(tokens[1]), int(tokens[2]), int(tokens[3]), pos + 1)
+
+
+def _check_pnm_complete(path: Path, data: np.ndarray, pnm: _PnmHeader) -> None:
+    """OpenCV may decode a truncated binary PPM/PGM without error: check the byte count."""
+    need = pnm.offset + pnm.data_bytes
     if data.size < need:
         raise DataError(
             f"image {path} is truncated ({data.size} of {need} bytes); "
             "restore it (re-extract or regenerate the dataset)"
         )
+
+
+def _pnm_to_8bit(path: Path, data: np.ndarray, pnm: _PnmHeader) -> np.ndarray:
+    """The bytes of the equivalent maxval-255 PNM: each sample ``round(v * 255 / maxval)``."""
+    if not 1 <= pnm.maxval <= 65535:
+        raise DataError(f"image {path} declares maxval {pnm.maxval} in its PNM header; it must be 1..65535: "
+                        "fix or regenerate the file")
+    n = pnm.data_bytes // pnm.sample_bytes
+    raw = data[pnm.offset : pnm.offset + pnm.data_bytes]
+    v = (raw.view(">u2") if pnm.sample_bytes == 2 else raw).astype(np.int64)
+    if n and int(v.max()) > pnm.maxval:
+        raise DataError(f"image {path} holds sample value {int(v.max())} above its declared maxval {pnm.maxval}; "
+                        "fix the header's maxval or regenerate the file")
+    scaled = ((v * 255 + pnm.maxval // 2) // pnm.maxval).astype(np.uint8)
+    head = f"{pnm.magic}\n{pnm.width} {pnm.height}\n255\n".encode("ascii")
+    return np.concatenate([np.frombuffer(head, dtype=np.uint8), scaled])
 
 
 def image_size(path: Path | str) -> tuple[int, int]:

@@ -187,13 +187,25 @@ def check_descriptor_params(family: str, params: dict | None, where: str) -> dic
 
 
 def compute_descriptors(family: str, params: dict, image_path: Path, kps: ImageKeypoints, kpset: dict, where: str) -> np.ndarray:
-    """Run a family on one image and validate its output (row count, finiteness)."""
+    """Run a family on one image and validate its output: a 2-D array, one row per keypoint, at
+    least one column, finite float values. A :class:`DataError` raised by the family (e.g. the
+    python family's callable) is re-raised prefixed with ``where`` (descriptor, scene, image)."""
     fam = get_family(family)
-    desc = fam.compute(Path(image_path), kps, params, kpset)
-    if desc.ndim != 2 or desc.shape[0] != len(kps):
+    try:
+        desc = fam.compute(Path(image_path), kps, params, kpset)
+    except DataError as exc:
+        if str(exc).startswith(where):
+            raise
+        raise DataError(f"{where}: {exc}") from exc
+    if not isinstance(desc, np.ndarray) or desc.ndim != 2 or desc.shape[0] != len(kps):
         raise DataError(
-            f"{where}: descriptor family '{family}' returned shape {desc.shape} for {len(kps)} keypoints "
-            f"of {image_path}; a family must return one row per keypoint"
+            f"{where}: descriptor family '{family}' returned shape {getattr(desc, 'shape', type(desc).__name__)} for "
+            f"{len(kps)} keypoints of {image_path}; a family must return one row per keypoint"
+        )
+    if desc.shape[1] == 0 and desc.shape[0]:  # (an image without keypoints may come back 0 x 0)
+        raise DataError(
+            f"{where}: descriptor family '{family}' returned {desc.shape[0]} x 0 descriptors for {image_path}: rows "
+            "without a value; a descriptor has at least one dimension (D >= 1)"
         )
     if desc.dtype != np.uint8:
         bad = ~np.all(np.isfinite(desc), axis=1)

@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 
 from descbench.descriptors import DescriptorFamily, PatchJob, check_descriptor_params, get_family
-from descbench.errors import ConfigError
+from descbench.errors import ConfigError, DataError
 from descbench.keypoints import ImageKeypoints
 from descbench.params import object_fragment
 
@@ -63,12 +63,24 @@ def check_stack(params: dict, where: str) -> dict:
     w = params["weights"]
     if w is not None and (not isinstance(w, list) or len(w) != len(parts) or not all(isinstance(x, (int, float)) and x > 0 for x in w)):
         raise ConfigError(f"{where}.weights: give one positive number per part ({len(parts)}), or null")
-    kinds = {get_family(p["family"]).binary for p in out} - {None}
-    if len(kinds) > 1:
-        raise ConfigError(f"{where}.parts: float and binary descriptors cannot be stacked (no one distance compares them)")
-    if kinds == {True} and (w is not None or params["block_norm"] != "none" or params["final_norm"] != "none"):
+    kinds = [part_kind(p) for p in out]
+    if len(set(kinds) - {None}) > 1:
+        said = ", ".join(f"parts.{i} ({p['family']}) {'packed bits' if k else 'floats'}" for i, (p, k) in enumerate(zip(out, kinds))
+                         if k is not None)
+        raise ConfigError(f"{where}.parts: float and binary descriptors cannot be stacked (no one distance compares them): "
+                          f"{said}; stack descriptors of one kind")
+    if set(kinds) == {True} and (w is not None or params["block_norm"] != "none" or params["final_norm"] != "none"):
         raise ConfigError(f"{where}: binary parts are concatenated as bits; weights, block_norm and final_norm must be unset")
     return {**params, "parts": out}
+
+
+def part_kind(part: dict) -> bool | None:
+    """Whether a (filled) part gives packed bits: its family's, or for a family decided by the
+    data (python) its ``descriptor_kind`` (None: not known before it runs)."""
+    binary = get_family(part["family"]).binary
+    if binary is None and part["params"].get("descriptor_kind") in ("binary", "float"):
+        return part["params"]["descriptor_kind"] == "binary"
+    return binary
 
 
 def stack_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
@@ -76,17 +88,21 @@ def stack_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset
 
     blocks = [compute_descriptors(p["family"], p["params"], image_path, kps, kpset, f"stack part {i} ({p['family']})")
               for i, p in enumerate(params["parts"])]
-    return combine_blocks(blocks, params)
+    return combine_blocks(blocks, params, str(image_path))
 
 
-def combine_blocks(blocks: list[np.ndarray], params: dict) -> np.ndarray:
+def combine_blocks(blocks: list[np.ndarray], params: dict, where: str = "") -> np.ndarray:
     """The parts' rows as one descriptor: binary parts concatenated as bits; float parts each
-    normalised (``block_norm``), weighted, concatenated, then normalised (``final_norm``)."""
+    normalised (``block_norm``), weighted, concatenated, then normalised (``final_norm``).
+    ``where`` names the image or patches in errors."""
     binary = [b.dtype == np.uint8 for b in blocks]
     if all(binary):
         return np.ascontiguousarray(np.concatenate(blocks, axis=1))
     if any(binary):
-        raise ConfigError("a stack's parts produced both packed bits and floats; stack descriptors of one kind")
+        said = ", ".join(f"parts.{i} ({p['family']}) {'packed bits (uint8)' if b else f'floats ({blk.dtype})'}"
+                         for i, (p, b, blk) in enumerate(zip(params["parts"], binary, blocks)))
+        raise DataError(f"the stack's parts gave both packed bits and floats{f' on {where}' if where else ''}: {said}; "
+                        "stack descriptors of one kind (a python part declares its kind with params.descriptor_kind)")
     weights = params["weights"] or [1.0] * len(blocks)
     row = np.concatenate([w * normalise_rows(b, params["block_norm"]) for w, b in zip(weights, blocks)], axis=1)
     return normalise_rows(row, params["final_norm"]).astype(np.float32)
@@ -108,7 +124,7 @@ def stack_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
     """Each part described by its own family (``job.describe``: at its own default support unless
     one is given for all), combined exactly as :func:`stack_descriptors`."""
     blocks = [job.describe(i, p["family"], p["params"]) for i, p in enumerate(params["parts"])]
-    return combine_blocks(blocks, params)
+    return combine_blocks(blocks, params, job.where)
 
 
 FAMILIES = (

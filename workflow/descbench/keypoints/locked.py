@@ -91,6 +91,14 @@ def _columns(table: pa.Table, path: Path, need_scene: bool) -> dict[str, np.ndar
         raise DataError(f"locked keypoint file {path} has unknown column(s) {', '.join(unknown)}{_FIX}")
     n = table.num_rows
     out = {}
+    if n == 0:
+        # No rows (a header-only CSV, what df.iloc[:0].to_csv writes for an image without keypoints):
+        # the columns carry no values, hence no type (CSV: null), so they are empty, not "not numbers".
+        out = {name: np.zeros(0, dtype=dtype) for name, dtype in FIELDS.items()}
+        if need_scene:
+            out["scene"] = np.zeros(0, dtype=object)
+            out["image"] = np.zeros(0, dtype=np.int64)
+        return out
     for name, dtype in FIELDS.items():
         if name not in names:
             out[name] = np.full(n, DEFAULTS[name], dtype=dtype)
@@ -131,7 +139,9 @@ def load_locked(path: str, scene: str, image: int, width: int, height: int,
     """``scene``/``image``'s keypoints from a locked keypoint file or per-image pattern, in file order.
 
     A dataset file with no row for ``scene`` at all is an error (a scene the other tool never
-    saw, or a renamed scene); an image of a listed scene without rows is an empty image.
+    saw, or a renamed scene); an image of a listed scene without rows is an empty image, and so is
+    a per-image file with a header and no rows (recorded as empty by the keypoint stage, as any
+    image without keypoints).
     ``width`` x ``height``: the real size of the image the keypoints belong to; a keypoint outside
     it is a DataError (module docstring), as are duplicates unless ``duplicates="keep"``.
     """
@@ -148,20 +158,26 @@ def load_locked(path: str, scene: str, image: int, width: int, height: int,
         cols = _dataset_file(str(f), f.stat().st_mtime_ns)
         in_scene = cols["scene"] == scene
         if not in_scene.any():
-            raise DataError(f"locked keypoint file {f} has no keypoints for scene '{scene}'; "
-                            "add them, or restrict the run to the file's scenes with `scenes:`")
+            raise DataError(f"locked keypoint file {f} has no keypoints for scene '{scene}'"
+                            + (" (the file has no rows at all, only a header)" if len(cols["x"]) == 0 else "")
+                            + "; add them, or restrict the run to the file's scenes with `scenes:`")
         sel = np.flatnonzero(in_scene & (cols["image"] == image))
     kps = ImageKeypoints(**{k: cols[k][sel] for k in FIELDS}, source_index=np.arange(len(sel), dtype=np.int32))
     where = f"locked keypoint file {f}, scene {scene}, image {image}"
     rows_note = "0-based data rows of the file" + (", header not counted: CSV line = row + 2" if f.suffix.lower() == ".csv" else "")
-    _check_inside(kps, sel, where, rows_note, width, height)
+    check_inside(kps, sel, where, rows_note, width, height)
     if duplicates == "error":
         _check_duplicates(kps, sel, where, rows_note, per_image=is_per_image(path))
     return kps
 
 
-def _check_inside(kps: ImageKeypoints, rows: np.ndarray, where: str, rows_note: str, width: int, height: int) -> None:
-    """DataError if a keypoint lies outside ``[0, width) x [0, height)`` (``rows``: file rows)."""
+def check_inside(kps: ImageKeypoints, rows: np.ndarray, where: str, rows_note: str, width: int, height: int) -> None:
+    """DataError if a keypoint lies outside ``[0, width) x [0, height)`` (``rows``: file rows).
+
+    The one rule for keypoints read from files (locked keypoints, precomputed features,
+    :func:`descbench.precomputed.load_features`): one outside its image is a wrong coordinate
+    frame, not a keypoint for the border rule to drop. ``where`` names the file (and image),
+    ``rows_note`` says how ``rows`` count."""
     out = np.flatnonzero(~border_mask(kps.x, kps.y, width, height, 0))
     if out.size == 0:
         return

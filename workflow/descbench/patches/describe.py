@@ -322,8 +322,9 @@ def hpatches_csv_path(root: Path | str, seq: str, ptype: str) -> Path:
     return Path(root) / seq / f"{ptype}.csv"
 
 
-def _read_csv_matrix(path: Path) -> np.ndarray:
-    """A headerless comma-separated numeric CSV as a float64 [R, C] array (strict; DataError naming ``path``)."""
+def _read_csv_matrix(path: Path, types: list | None = None) -> np.ndarray:
+    """A headerless comma-separated numeric CSV as a float64 [R, C] array (strict; DataError naming
+    ``path``). ``types``, if given, receives whether each column was written as integers."""
     import pyarrow as pa
     import pyarrow.csv as pcsv
 
@@ -363,6 +364,8 @@ def _read_csv_matrix(path: Path) -> np.ndarray:
             r = next((i for i, v in enumerate(values) if not _is_number(v)), 0)
             raise DataError(f"patch descriptor file {path}: row {r + 1}, column {j + 1} is {values[r]!r}, not a number; {fix}")
         cols.append(np.asarray(col.to_numpy(), dtype=np.float64))
+        if types is not None:
+            types.append(pa.types.is_integer(col.type))
     return np.stack(cols, axis=1)
 
 
@@ -381,12 +384,24 @@ def read_hpatches_csv(root: Path | str, seq: str, n_patches: int, binary_packed:
     [N, D], or with ``binary_packed`` (hpatches-benchmark's ``bin_packed``) uint8 packed bits [N, D]
     (values must be integers 0..255). Every file must have ``n_patches`` rows (the strip's patch
     count) and all strips one D; NaN/inf, empty or non-numeric values, ragged rows and a single
-    column (wrong delimiter) are DataErrors naming the file."""
+    column (wrong delimiter) are DataErrors naming the file.
+
+    A pandas row index (``DataFrame.to_csv`` writes one unless ``index=False``) is refused. The
+    rule: in all 16 strips of the sequence the first column is exactly 0, 1, ..., N-1 (N >= 2
+    patches), and either it is written as integers in front of float values (pandas' index in
+    front of a float descriptor), or N >= 8 (integer or byte descriptors, where the text does not
+    tell: a real descriptor whose first value equals the patch's row number in all 16 x N rows,
+    at least 128 coincidences, does not happen in practice; with fewer rows an integer-valued
+    ramp can, and is accepted). Such a column in only some files is reported with the dimension
+    mismatch it causes, and in a bin_packed file as soon as it passes 255 (no byte)."""
     out: dict[str, np.ndarray] = {}
-    first: tuple[Path, int] | None = None
+    first: tuple[Path, int, bool] | None = None
+    indexed, typed = [], []  # per strip: the first column is 0..N-1; it is integers in front of floats
     for t in PATCH_TYPES:
         path = hpatches_csv_path(root, seq, t)
-        m = _read_csv_matrix(path)
+        types: list[bool] = []
+        m = _read_csv_matrix(path, types)
+        typed.append(types[0] and not all(types[1:]))
         if m.shape[0] != n_patches:
             raise DataError(f"patch descriptor file {path} has {m.shape[0]} rows, the patch strip has {n_patches} patches; "
                             "write one row per patch, in strip order")
@@ -395,20 +410,35 @@ def read_hpatches_csv(root: Path | str, seq: str, n_patches: int, binary_packed:
             r, c = (int(v) for v in np.argwhere(bad)[0])
             raise DataError(f"patch descriptor file {path}: row {r + 1}, column {c + 1} is {m[r, c]}; descriptors must "
                             "be finite: fix the descriptor that wrote it")
+        indexed.append(m.shape[0] >= 2 and np.array_equal(m[:, 0], np.arange(m.shape[0], dtype=np.float64)))
         if first is None:
-            first = (path, m.shape[1])
+            first = (path, m.shape[1], indexed[-1])
         elif m.shape[1] != first[1]:
-            raise DataError(f"patch descriptor file {path} has {m.shape[1]} values per row, {first[0]} has {first[1]}; "
+            which = path if indexed[-1] else first[0] if first[2] else None
+            hint = f" ({which} starts with the column 0, 1, ..., {m.shape[0] - 1}: {_PANDAS_INDEX})" if which else ""
+            raise DataError(f"patch descriptor file {path} has {m.shape[1]} values per row, {first[0]} has {first[1]}{hint}; "
                             "all strips of a sequence must hold one descriptor")
         if binary_packed:
             if not ((m >= 0) & (m <= 255) & (m == np.floor(m))).all():
                 r, c = (int(v) for v in np.argwhere(~((m >= 0) & (m <= 255) & (m == np.floor(m))))[0])
+                if c == 0 and indexed[-1]:
+                    raise DataError(f"patch descriptor file {path} starts with the column 0, 1, ..., {m.shape[0] - 1}: "
+                                    f"{_PANDAS_INDEX}")
                 raise DataError(f"patch descriptor file {path}: row {r + 1}, column {c + 1} is {m[r, c]}, not a byte 0..255; "
                                 "bin_packed files hold packed bits as integers 0..255 (or read it as float descriptors)")
             out[t] = m.astype(np.uint8)
         else:
             out[t] = m.astype(np.float32)
+    if all(indexed) and (all(typed) or n_patches >= _INDEX_MIN_ROWS):
+        raise DataError(f"patch descriptor files {hpatches_csv_path(root, seq, PATCH_TYPES[0])} .. "
+                        f"{hpatches_csv_path(root, seq, PATCH_TYPES[-1]).name} (all 16 strips of sequence {seq}) start "
+                        f"with the column 0, 1, ..., {n_patches - 1}: {_PANDAS_INDEX}")
     return out
+
+
+_INDEX_MIN_ROWS = 8  # read_hpatches_csv: a first column 0..N-1 in all strips is an index from this N on
+_PANDAS_INDEX = ("the row index pandas writes by default (DataFrame.to_csv with index=True), not a descriptor value; "
+                 "rewrite the files with df.to_csv(path, header=False, index=False)")
 
 
 def format_csv(desc: np.ndarray) -> str:

@@ -6,7 +6,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
-SECTIONS = ("keypoint_sets", "descriptors", "scoring", "verification", "matching", "statistics")
+from descbench.paths import scoring_sections
+
+
+def sections() -> tuple[str, ...]:
+    """The config sections compared: the sets, the descriptors, the scoring job's sections
+    (``scoring`` and each scoring task's, descbench.paths.scoring_sections) and ``statistics``."""
+    return ("keypoint_sets", "descriptors", *scoring_sections(), "statistics")
 
 
 def _diff(old, new, path: str, out: list[str]) -> None:
@@ -23,7 +29,7 @@ def changed_settings(old_cfg: dict, new_cfg: dict) -> list[str]:
     """``section.name.key: old -> new`` for every setting of an existing keypoint set or
     descriptor (and of the scoring sections) whose value changed."""
     out: list[str] = []
-    for section in SECTIONS:
+    for section in sections():
         if section in old_cfg and section in new_cfg:
             _diff(old_cfg[section], new_cfg[section], section, out)
     return out

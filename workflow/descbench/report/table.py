@@ -26,7 +26,7 @@ from descbench.metrics.aggregate import (
     verification_scene_values, verification_summary,
 )
 from descbench.config import effective_config
-from descbench.paths import ResultPaths
+from descbench.paths import SCORE_TASK_REGISTRY, ResultPaths, TaskSummary, task_hook
 from descbench.report.summary import degenerate_notes
 from descbench.sweeps import sweep_columns
 
@@ -34,57 +34,37 @@ LEAD_COLUMNS = [
     "descriptor", "keypoint_set", "true_map_micro", "viewpoint_map", "illumination_map",
     "precision_at_1", "precision_at_5", "total_queries_processed", "total_queries_excluded",
 ]
-# Markdown shows the headline columns that exist (tasks can be disabled).
-MARKDOWN_COLUMNS = LEAD_COLUMNS + [
-    "true_map_macro_by_scene", "precision_at_10", "keypoint_verification_ap", "keypoint_retrieval_ap",
-    "mean_precision", "mma_at_3", "homography_accuracy_at_3", "empty_images", "processing_time_ms",
-]
+
+
+def markdown_columns() -> list[str]:
+    """The columns Markdown shows when they exist (tasks can be disabled): the lead columns, each
+    scoring task's ``headline`` (descbench.paths.SCORE_TASK_REGISTRY, in order), then empty images
+    and the wall time."""
+    return LEAD_COLUMNS + [c for t in SCORE_TASK_REGISTRY.values() for c in t.headline] + ["empty_images", "processing_time_ms"]
 
 
 @dataclass(frozen=True)
 class Entry:
-    """The per-scene result files of one (keypoint set, descriptor); empty lists = task disabled."""
+    """The per-scene result files of one (keypoint set, descriptor): ``files[task][kind]`` = the
+    task's ``<scene>.<kind>`` of every scene, in ``scenes`` order, for each enabled scoring task
+    (descbench.paths.SCORE_TASK_REGISTRY, in order). Listed, not read: each task's ``summarize``
+    reads what it needs."""
 
     keypoint_set: str
     descriptor: str
-    pairs: list[Path]
-    timings: list[Path]
-    verification: list[Path] = field(default_factory=list)
-    verification_lists: list[Path] = field(default_factory=list)
-    verification_timings: list[Path] = field(default_factory=list)
-    matching: list[Path] = field(default_factory=list)
-    classifier: list[Path] = field(default_factory=list)
-    roc: list[Path] = field(default_factory=list)
-    matching_timings: list[Path] = field(default_factory=list)
-    queries: list[Path] = field(default_factory=list)  # read only for statistics.resample_queries
+    files: dict[str, dict[str, list[Path]]]
     scenes: list[str] = field(default_factory=list)  # the scene of each per-scene file, in order
 
     def all_files(self) -> list[str]:
-        groups = (self.pairs, self.timings, self.verification, self.verification_lists, self.verification_timings,
-                  self.matching, self.classifier, self.roc, self.matching_timings, self.queries)
-        return [str(p) for g in groups for p in g]
+        return [str(p) for kinds in self.files.values() for paths in kinds.values() for p in paths]
 
 
 def entry_files(paths: ResultPaths, keypoint_set: str, descriptor: str, scenes: list[str], cfg: dict) -> Entry:
-    """The files the report reads for one combination (the rules write exactly these)."""
-    ks, d = keypoint_set, descriptor
-    ver = cfg["verification"]["enabled"]
-    mat = cfg["matching"]["enabled"]
-    return Entry(
-        ks, d,
-        pairs=[Path(paths.score(ks, d, s, "pairs.parquet")) for s in scenes],
-        timings=[Path(paths.score(ks, d, s, "timing.json")) for s in scenes],
-        verification=[Path(paths.verification(ks, d, s, "scene.parquet")) for s in scenes] if ver else [],
-        verification_lists=[Path(paths.verification(ks, d, s, "list.parquet")) for s in scenes] if ver else [],
-        verification_timings=[Path(paths.verification(ks, d, s, "timing.json")) for s in scenes] if ver else [],
-        matching=[Path(paths.matching(ks, d, s, "pairs.parquet")) for s in scenes] if mat else [],
-        classifier=[Path(paths.matching(ks, d, s, "classifier.parquet")) for s in scenes] if mat else [],
-        roc=[Path(paths.matching(ks, d, s, "roc.parquet")) for s in scenes] if mat else [],
-        matching_timings=[Path(paths.matching(ks, d, s, "timing.json")) for s in scenes] if mat else [],
-        queries=[Path(paths.score(ks, d, s, "queries.parquet")) for s in scenes]
-        if cfg["statistics"].get("resample_queries") else [],
-        scenes=list(scenes),
-    )
+    """The files of one combination (the rules write exactly these): every kind of every task
+    that ``cfg`` enables."""
+    files = {t.name: {k: [Path(paths.task_file(t.name, keypoint_set, descriptor, s, k)) for s in scenes] for k in t.kinds}
+             for t in SCORE_TASK_REGISTRY.values() if t.enabled(cfg)}
+    return Entry(keypoint_set, descriptor, files, list(scenes))
 
 
 def _concat(tables: list[pa.Table]) -> pd.DataFrame:
@@ -115,50 +95,71 @@ def query_aps(paths: list[Path]) -> list[np.ndarray]:
     return out
 
 
-def _verification(e: Entry, cfg: dict) -> tuple[dict, pd.DataFrame | None]:
-    if not e.verification:
-        return {}, None
+# ----------------------------------------------------------------------------- the built-in tasks
+# Their schemas and summaries (descbench.paths.SCORE_TASK_REGISTRY: ``schemas``, ``summarize``).
+
+
+def retrieval_schemas(cfg: dict) -> dict[str, pa.Schema]:
+    return {"queries.parquet": io.QUERIES, "pairs.parquet": io.PAIRS}
+
+
+def verification_schemas(cfg: dict) -> dict[str, pa.Schema]:
+    workbench = cfg["verification"]["convention"] == "workbench"
+    return {"list.parquet": io.VERIFICATION_LIST, "queries.parquet": io.KEYPOINT_RETRIEVAL,
+            "scene.parquet": io.verification_scene_schema(verification_ap_columns(), workbench)}
+
+
+def matching_schemas(cfg: dict) -> dict[str, pa.Schema]:
+    return {"pairs.parquet": io.matching_pairs_schema(cfg["matching"]["mma_thresholds"]), "classifier.parquet": io.CLASSIFIER,
+            "roc.parquet": io.ROC_POINTS}
+
+
+def summarize_retrieval(files: dict[str, list[Path]], cfg: dict) -> TaskSummary:
+    """Keypoint retrieval (descbench.metrics.aggregate.summarize): the base of the per-scene table."""
+    pairs, metas = load_pairs(files["pairs.parquet"])
+    empty = tuple(f"{m['scene']}/{k}" for m in metas for k in m.get("empty_images", []))
+    return TaskSummary(summarize(pairs), scene_table(pairs), empty)
+
+
+def summarize_verification(files: dict[str, list[Path]], cfg: dict) -> TaskSummary:
     ver = cfg["verification"]
-    rows = load_rows(e.verification, io.verification_scene_schema(verification_ap_columns()))
+    rows = load_rows(files["scene.parquet"], verification_schemas(cfg)["scene.parquet"])
     pooled = float("nan")
     if ver["candidates"] == "nearest":
         lists = []
-        for p in sorted(e.verification_lists, key=lambda p: Path(p).name):  # scene order
+        for p in sorted(files["list.parquet"], key=lambda p: Path(p).name):  # scene order
             t, _ = io.read_table(p, io.VERIFICATION_LIST, with_meta=False)
             lists.append((t.column("distance").to_numpy(), t.column("label").to_numpy()))
         pooled = pooled_verification_ap(lists, ver["ap_convention"])
     summary = verification_summary(rows, ver["ap_convention"], ver["hard_negatives"], pooled)
-    return summary, verification_scene_values(rows, ver["ap_convention"], ver["hard_negatives"])
+    return TaskSummary(summary, verification_scene_values(rows, ver["ap_convention"], ver["hard_negatives"]))
 
 
-def _matching(e: Entry, cfg: dict) -> tuple[dict, pd.DataFrame | None]:
-    if not e.matching:
-        return {}, None
+def summarize_matching(files: dict[str, list[Path]], cfg: dict) -> TaskSummary:
     m = cfg["matching"]
-    pairs = load_rows(e.matching, None)
-    classifier = load_rows(e.classifier, io.CLASSIFIER)
+    schemas = matching_schemas(cfg)
+    pairs = load_rows(files["pairs.parquet"], schemas["pairs.parquet"])
+    classifier = load_rows(files["classifier.parquet"], schemas["classifier.parquet"])
     summary = matching_summary(pairs, classifier, m["mma_thresholds"], m["homography_thresholds"], m["homography_auc_thresholds"])
-    return summary, matching_scene_values(pairs)
+    return TaskSummary(summary, matching_scene_values(pairs))
 
 
 def build(entries: list[Entry], cfg: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(comparison table, per-scene table) for all entries, in entry order."""
+    """(comparison table, per-scene table) for all entries, in entry order: per entry, each
+    enabled task's ``summarize`` in registry order gives its columns and per-scene values (merged
+    on the scene into the first task's per-scene table)."""
     rows, scene_rows = [], []
     for e in entries:
-        pairs, metas = load_pairs(e.pairs)
-        summary = summarize(pairs)
-        scenes = scene_table(pairs)
         ecfg = effective_config(cfg, e.descriptor) if e.descriptor in cfg.get("descriptors", {}) else cfg  # its overrides
-        vsummary, vscenes = _verification(e, ecfg)
-        summary.update(vsummary)
-        if vscenes is not None:
-            scenes = scenes.merge(vscenes, on="scene", how="left", validate="one_to_one")
-        msummary, mscenes = _matching(e, ecfg)
-        summary.update(msummary)
-        if mscenes is not None:
-            scenes = scenes.merge(mscenes, on="scene", how="left", validate="one_to_one")
-        time_ms = sum(json.loads(Path(t).read_text())["processing_time_ms"] for t in (*e.timings, *e.verification_timings, *e.matching_timings))
-        empty = sorted({f"{m['scene']}/{k}" for m in metas for k in m.get("empty_images", [])})
+        summary, scenes, empty, timings = {}, None, set(), []
+        for task, files in e.files.items():
+            s = TaskSummary(*task_hook(SCORE_TASK_REGISTRY[task].summarize)(files, ecfg))
+            summary.update(s.values)
+            if s.scenes is not None:
+                scenes = s.scenes if scenes is None else scenes.merge(s.scenes, on="scene", how="left", validate="one_to_one")
+            empty.update(s.empty_images)
+            timings += files.get("timing.json", [])
+        time_ms = sum(json.loads(Path(t).read_text())["processing_time_ms"] for t in timings)
         rows.append({
             "descriptor": e.descriptor, "keypoint_set": e.keypoint_set, **summary,
             "empty_images": len(empty), "processing_time_ms": time_ms,
@@ -172,22 +173,18 @@ def build(entries: list[Entry], cfg: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
     return table, pd.concat(scene_rows, ignore_index=True)
 
 
-# Metrics given an interval and compared pairwise: name -> (per-scene numerator, denominator)
-# columns of the per-scene table (descbench.metrics.bootstrap: the dataset value is
-# sum(num) / sum(den) over scenes, so micro averages weigh scenes by their queries).
-CI_METRICS = {
-    "true_map_micro": ("sum_ap", "n_relevant_queries"),
-    "true_map_macro_by_scene": ("true_map", None),
-    "keypoint_verification_ap": ("keypoint_verification_ap", None),
-    "mma_at_3": ("mma_at_3_sum", "n_mma_pairs"),
-    "homography_accuracy_at_3": ("homography_accurate_at_3", "n_matching_pairs"),
-}
+def ci_metrics() -> dict[str, tuple[str, str | None]]:
+    """Metrics given an interval and compared pairwise: name -> (per-scene numerator, denominator)
+    columns of the per-scene table, each scoring task's ``intervals`` in registry order
+    (descbench.metrics.bootstrap: the dataset value is sum(num) / sum(den) over scenes, so micro
+    averages weigh scenes by their queries)."""
+    return {m: (num, den) for t in SCORE_TASK_REGISTRY.values() for m, num, den in t.intervals}
 
 
 def scene_num_den(scenes: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
     """Per-scene (numerator, denominator) of ``metric`` (None if the metric was not computed); a
     macro metric's scene without a value (NaN) has denominator 0, so it counts nowhere."""
-    num_col, den_col = CI_METRICS[metric]
+    num_col, den_col = ci_metrics()[metric]
     if num_col not in scenes.columns:
         return None
     num = scenes[num_col].to_numpy(np.float64)
@@ -204,7 +201,7 @@ def add_intervals(table: pd.DataFrame, scene_tables: list[pd.DataFrame], params:
     """``<metric>_ci_low`` / ``_ci_high`` columns (percentile bootstrap over scenes); with
     ``query_values`` (per entry, per scene in the order of its scene table: the query APs) also
     ``true_map_micro_ci2_low`` / ``_ci2_high``, the two-stage interval (scenes, then queries)."""
-    for metric in CI_METRICS:
+    for metric in ci_metrics():
         lows, highs = [], []
         for scenes in scene_tables:
             nd = scene_num_den(scenes, metric)
@@ -234,7 +231,7 @@ SIGNIFICANCE_FAMILY = "all rows of this table (keypoint sets x descriptor pairs 
 def significance_table(table: pd.DataFrame, scene_tables: list[pd.DataFrame], params: BootstrapParams,
                        correction: str = "holm") -> pd.DataFrame:
     """Every pair of descriptors on the same keypoint set (config order, A before B), per metric
-    of CI_METRICS: A - B with its paired-bootstrap interval and permutation p-value (``p_value``,
+    of :func:`ci_metrics`: A - B with its paired-bootstrap interval and permutation p-value (``p_value``,
     raw), and ``p_adjusted``: the p-values corrected by ``correction`` (``holm``, ``bh``, ``none``;
     :func:`descbench.metrics.bootstrap.adjust_p_values`) over the family SIGNIFICANCE_FAMILY.
     ``correction`` and ``family_size`` (m: the rows with a p-value) are recorded in every row; a
@@ -247,7 +244,7 @@ def significance_table(table: pd.DataFrame, scene_tables: list[pd.DataFrame], pa
             si, sj = scene_tables[i], scene_tables[j]
             if si.scene.tolist() != sj.scene.tolist():
                 raise ValueError(f"keypoint set {table.keypoint_set.iloc[i]}: descriptors scored on different scenes")
-            for metric in CI_METRICS:
+            for metric in ci_metrics():
                 a, b = scene_num_den(si, metric), scene_num_den(sj, metric)
                 if a is None or b is None:
                     continue
@@ -271,7 +268,7 @@ def _cell(c: str, v) -> str:
 
 
 def to_markdown(table: pd.DataFrame) -> str:
-    cols = [c for c in MARKDOWN_COLUMNS if c in table.columns]
+    cols = [c for c in markdown_columns() if c in table.columns]
     shown = ["true_map_micro (95 % CI)" if c == "true_map_micro" and "true_map_micro_ci_low" in table.columns else c for c in cols]
     lines = ["| " + " | ".join(shown) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for _, r in table.iterrows():
@@ -320,12 +317,13 @@ def write(entries: list[Entry], cfg: dict, out_dir: Path, provenance_params: dic
     if len(extra.columns):
         table = pd.concat([table[LEAD_COLUMNS], extra, table.drop(columns=LEAD_COLUMNS)], axis=1)
     st = cfg["statistics"]
-    params = BootstrapParams(resamples=st["bootstrap_resamples"], level=st["ci_level"], seed=st["seed"])
+    params = BootstrapParams.from_config(st)
     per_entry = [scenes[(scenes.descriptor == d) & (scenes.keypoint_set == k)].reset_index(drop=True)
                  for d, k in zip(table.descriptor, table.keypoint_set)]
     query_values = None
     if st.get("resample_queries"):
-        by_entry = {(e.keypoint_set, e.descriptor): dict(zip(e.scenes, query_aps(e.queries))) for e in entries}
+        by_entry = {(e.keypoint_set, e.descriptor): dict(zip(e.scenes, query_aps(e.files["scores"]["queries.parquet"])))
+                    for e in entries}
         query_values = [[by_entry[(k, d)][s] for s in sc.scene] for d, k, sc in zip(table.descriptor, table.keypoint_set, per_entry)]
     table = add_intervals(table, per_entry, params, query_values)
     sig = significance_table(table, per_entry, params, st.get("correction", "holm"))
