@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import errno
 import os
+import json
 import re
 import shutil
 import signal
@@ -126,9 +127,9 @@ def test_nested_config_on_the_command_line_reaches_the_jobs(tmp_path: Path):
     header = (ROOT / "config.yaml").read_text().split("\n\n")[0]
     assert "--config 'scoring={tau_px: 5}'" in header
     out = snakemake(tmp_path, "-n", "-p", "--config", "scoring={tau_px: 5}", "matching={mma_thresholds: [1, 3]}")
-    scoring = re.findall(r"--scoring '(\{.*?\})'", out)
-    assert scoring and all('"tau_px": 5,' in s and '"gt": "closest_oriented"' in s for s in scoring), scoring
-    assert re.search(r'"mma_thresholds": \[1, 3\]', out)
+    sections = [json.loads(s) for s in re.findall(r"--sections '(\{.*?\})'", out)]
+    assert sections and all(s["scoring"]["tau_px"] == 5 and s["scoring"]["gt"] == "closest_oriented" for s in sections), sections
+    assert all(s["matching"]["mma_thresholds"] == [1, 3] for s in sections)
 
 
 # ----------------------------------------------------------------------------- 3. file, not folder

@@ -19,7 +19,7 @@ import jsonschema
 import yaml
 
 from descbench.errors import ConfigError
-from descbench.params import schema_node
+from descbench.params import resolve_ref, schema_node
 from descbench.paths import COMMON_SECTION, scoring_sections
 from descbench.keypoints.sets import intersection_keep, root_detector_spec, set_sources
 
@@ -52,17 +52,9 @@ def registry_enums() -> dict[str, list[str]]:
     return {"verification.ap_convention": list(AP_CONVENTIONS)}
 
 
-def _resolve(schema: dict, node: dict) -> dict:
-    ref = node.get("$ref")
-    if ref:
-        assert ref.startswith("#/definitions/"), ref
-        return schema["definitions"][ref.split("/")[-1]]
-    return node
-
-
 def _check_unknown_and_fill(schema: dict, node: dict, value: Any, path: str) -> Any:
     """Walk ``value`` along ``node``: raise on unknown keys, fill ``default``s, return the result."""
-    node = _resolve(schema, node)
+    node = resolve_ref(schema, node)
     if isinstance(value, list) and "array" in _types(node) and isinstance(node.get("items"), dict):
         return [_check_unknown_and_fill(schema, node["items"], v, f"{path}{i}.") for i, v in enumerate(value)]
     if not isinstance(value, dict) or "object" not in _types(node):
@@ -83,7 +75,7 @@ def _check_unknown_and_fill(schema: dict, node: dict, value: Any, path: str) -> 
         if isinstance(extra, dict):
             out[key] = _check_unknown_and_fill(schema, extra, value[key], f"{path}{key}.")
     for key, sub in props.items():
-        sub = _resolve(schema, sub)
+        sub = resolve_ref(schema, sub)
         if key not in out and "default" in sub:
             out[key] = copy.deepcopy(sub["default"])
         if key in out:

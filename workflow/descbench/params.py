@@ -42,7 +42,8 @@ def config_schema() -> dict:
         return yaml.load(fh, Loader=loader)
 
 
-def _resolve(root: dict, node: dict) -> dict:
+def resolve_ref(root: dict, node: dict) -> dict:
+    """``node``, or the definition its ``$ref`` (``#/definitions/<name>``) points to in ``root``."""
     ref = node.get("$ref")
     if ref:
         assert ref.startswith("#/definitions/"), ref
@@ -55,22 +56,22 @@ def schema_node(key: str, root: dict | None = None) -> dict:
     root = config_schema() if root is None else root
     node = root
     for part in key.split("."):
-        props = _resolve(root, node).get("properties", {})
+        props = resolve_ref(root, node).get("properties", {})
         if part not in props:
             raise KeyError(f"config key '{key}' is not in {SCHEMA_PATH}")
-        node = _resolve(root, props[part])
+        node = resolve_ref(root, props[part])
     return node
 
 
 def fill_defaults(node: dict, value: Any, root: dict | None = None) -> Any:
     """``value`` with the defaults of ``node``'s properties filled in, recursively (objects only)."""
     root = node if root is None else root
-    node = _resolve(root, node)
+    node = resolve_ref(root, node)
     if not isinstance(value, Mapping) or "properties" not in node:
         return value
     out = dict(value)
     for key, sub in node["properties"].items():
-        sub = _resolve(root, sub)
+        sub = resolve_ref(root, sub)
         if key not in out and "default" in sub:
             out[key] = copy.deepcopy(sub["default"])
         if key in out:

@@ -194,18 +194,8 @@ def holm_adjust(p) -> np.ndarray:
     tied raw p's get the same adjusted p, whatever their order), the cap keeps it a probability.
     Rejecting where ``p~ <= alpha`` is Holm's procedure at level alpha. NaN entries (no test) are
     left out of the family (not counted in m) and stay NaN; one test (m = 1) is unchanged."""
-    p, ok = _family(p)
-    out = np.full(p.shape, np.nan)
-    q = p[ok]
-    m = q.size
-    if m == 0:
-        return out
-    order = np.argsort(q, kind="stable")
-    steps = (m - np.arange(m)) * q[order]  # (m - j + 1) p_(j), j = 1..m
-    adj = np.empty(m)
-    adj[order] = np.minimum(1.0, np.maximum.accumulate(steps))
-    out[ok] = adj
-    return out
+    # (m - j + 1) p_(j), j = 1..m, then the running maximum
+    return _over_family(p, lambda q, m: np.maximum.accumulate((m - np.arange(m)) * q))
 
 
 def bh_adjust(p) -> np.ndarray:
@@ -223,6 +213,13 @@ def bh_adjust(p) -> np.ndarray:
     Rejecting where ``p~ <= q`` is the BH step-up procedure at FDR level q. NaN entries (no
     test) are left out of the family (not counted in m) and stay NaN; one test (m = 1) is
     unchanged."""
+    # p_(j) m / j, then the running minimum from the largest p down
+    return _over_family(p, lambda q, m: np.minimum.accumulate((q * (m / np.arange(1, m + 1)))[::-1])[::-1])
+
+
+def _over_family(p, adjust_sorted) -> np.ndarray:
+    """Apply ``adjust_sorted(p_sorted, m)`` (adjusted values of the ascending finite p-values) to
+    the family of ``p``'s finite entries, capped at 1, back in input order; NaN stays NaN."""
     p, ok = _family(p)
     out = np.full(p.shape, np.nan)
     q = p[ok]
@@ -230,9 +227,8 @@ def bh_adjust(p) -> np.ndarray:
     if m == 0:
         return out
     order = np.argsort(q, kind="stable")
-    steps = q[order] * (m / np.arange(1, m + 1))  # p_(j) m / j
     adj = np.empty(m)
-    adj[order] = np.minimum(1.0, np.minimum.accumulate(steps[::-1])[::-1])
+    adj[order] = np.minimum(1.0, adjust_sorted(q[order], m))
     out[ok] = adj
     return out
 
