@@ -262,9 +262,9 @@ def main(argv=None) -> int:
             return rc
     res = collect(work)
     res["wall_s"] = wall
-    print(report(res))
     if a.json:
         a.json.write_text(json.dumps(res, indent=1))
+    print(report(res))
     return 0
 
 

@@ -21,7 +21,6 @@ from descbench.metrics.ap import (
     ap_step,
     ap_tie_aware,
     ap_tie_aware_from_histograms,
-    ap_trapezoid,
     ap_vlfeat,
 )
 

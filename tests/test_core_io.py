@@ -247,3 +247,15 @@ def test_write_errors_without_errno_pass_through(tmp_path: Path, monkeypatch):
         io.write_table(_table(), tmp_path / "t.parquet", {})
     assert exc.value is boom
     assert list(tmp_path.iterdir()) == []
+
+
+def test_column_array_is_a_read_only_view_so_the_table_cannot_change_through_it():
+    import pyarrow as pa
+
+    from descbench.io import column_array
+
+    t = pa.table({"a": pa.array([1.5, 2.5], pa.float64())})
+    a = column_array(t.column("a"))
+    with pytest.raises(ValueError):
+        a[0] = 99.0
+    assert t.column("a").to_pylist() == [1.5, 2.5]

@@ -382,7 +382,9 @@ def column_array(col: pa.Array | pa.ChunkedArray) -> np.ndarray:
     if dtype is None:
         return col.to_numpy(zero_copy_only=False)
     itemsize = np.dtype(dtype).itemsize
-    return np.frombuffer(col.buffers()[1], dtype=dtype, count=len(col), offset=col.offset * itemsize)
+    out = np.frombuffer(col.buffers()[1], dtype=dtype, count=len(col), offset=col.offset * itemsize)
+    out.flags.writeable = False  # a view of the table's memory: writing to it would change the table
+    return out
 
 
 def descriptors_array(table: pa.Table) -> np.ndarray:
