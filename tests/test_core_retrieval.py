@@ -398,3 +398,19 @@ def test_policy_rank_hand_worked():
     assert policy_rank(L, t, "half")[[0, 1, 3]].tolist() == [1, 6, 4]
     assert policy_rank(L, t, "expected")[[0, 1, 3]].tolist() == [1, 5.5, 3.5]
     assert all(math.isnan(policy_rank(L, t, p)[2]) for p in ("optimistic", "pessimistic", "half", "expected"))
+
+
+@pytest.mark.parametrize("gt", ["closest", "closest_group"])
+def test_relevance_tau_is_inclusive_for_every_nearest_rule(gt):
+    """A nearest target exactly tau away is relevant under closest and closest_group alike; for
+    closest_group every target tied at that distance joins the group (hand-worked)."""
+    targets = np.array([[1.0, 5.0], [50.0, 50.0], [7.0, 5.0]])  # targets 0 and 2 both 3 px from q0
+    proj = np.array([[4.0, 5.0], [20.0, 5.0]])
+    inside = np.array([True, True])
+    nn_idx, nn_px, indptr, indices = relevance(proj, inside, targets, 3.0, gt)
+    assert nn_px.tolist() == [3.0, 13.0]
+    assert indptr.tolist() == [0, len(indices), len(indices)]
+    assert indices.tolist() == ([0] if gt == "closest" else [0, 2])
+    # just beyond tau: nothing is relevant
+    _, _, indptr, indices = relevance(proj, inside, targets, np.nextafter(3.0, 0.0), gt)
+    assert indptr.tolist() == [0, 0, 0] and indices.size == 0
