@@ -51,7 +51,8 @@ def test_registry_covers_the_schema_enum():
     enum = schema["properties"]["keypoint_sets"]["additionalProperties"]["properties"]["detector"]["enum"]
     assert sorted(enum) == sorted([*DETECTORS, "precomputed", "locked"])
     # SURF is descbench's own (OpenCV's is non-free; tests/test_surf.py checks it)
-    assert set(OPENCV_DEFAULT) == set(DETECTORS) - {"surf"}
+    # and KeyNet is kornia's (tests/test_keynet.py checks it against kornia)
+    assert set(OPENCV_DEFAULT) == set(DETECTORS) - {"surf", "keynet"}
 
 
 @pytest.mark.parametrize("name", sorted(OPENCV_DEFAULT))

@@ -168,6 +168,11 @@ def test_every_family_module_declares_its_params_schema():
     assert seen == set(family_names())
 
 
+# required keys whose value is not a string: a schema-valid example (the family's check does the rest)
+REQUIRED_EXAMPLE = {"stack": {"parts": []}, "dsp": {"base": {"family": "sift"}},
+                    "composite": {"components": [{"descriptor": "d"}], "aggregation": "average"}}
+
+
 @pytest.mark.parametrize("family", family_names())
 def test_family_fragment_is_closed_valid_and_its_defaults_pass(family):
     frag = _registry()[family].params_schema
@@ -177,7 +182,7 @@ def test_family_fragment_is_closed_valid_and_its_defaults_pass(family):
         assert "default" in node or key in frag.get("required", []), f"{family}.{key}: no default and not required"
     defaults = P.fragment_defaults(frag)
     jsonschema.Draft202012Validator(frag).validate({**defaults, **{k: "x" for k in frag.get("required", [])}}
-                                                    if family != "stack" else {**defaults, "parts": []})
+                                                    if family not in REQUIRED_EXAMPLE else {**defaults, **REQUIRED_EXAMPLE[family]})
     with pytest.raises(ConfigError, match=rf"unknown config key 'descriptors\.d\.params\.no_such_key'.*'{family}' takes"):
         check_descriptor_params(family, {"no_such_key": 1}, "descriptors.d.params")
 
@@ -215,9 +220,30 @@ class Reads(dict):
         return super().__contains__(key)
 
 
-EXAMPLE = {"python": {"callable": "my_descriptors:mean_patch"}, "stack": {"parts": [{"family": "sift"}, {"family": "rootsift"}]}}
-# reads only its keypoint set's params (the precomputed detector's definition), never its own
-NOT_COMPUTED = {"precomputed"}
+EXAMPLE = {"python": {"callable": "my_descriptors:mean_patch"}, "stack": {"parts": [{"family": "sift"}, {"family": "rootsift"}]},
+           "dsp": {"base": {"family": "sift"}},
+           **{f: {"weights": "random"} for f in ("hardnet", "hardnet8", "sosnet", "hynet", "tfeat")}}
+# precomputed reads only its keypoint set's params (the precomputed detector's definition), never its
+# own; composite is computed by its job from its components' files (tests/test_composite.py reads
+# every one of its keys through descbench.descriptors.composite.aggregate)
+NOT_COMPUTED = {"precomputed", "composite"}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def onnx_example(tmp_path_factory):
+    """A tiny ONNX model for the onnx family's example params (its ``model`` is required)."""
+    import onnx
+    from onnx import TensorProto, helper
+
+    path = tmp_path_factory.mktemp("onnx") / "flat.onnx"
+    shape = helper.make_tensor("shape", TensorProto.INT64, [2], [-1, 32 * 32])
+    graph = helper.make_graph([helper.make_node("Reshape", ["patch", "shape"], ["desc"])], "flat",
+                              [helper.make_tensor_value_info("patch", TensorProto.FLOAT, ["B", 1, 32, 32])],
+                              [helper.make_tensor_value_info("desc", TensorProto.FLOAT, ["B", 32 * 32])], [shape])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)]), path)
+    EXAMPLE["onnx"] = {"model": str(path)}
+    yield
+    EXAMPLE.pop("onnx")
 
 
 @pytest.fixture(scope="module")

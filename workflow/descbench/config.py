@@ -397,6 +397,10 @@ def _check_consistency(cfg: dict) -> None:
     kpsets = cfg["keypoint_sets"]
     _check_sets(kpsets)
     for name, spec in kpsets.items():
+        if spec.get("detector") == "keynet":
+            from descbench.keypoints.keynet import check_weight_files
+
+            check_weight_files(spec["params"], f"keypoint_sets.{name}.params")
         if spec.get("detector") == "precomputed" and spec.get("mode") == "projected":
             raise ConfigError(
                 f"keypoint_sets.{name}.mode: 'projected' would move image 1's precomputed keypoints away from "
@@ -404,6 +408,10 @@ def _check_consistency(cfg: dict) -> None:
                 "import it with detector: locked (whose descriptors are computed by descbench)"
             )
     for name, spec in cfg["descriptors"].items():
+        if spec["family"] == "composite":
+            from descbench.descriptors.composite import check_in_config
+
+            check_in_config(name, spec, cfg["descriptors"], kpsets)
         for ks in spec.get("keypoint_sets") or []:
             if ks not in kpsets:
                 raise ConfigError(
@@ -524,3 +532,94 @@ def check_folders(folders: dict[str, Path | str]) -> None:
                         f"config key '{key}': {path} must be a folder, but {what}; set '{key}' "
                         "to a folder (config.yaml or --config), or move that file away")
                 break
+
+
+# ----------------------------------------------------------------------------- job resources
+
+
+def job_resources(params: dict) -> dict:
+    """Snakemake ``threads`` and ``gpu`` of a job whose spec holds ``params``: the learned families'
+    params (torch: a mapping with ``device`` and ``threads``, found at any depth: a pooled or
+    stacked base included) ask for ``threads`` CPU threads (the largest) and one GPU when a
+    ``device`` is ``cuda`` (``auto`` asks for none: it uses a GPU where the job's node has one;
+    set ``cuda`` to have a cluster give the job one: the SLURM executor plugin reads ``gpu``)."""
+    threads, gpu = 1, 0
+
+    def walk(node):
+        nonlocal threads, gpu
+        if isinstance(node, dict):
+            if "device" in node and "threads" in node:
+                threads = max(threads, int(node["threads"]))
+                gpu = max(gpu, int(node["device"] == "cuda"))
+            for v in node.values():
+                walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(params)
+    return {"threads": threads, "gpu": gpu}
+
+
+# ----------------------------------------------------------------------------- learned weights
+
+
+def learned_weights(cfg: dict, kpset: str, descriptor: str) -> str:
+    """What the learned networks behind one (keypoint set, descriptor) row were loaded with, for
+    every table row: ``'<what>: RANDOM(seed=N)'`` (randomly initialised: not a published model, said in capitals)
+    or ``'<what>: <file name>'`` for each ``weights`` parameter of the descriptor (a composite's
+    components, a pooled or stacked base included) and of the detectors its keypoints come from;
+    ``''`` when no network is involved."""
+    found: list[str] = []
+
+    def walk(node, what):
+        if isinstance(node, dict):
+            if isinstance(node.get("weights"), str):
+                w = node["weights"]
+                label = f"RANDOM(seed={node.get('weights_seed', 0)})" if w == "random" else Path(w).name
+                if f"{what}: {label}" not in found:
+                    found.append(f"{what}: {label}")
+            for v in node.values():
+                walk(v, what)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v, what)
+
+    def walk_set(name):
+        spec = cfg["keypoint_sets"][name]
+        if "detector" in spec:
+            walk(spec.get("params", {}), f"keypoints {name}")
+        for src in set_sources(spec):
+            walk_set(src)
+
+    spec = cfg["descriptors"][descriptor]
+    walk(spec.get("params", {}), descriptor)
+    walk_set(kpset)
+    if spec["family"] == "composite":
+        from descbench.descriptors.composite import resolve_components
+
+        for c in resolve_components(spec["params"], kpset, cfg["descriptors"], cfg["keypoint_sets"]):
+            walk(c["params"], c["descriptor"])
+            walk_set(c["keypoint_set"])
+    return "; ".join(found)
+
+
+def model_files(params: dict) -> list[str]:
+    """The model and weight files a job's params name (any depth: ``model`` of the onnx family,
+    ``weights`` / ``*_weights`` of the torch families, ``random`` excluded), as rule inputs: a
+    replaced file reruns the job (Snakemake sees files, not a path string's contents)."""
+    out: list[str] = []
+
+    def walk(node):
+        if isinstance(node, dict):
+            for k, v in node.items():
+                if isinstance(v, str) and (k == "model" or k == "weights" or k.endswith("_weights")) and v != "random":
+                    out.append(v)
+                else:
+                    walk(v)
+        elif isinstance(node, list):
+            for v in node:
+                walk(v)
+
+    walk(params)
+    return sorted(set(out))

@@ -107,9 +107,14 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
             warn(f"{image_path}: no keypoint left after the border filter ({n_raw} {'projected' if projected and k > 1 else 'detected'}); "
                  "recorded as an empty image")
         per_image[k] = kept
+    extra = {}
+    if spec["detector"] == "keynet":  # a learned detector: its weights' sha256 and the torch runtime
+        from descbench.keypoints.keynet import cached_detector
+
+        extra["runtime"] = cached_detector(spec["params"]).provenance
     meta = io.provenance(
         "keypoints", {"keypoint_set": kpset, **spec}, scene=files.scene, image_sizes=sizes,
-        raw_counts=raw_counts, empty_images=empty, inputs_sha256=scene_input_digests(files),
+        raw_counts=raw_counts, empty_images=empty, inputs_sha256=scene_input_digests(files), **extra,
     )
     _write_keypoints(per_image, out, meta)
 
@@ -260,18 +265,54 @@ def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpse
             )
         blocks.append(d)
         images.append(np.full(d.shape[0], k, dtype=np.int8))
+    runtime = fam.runtime_provenance(spec["params"]) if (fam := get_family(spec["family"])).runtime_provenance else None
+    _write_descriptors(blocks, images, name, spec, files.scene, keypoints, kmeta, out,
+                       **({"runtime": runtime} if runtime else {}))  # learned families: how they ran
+
+
+def _write_descriptors(blocks: list[np.ndarray], images: list[np.ndarray], name: str, spec: dict, scene: str,
+                       keypoints: Path, kmeta: dict, out: Path, **extra) -> None:
+    """One scene's descriptor file: the per-image rows ``blocks`` and their image numbers, with
+    the provenance (spec, dimension, distance, the keypoint file's sha256, ``extra``)."""
     desc = np.concatenate(blocks)
     binary = desc.dtype == np.uint8
     fam = get_family(spec["family"])
     if fam.binary is not None and fam.binary != binary:
         raise DataError(f"descriptor '{name}': family {spec['family']} produced {desc.dtype}, expected {'uint8' if fam.binary else 'float32'}")
     meta = io.provenance(
-        "descriptors", {"descriptor": name, **spec}, scene=files.scene, descriptor=name,
+        "descriptors", {"descriptor": name, **spec}, scene=scene, descriptor=name,
         dimension=int(desc.shape[1]) * (8 if binary else 1), dtype=str(desc.dtype),
         distance="hamming" if binary else "l2", packed_bits=binary,
-        keypoints_sha256=file_sha256(keypoints), keypoint_set=kmeta["params"]["keypoint_set"],
+        keypoints_sha256=file_sha256(keypoints), keypoint_set=kmeta["params"]["keypoint_set"], **extra,
     )
     io.write_table(io.descriptors_table(np.concatenate(images), desc), out, meta)
+
+
+def describe_composite_scene(paths: ResultPaths, scene: str, kpset: str, name: str, spec: dict, out: Path) -> None:
+    """A composite descriptor (descbench.descriptors.composite) of one scene: its components'
+    descriptor files, each checked row-aligned with the scored set ``kpset`` image by image, then
+    aggregated. ``spec["components"]``: :func:`descbench.descriptors.composite.resolve_components`."""
+    from descbench.descriptors.composite import aggregate, check_alignment
+
+    keypoints = Path(paths.keypoints(kpset, scene))
+    per_image, kmeta = load_keypoints(keypoints)
+    comps = spec["components"]
+    names = [f"{i} ('{c['descriptor']}' on '{c['keypoint_set']}')" for i, c in enumerate(comps)]
+    files = [(Path(paths.keypoints(c["keypoint_set"], scene)), Path(paths.descriptors(c["keypoint_set"], c["descriptor"], scene)))
+             for c in comps]
+    feats = [read_features(k, d) for k, d in files]
+    blocks, images = [], []
+    for k in range(1, 7):
+        where = f"descriptor '{name}', scene {scene}, image {k}"
+        for c, f, n in zip(comps, feats, names):
+            check_alignment(per_image[k], f.per_image[k], c["tol_px"], f"{where}, component {n}")
+        d = aggregate([f.by_image[k] for f in feats], spec["params"], names, where)
+        if blocks and d.shape[1] != blocks[0].shape[1]:
+            raise DataError(f"{where}: {d.shape[1]}-D rows, but image 1 has {blocks[0].shape[1]}-D; rebuild the components' descriptor files")
+        blocks.append(d)
+        images.append(np.full(d.shape[0], k, dtype=np.int8))
+    _write_descriptors(blocks, images, name, spec, scene, keypoints, kmeta, out,
+                       component_files_sha256=[file_sha256(d) for _, d in files])
 
 
 # ----------------------------------------------------------------------------- scoring
@@ -686,8 +727,11 @@ def detect_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, s
 def describe_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, name: str, spec: dict, kpset_spec: dict) -> None:
     """One descriptor on every scene of a batch (:func:`describe_scene`), one file per scene."""
     for scene in paths.batches[batch]:
-        describe_scene(Path(scene_root) / scene, Path(paths.keypoints(kpset, scene)), name, spec, kpset_spec,
-                       Path(paths.descriptors(kpset, name, scene)))
+        out = Path(paths.descriptors(kpset, name, scene))
+        if spec["family"] == "composite":
+            describe_composite_scene(paths, scene, kpset, name, spec, out)
+        else:
+            describe_scene(Path(scene_root) / scene, Path(paths.keypoints(kpset, scene)), name, spec, kpset_spec, out)
 
 
 @dataclass

@@ -5,8 +5,8 @@ import shlex
 import time
 from pathlib import Path
 
-from descbench.config import (check_folders, combinations, effective_config, score_job_sections, type_command_line_values,
-                              validate_config)
+from descbench.config import (check_folders, combinations, effective_config, job_resources, model_files, score_job_sections,
+                              type_command_line_values, validate_config)
 from descbench.keypoints.sets import global_top_n, root_detector_spec, set_sources
 from descbench.datasets import dataset_tag, experiment_name, list_scenes, scene_root
 from descbench.datasets.layout import TARGET_IMAGES, scene_files
@@ -315,6 +315,50 @@ def precomputed_inputs(wildcards):
 def batch_json(wildcards):
     """This batch only: keypoint and descriptor jobs touch nothing else."""
     return as_json({wildcards.batch: BATCHES[wildcards.batch]})
+
+
+def descriptor_job_spec(wildcards):
+    """A descriptor job's spec: the descriptor's config entry; a composite's also lists what it
+    reads on this set (descbench.descriptors.composite.resolve_components), so that a changed
+    component reruns it."""
+    spec = CFG["descriptors"][wildcards.descriptor]
+    if spec["family"] == "composite":
+        from descbench.descriptors.composite import resolve_components
+
+        spec = {**spec, "components": resolve_components(spec["params"], wildcards.kpset, CFG["descriptors"], CFG["keypoint_sets"])}
+    return as_json(spec)
+
+
+def composite_inputs(wildcards):
+    """A composite's inputs: each component's keypoint and descriptor folders of this batch."""
+    spec = CFG["descriptors"][wildcards.descriptor]
+    if spec["family"] != "composite":
+        return []
+    from descbench.descriptors.composite import resolve_components
+
+    out = []
+    for c in resolve_components(spec["params"], wildcards.kpset, CFG["descriptors"], CFG["keypoint_sets"]):
+        out += [PATHS.keypoints_dir(c["keypoint_set"], wildcards.batch), PATHS.descriptors_dir(c["keypoint_set"], c["descriptor"], wildcards.batch)]
+    return sorted(set(out))
+
+
+def descriptor_model_files(wildcards):
+    """The model / weight files of a descriptor (onnx, torch families): replacing one reruns its jobs."""
+    return model_files(CFG["descriptors"][wildcards.descriptor].get("params", {}))
+
+
+def keypoint_model_files(wildcards):
+    """The weight files of a learned detector (keynet)."""
+    spec = CFG["keypoint_sets"][wildcards.kpset]
+    return model_files(spec.get("params", {})) if "detector" in spec else []
+
+
+def descriptor_resources(wildcards):
+    return job_resources(CFG["descriptors"][wildcards.descriptor].get("params", {}))
+
+
+def keypoint_resources(wildcards):
+    return job_resources(CFG["keypoint_sets"][wildcards.kpset].get("params", {}))
 
 
 def features_of(descriptor):

@@ -6,22 +6,28 @@ rule descriptors:
     input:
         # the scene files and precomputed features are the keypoint job's inputs (common.smk)
         keypoints=PATHS.keypoints_dir("{kpset}", "{batch}"),
+        # a composite reads its components' keypoint and descriptor folders (descbench.descriptors.composite)
+        components=composite_inputs,
+        # the onnx model / torch weight files its params name
+        models=descriptor_model_files,
     output:
         directory(PATHS.descriptors_dir("{kpset}", "{descriptor}", "{batch}")),
     params:
         scene_root=lambda wc: str(DATA),
         results_root=results_root(3),  # <root>/descriptors/<kpset>/<descriptor>/<batch>
         batches=batch_json,
-        spec=lambda wc: as_json(CFG["descriptors"][wc.descriptor]),
+        spec=descriptor_job_spec,
         # the detector set the keypoints come from (a derived set: its root; SIFT's pyramid, files)
         kpset_spec=lambda wc: as_json(root_detector_spec(CFG["keypoint_sets"], wc.kpset)),
     log:
         str(RES / "logs" / "descriptors" / "{kpset}" / "{descriptor}" / "{batch}.log"),
     benchmark:
         str(RES / "benchmarks" / "descriptors" / "{kpset}" / "{descriptor}" / "{batch}.tsv")
-    threads: 1
+    # learned families: their params.threads (torch's CPU threads) and a GPU for device: cuda
+    threads: lambda wc: descriptor_resources(wc)["threads"]
     resources:
         mem_mb=2000,
+        gpu=lambda wc: descriptor_resources(wc)["gpu"],
     conda:
         ENV
     shell:

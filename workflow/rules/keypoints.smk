@@ -8,6 +8,7 @@ rule keypoints:
         scene=batch_scene_inputs,
         features=precomputed_inputs,
         sources=keypoint_source_inputs,
+        models=keypoint_model_files,
     output:
         directory(PATHS.keypoints_dir("{kpset}", "{batch}")),
     params:
@@ -20,9 +21,11 @@ rule keypoints:
         str(RES / "logs" / "keypoints" / "{kpset}" / "{batch}.log"),
     benchmark:
         str(RES / "benchmarks" / "keypoints" / "{kpset}" / "{batch}.tsv")
-    threads: 1
+    # a learned detector (keynet): its params.threads and a GPU for device: cuda
+    threads: lambda wc: keypoint_resources(wc)["threads"]
     resources:
         mem_mb=1500,
+        gpu=lambda wc: keypoint_resources(wc)["gpu"],
     conda:
         ENV
     shell:

@@ -52,6 +52,10 @@ class DescriptorFamily:
     patch_rows: Callable[[PatchJob, dict], np.ndarray] | None = None
     # Why the family cannot describe patches by design (e.g. it needs colour); None: it can.
     not_on_patches: str | None = None
+    # ``runtime_provenance(params)``: how a job ran the family (learned families: torch/kornia or
+    # OpenCV/onnxruntime versions, device, threads, weights or model sha256, batch), recorded in its
+    # descriptor files' metadata; None: nothing beyond the params.
+    runtime_provenance: Callable[[dict], dict] | None = None
 
     @property
     def defaults(self) -> dict:
@@ -125,7 +129,8 @@ def image_patch_rows(family: str) -> Callable[[PatchJob, dict], np.ndarray]:
 # name -> its params fragment) and ``FAMILIES``, a tuple of :class:`DescriptorFamily` (with its
 # patch hooks, or its reason not to describe patches); adding a family touches its module and this
 # tuple, nothing else.
-FAMILY_MODULES = ("sift", "rootsift", "precomputed", "stack", "python", "surf", "opencv_binary", "opencv_float", "rgbsift", "dspsift")
+FAMILY_MODULES = ("sift", "rootsift", "precomputed", "stack", "python", "surf", "opencv_binary", "opencv_float", "rgbsift", "dspsift",
+                 "onnx_net", "kornia_nets", "pooling", "composite")
 
 
 @functools.cache

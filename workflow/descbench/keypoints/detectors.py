@@ -9,9 +9,11 @@ own output order. The border rule and the response cap are applied afterwards by
 OpenCV 5 moved BRISK, AKAZE and KAZE to ``cv2.xfeatures2d`` (opencv-contrib); they are looked up
 there first, then in ``cv2``. SURF is non-free in every OpenCV wheel; ``precomputed`` keypoints
 come from files (:mod:`descbench.precomputed`) and are handled by the keypoint stage itself.
+``keynet`` is kornia's KeyNet (:mod:`descbench.keypoints.keynet`, torch): not an OpenCV
+Feature2D, but an object with the same ``detect(gray, mask) -> list[cv2.KeyPoint]``.
 
 The ``octave`` field keeps the detector's own meaning (SIFT: packed octave/layer; ORB, BRISK,
-AKAZE, KAZE: pyramid level; GFTT, FAST: 0). Descriptors that need SIFT's packed octave
+AKAZE, KAZE: pyramid level; GFTT, FAST, KeyNet: 0). Descriptors that need SIFT's packed octave
 recompute it from the size when the keypoints are not SIFT's
 (:func:`descbench.keypoints.sift.sift_octave_from_size`).
 """
@@ -94,9 +96,17 @@ def _surf(p: dict):
     return make_surf_detector(p)
 
 
+def _keynet(p: dict):
+    # kornia's KeyNet (torch, the learned extra), wrapped with an OpenCV-style detect()
+    from descbench.keypoints.keynet import cached_detector
+
+    return cached_detector(p)
+
+
 @dataclass(frozen=True)
 class Detector:
-    """A detector: ``create(params)`` returns an OpenCV Feature2D whose ``detect`` is used."""
+    """A detector: ``create(params)`` returns an OpenCV Feature2D (or an object with its
+    ``detect(gray, mask)``, e.g. KeyNet's) whose ``detect`` is used."""
 
     name: str
     create: Callable[[dict], object]
@@ -114,6 +124,7 @@ DETECTORS: dict[str, Detector] = {
         Detector("gftt", _gftt, "gftt_detector_params"),
         Detector("fast", _fast, "fast_detector_params"),
         Detector("surf", _surf, "surf_detector_params"),
+        Detector("keynet", _keynet, "keynet_detector_params"),
     )
 }
 

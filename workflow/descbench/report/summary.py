@@ -32,6 +32,12 @@ def _count(r, key: str) -> int:
 def degenerate_notes(table: pd.DataFrame, distractor_scenes: int | None) -> list[str]:
     """One line per (descriptor, keypoint set) whose numbers are not plain results."""
     notes = []
+    if "weights" in table.columns:  # learned networks with weights: random, said once, before the rest
+        rows = [f"{r['descriptor']} on {r['keypoint_set']}" for _, r in table.iterrows() if "RANDOM(" in str(r["weights"])]
+        if rows:
+            notes.append(f"RANDOM WEIGHTS: {len(rows)} of {len(table)} row(s) use randomly initialised networks, not a published "
+                         f"model (their `weights` column says which): {', '.join(rows)}; point weights: at the published files "
+                         "for real numbers")
     for _, r in table.iterrows():
         who = f"{r['descriptor']} on {r['keypoint_set']}"
         if r.get("empty_images", 0):

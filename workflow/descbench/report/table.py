@@ -25,7 +25,7 @@ from descbench.metrics.aggregate import (
     matching_scene_values, matching_summary, metadata_string, pooled_verification_ap, scene_table, summarize,
     verification_scene_values, verification_summary,
 )
-from descbench.config import effective_config
+from descbench.config import effective_config, learned_weights
 from descbench.paths import SCORE_TASK_REGISTRY, ResultPaths, TaskSummary, task_hook
 from descbench.report.summary import degenerate_notes
 from descbench.sweeps import sweep_columns
@@ -40,7 +40,9 @@ def markdown_columns() -> list[str]:
     """The columns Markdown shows when they exist (tasks can be disabled): the lead columns, each
     scoring task's ``headline`` (descbench.paths.SCORE_TASK_REGISTRY, in order), then empty images
     and the wall time."""
-    return LEAD_COLUMNS + [c for t in SCORE_TASK_REGISTRY.values() for c in t.headline] + ["empty_images", "processing_time_ms"]
+    # "weights": only where a learned network is involved (descbench.config.learned_weights), then on every row
+    return (LEAD_COLUMNS[:2] + ["weights"] + LEAD_COLUMNS[2:] + [c for t in SCORE_TASK_REGISTRY.values() for c in t.headline]
+            + ["empty_images", "processing_time_ms"])
 
 
 @dataclass(frozen=True)
@@ -170,6 +172,11 @@ def build(entries: list[Entry], cfg: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
         scene_rows.append(scenes)
     table = pd.DataFrame(rows)
     table = table[LEAD_COLUMNS + [c for c in table.columns if c not in LEAD_COLUMNS]]
+    # what every learned network of a row was loaded with; a random one is said on its row, loudly
+    labels = [learned_weights(cfg, e.keypoint_set, e.descriptor) if e.descriptor in cfg.get("descriptors", {}) else ""
+              for e in entries]
+    if any(labels):
+        table.insert(2, "weights", [label or "none" for label in labels])
     return table, pd.concat(scene_rows, ignore_index=True)
 
 

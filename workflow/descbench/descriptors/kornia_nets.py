@@ -1,0 +1,333 @@
+"""kornia's patch descriptor networks: ``hardnet``, ``hardnet8``, ``sosnet``, ``hynet``, ``tfeat``.
+
+Each family is one ``kornia.feature`` module (:data:`NETS`), built with ``pretrained=False`` (so
+nothing is ever downloaded) and given its weights by :func:`descbench.torchrt.load_weights`:
+``weights`` is a state dict file (e.g. the published weights, :func:`published_source`) or
+``random`` (a seeded initialisation, ``weights_seed``; for tests and ablations).
+
+**Pipeline of one image** (:func:`describe_image`):
+
+1. the grey uint8 image, ``cv2.cvtColor(read_image(path, color=True), COLOR_BGR2GRAY)``: the
+   workbench's wrappers convert the BGR image they are given with ``cvtColor``
+   (``LibTorchWrapper.cpp`` ``extract``), which differs from OpenCV's grey decode
+   (``IMREAD_GRAYSCALE``) in a few pixels of a colour file;
+2. one ``input_size`` x ``input_size`` patch per keypoint and its intensity normalisation,
+   :func:`descbench.descriptors.patch_sampling.sample_patches` with the family's
+   :func:`convention` (below);
+3. the network on ``[N, 1, n, n]`` float32 patches in batches of
+   ``torchrt.batch_size(batch_mem_mb, bytes_per_patch)`` (:attr:`NetSpec.bytes_per_patch`),
+   ``torchrt.run_batched``, on ``device`` with ``threads`` intra-op threads
+   (:func:`descbench.torchrt.configure`: deterministic settings);
+4. ``l2_normalise: true`` (default): every row divided by its float64 L2 norm, a zero row stays
+   zero (``sift_kernel.l2_rows``, ``cv::normalize(NORM_L2)`` as the LibTorch wrapper's
+   ``tensorToMat`` does to every output row).
+
+Output: float32 ``[N, 128]`` (every net here has D = 128: HardNet8 projects its 512 features to
+128 with the PCA stored in its weights, identity on the first 128 with ``pretrained=False``;
+HyNet's ``dim_desc`` is kornia's default 128), one row per keypoint in input order; no
+keypoints: ``[0, 128]`` without reading the image or running the net.
+
+**Patch convention** (``patch_convention`` and the overridable fields of
+:class:`~descbench.descriptors.patch_sampling.PatchConvention`; ``null`` = the convention's value,
+and the validated params record the values used):
+
+* ``workbench_libtorch`` (default): the C++ DescriptorWorkbench's ``LibTorchWrapper`` as
+  ``LibTorchFactory.cpp`` builds it for ``libtorch_hardnet`` / ``libtorch_sosnet``, the
+  descriptors of its flagship fusion experiments (e.g.
+  ``config/experiments/fusion_sift_hardnet_keynet_scale6px.yaml``): 32 x 32 patches whose side is
+  the keypoint size (clamped at 1e-3 px; the factory's support multiplier 2.0 is never read by
+  ``makePatch``), rotated upright for angle >= 0, ``p = u8 / 255`` standardised per patch,
+  ``(p - mu) / (sigma + 1e-8)`` with the population sigma (``cv::meanStdDev``); every output row
+  L2-normalised (``l2_normalise: true``). Its TorchScript models are kornia's HardNet / SOSNet with
+  their published weights (``analysis/scripts/download_pytorch_models.py`` traces
+  ``HardNet(pretrained=True)``), so ``hardnet`` with kornia's published ``liberty_aug`` weights is
+  the workbench's ``libtorch_hardnet``; for HardNet8, HyNet and TFeat the workbench has no
+  LibTorch model and this convention is descbench's choice (see HyNet below).
+* ``workbench_dnn``: the workbench's ``DNNPatchWrapper`` defaults (``patch_sampling.DNN``: side =
+  keypoint size clamped at 1 px, upright, ``p = u8 / 255`` not normalised).
+
+``input_size`` must be the net's (32 for all five, ``patch_size`` of each kornia class): another
+value is a :class:`~descbench.errors.ConfigError`.
+
+**Intensity normalisation, composed** (descbench's convention first, then the net's own forward
+as kornia 0.9 defines it; ``x`` is the patch the net receives):
+
+* ``hardnet`` (``kornia.feature.HardNet``): ``(x - mean) / (std + 1e-6)`` per patch, ``std``
+  Bessel-corrected (``torch.std_mean``), then the CNN, then ``F.normalize`` (unit L2). After
+  ``workbench_libtorch``'s standardisation this second one is near the identity (it rescales by
+  ``sqrt((n^2 - 1) / n^2)`` and the eps); the result is invariant to ``a x + b`` (a > 0) of the
+  patch, up to the eps.
+* ``hardnet8`` (``HardNet8``): the same with eps 1e-7, CNN to 512, unit L2, minus the PCA
+  ``mean``, times ``components`` (512 x 128), unit L2.
+* ``sosnet`` (``SOSNet``): ``InstanceNorm2d``, ``(x - mean) / sqrt(var + 1e-5)`` with the
+  population variance, CNN, then ``LocalResponseNorm(256, alpha=256, beta=0.5, k=0)`` of the
+  output + 1e-10, i.e. unit L2 over the 128 channels.
+* ``hynet`` (``HyNet``): its first layer is a ``FilterResponseNorm2d`` on the patch as given,
+  ``x / sqrt(mean(x^2) + 1e-6)`` times a weight plus a bias, with no mean subtracted: kornia's
+  documentation says the reference implementation feeds non-negative intensities, so
+  ``workbench_libtorch``'s zero-mean patches are a different input than HyNet's published weights
+  were trained on; set ``normalisation: none`` (``p = u8 / 255``) to feed it as the reference does.
+  Output: ``LocalResponseNorm`` = unit L2 of (output + 1e-10).
+* ``tfeat`` (``TFeat``): ``InstanceNorm2d`` (as SOSNet), two tanh convolutions and a tanh
+  linear layer: entries in [-1, 1], rows *not* unit length (``l2_normalise`` makes them so; set
+  it false for the reference's raw rows).
+
+**Patches** (HPatches' 65 x 65, :mod:`descbench.patches.describe`): ``patch_rows`` resizes each
+whole patch to the net input (``patch_sampling.resize_hpatches_patches``: ``cv2.resize``,
+``INTER_LINEAR``, hpatches-benchmark's learned baselines, e.g. HardNet's HPatches extraction
+script), then the convention's normalisation, the net and the L2 step as on an image. It reads
+neither the centre keypoint's size nor its angle (``patch_support`` is the patch side: the net
+sees the whole patch), so unlike the hand-crafted families its rows are *not* those of
+``compute`` on the patch saved as an image (that would warp a keypoint-centred patch; the pixel
+grids differ by the half-pixel between the keypoint ``32.5`` and ``cv2.resize``'s centre).
+
+**Runtime**: :func:`runtime_provenance` (device, versions, threads, weights label, batch size,
+the effective patch convention) is what a job records. The net is built and loaded once per
+process and parameter set (:func:`net_for`, an ``lru_cache``). Rows are reproducible for a given
+``batch_mem_mb`` (torch's deterministic mode); different batch sizes agree to float32 rounding,
+not bit for bit (on the CPU oneDNN picks its convolution kernel by batch size; measured within
+6e-7 on unit rows, tested within 2e-6).
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import asdict, dataclass, replace
+from pathlib import Path
+
+import numpy as np
+
+from descbench import torchrt
+from descbench.datasets.layout import read_image
+from descbench.descriptors import DescriptorFamily, PatchJob, lazy_module
+from descbench.descriptors import patch_sampling as ps
+from descbench.errors import ConfigError
+from descbench.keypoints import ImageKeypoints
+from descbench.params import object_fragment
+
+K = lazy_module("descbench.descriptors.sift_kernel")  # l2_rows (numba module, loaded on first use)
+
+KIB = 1024
+
+
+@dataclass(frozen=True)
+class NetSpec:
+    """A kornia descriptor network as a family."""
+
+    family: str
+    kornia_class: str  # kornia.feature.<class>
+    kornia_module: str  # kornia.feature.<module>, whose ``urls`` dict names the published weights
+    published_key: str  # the key of ``urls`` that ``pretrained=True`` loads
+    input_size: int  # the class's ``patch_size``
+    dim: int  # output columns
+    # Memory of one patch in a forward pass, the batch bound of torchrt.batch_size: the growth of
+    # the process's peak resident memory (ru_maxrss) over one 2048-patch CPU forward after a
+    # 1-patch warm-up, divided by 2048 (torch 2.13, kornia 0.9, 1 thread, float32), rounded up to
+    # 16 KiB. A rough CPU figure: it bounds the activations, not cuDNN's workspace on a GPU.
+    bytes_per_patch: int
+
+
+NETS = {s.family: s for s in (
+    NetSpec("hardnet", "HardNet", "hardnet", "liberty_aug", 32, 128, 272 * KIB),     # measured 260 KiB
+    NetSpec("hardnet8", "HardNet8", "hardnet", "hardnet8v2", 32, 128, 368 * KIB),    # measured 366 KiB
+    NetSpec("sosnet", "SOSNet", "sosnet", "lib", 32, 128, 400 * KIB),                # measured 384 KiB
+    NetSpec("hynet", "HyNet", "hynet", "liberty", 32, 128, 528 * KIB),               # measured 516 KiB
+    NetSpec("tfeat", "TFeat", "tfeat", "liberty", 32, 128, 176 * KIB),               # measured 173 KiB
+)}
+
+# The named patch conventions (module docstring); the fields a config may override are
+# PatchConvention's.
+CONVENTIONS = {"workbench_libtorch": ps.LIBTORCH, "workbench_dnn": ps.DNN}
+CONVENTION_FIELDS = tuple(ps.PatchConvention.__dataclass_fields__)
+
+_PARAMS = object_fragment(
+    ("weights",),
+    weights={"type": "string", "minLength": 1,
+             "description": "a torch state dict file of the network, or 'random' (seeded by weights_seed)"},
+    weights_seed={"type": "integer", "minimum": 0, "default": 0},
+    device={"enum": ["auto", "cpu", "cuda"], "default": "auto"},
+    batch_mem_mb={"type": "number", "exclusiveMinimum": 0, "default": 256},
+    threads={"type": "integer", "minimum": 1, "default": 1},
+    patch_convention={"enum": list(CONVENTIONS), "default": "workbench_libtorch"},
+    # null: the patch convention's value (recorded as the value used by check_params)
+    input_size={"type": ["integer", "null"], "minimum": 1, "default": None},
+    support_multiplier={"type": ["number", "null"], "exclusiveMinimum": 0, "default": None},
+    min_size_px={"type": ["number", "null"], "exclusiveMinimum": 0, "default": None},
+    min_side_px={"type": ["number", "null"], "minimum": 0, "default": None},
+    rotate_to_upright={"type": ["boolean", "null"], "default": None},
+    normalisation={"enum": [*ps.NORMALISATIONS, None], "default": None},
+    mean={"type": ["number", "null"], "default": None},
+    std={"type": ["number", "null"], "exclusiveMinimum": 0, "default": None},
+    std_eps={"type": ["number", "null"], "exclusiveMinimum": 0, "default": None},
+    eps_mode={"enum": [*ps.EPS_MODES, None], "default": None},
+    l2_normalise={"type": "boolean", "default": True},
+)
+PARAMS_SCHEMA = {name: _PARAMS for name in NETS}
+
+
+def convention(params: dict) -> ps.PatchConvention:
+    """The patch convention of filled ``params``: the named ``patch_convention`` with every
+    non-null field of :data:`CONVENTION_FIELDS` in ``params`` put in its place."""
+    base = CONVENTIONS[params["patch_convention"]]
+    return replace(base, **{f: params[f] for f in CONVENTION_FIELDS if params.get(f) is not None})
+
+
+def check_params(family: str):
+    """The family's config-time check, ``(params, where) -> params``: torch and kornia installed
+    (found, not imported), ``input_size`` the net's, and every null convention field replaced by
+    the value used, so the recorded params name the whole convention."""
+
+    spec = NETS[family]
+
+    def check(params: dict, where: str) -> dict:
+        torchrt.check_installed("torch", "kornia", what=f"descriptor family '{family}'")
+        weights = params["weights"]
+        if weights != torchrt.RANDOM_WEIGHTS and not Path(weights).is_file():
+            # at config time, before Snakemake reports the file as a bare missing rule input
+            raise ConfigError(f"{where}.weights: the weights file {weights} does not exist; fix: download "
+                              f"{published_source(spec)} (descbench never downloads) and give its path, or use "
+                              f"'{torchrt.RANDOM_WEIGHTS}' for a randomly initialised network (tests, dry runs)")
+        conv = convention(params)
+        if conv.input_size != spec.input_size:
+            raise ConfigError(f"{where}.input_size: {conv.input_size}, but kornia.feature.{spec.kornia_class} takes "
+                              f"{spec.input_size} x {spec.input_size} patches (its patch_size); fix: use "
+                              f"{spec.input_size} or leave it out (null: the convention's)")
+        return {**params, **asdict(conv)}
+
+    return check
+
+
+def published_source(spec: NetSpec) -> str:
+    """Where the published weights come from: the URLs of ``kornia.feature.<module>.urls[<key>]``
+    (what ``pretrained=True`` downloads; descbench never does)."""
+    import importlib
+
+    urls = importlib.import_module(f"kornia.feature.{spec.kornia_module}").urls[spec.published_key]
+    urls = [urls] if isinstance(urls, str) else list(urls)
+    return (f"kornia.feature.{spec.kornia_class}'s pretrained weights, kornia.feature.{spec.kornia_module}.urls"
+            f"['{spec.published_key}']: {' or '.join(urls)}")
+
+
+def where_of(family: str) -> str:
+    """The params named in run-time errors (a job sees the params, not their config key)."""
+    return f"descriptor family '{family}' params"
+
+
+def net_for(family: str, params: dict):
+    """:func:`loaded_net` for filled ``params`` (keyed on the weights file's modification time and
+    size too, so a file rewritten while a process runs is loaded again)."""
+    weights = params["weights"]
+    try:
+        st = Path(weights).stat() if weights != torchrt.RANDOM_WEIGHTS else None
+    except OSError:  # missing: load_weights names it
+        st = None
+    stamp = None if st is None else (st.st_mtime_ns, st.st_size)
+    return loaded_net(family, weights, params["weights_seed"], params["device"], stamp)
+
+
+@functools.lru_cache(maxsize=8)
+def loaded_net(family: str, weights: str, weights_seed: int, device: str, stamp: tuple | None = None):
+    """``(net, weights label, torch.device)``: ``kornia.feature.<class>(pretrained=False)`` given its
+    weights (:func:`descbench.torchrt.load_weights`), in eval mode, on the device; built once per
+    process for these arguments (a job describing many images loads the weights once); ``stamp``
+    (the file's mtime and size) only keys the cache."""
+    spec = NETS[family]
+    where = where_of(family)
+    torch, kornia = torchrt.require("torch", "kornia", what=f"descriptor family '{family}'")
+    dev = torchrt.resolve_device(device, where)
+    net = getattr(kornia.feature, spec.kornia_class)(pretrained=False)
+    label = torchrt.load_weights(net, weights, weights_seed, where, published_source(spec))
+    return net.to(dev), label, dev
+
+
+def batch_of(family: str, params: dict) -> int:
+    """Patches per forward pass: ``torchrt.batch_size(batch_mem_mb, bytes_per_patch)``."""
+    return torchrt.batch_size(params["batch_mem_mb"], NETS[family].bytes_per_patch)
+
+
+def forward(family: str, patches: np.ndarray, params: dict) -> np.ndarray:
+    """float32 [N, D] rows of normalised float32 patches [N, n, n]: the net in batches of
+    :func:`batch_of` on the configured device and threads, then the L2 step when ``l2_normalise``."""
+    net, _, dev = net_for(family, params)
+    torchrt.configure(dev, params["threads"])
+    rows = torchrt.run_batched(net, patches[:, None], batch_of(family, params), dev)
+    return K.l2_rows(rows) if params["l2_normalise"] else rows.astype(np.float32, copy=False)
+
+
+def grey_image(image_path: Path) -> np.ndarray:
+    """uint8 grey image: ``cvtColor(BGR2GRAY)`` of the colour read, as the workbench's wrappers."""
+    import cv2
+
+    return cv2.cvtColor(read_image(image_path, color=True), cv2.COLOR_BGR2GRAY)
+
+
+def net_compute(family: str):
+    """The family's ``compute``: :func:`describe_image` of that net."""
+
+    def compute(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
+        return describe_image(family, Path(image_path), kps, params)
+
+    return compute
+
+
+def describe_image(family: str, image_path: Path, kps: ImageKeypoints, params: dict) -> np.ndarray:
+    """float32 [N, D]: the patch of each keypoint (:func:`convention`) through the net (module docstring)."""
+    if len(kps) == 0:
+        return np.zeros((0, NETS[family].dim), dtype=np.float32)
+    return forward(family, ps.sample_patches(grey_image(image_path), kps, convention(params)), params)
+
+
+def net_patch_rows(family: str):
+    """The family's ``patch_rows``: every 65 x 65 patch resized to the net input
+    (``resize_hpatches_patches``), normalised by the convention, then :func:`forward`. The resize
+    cannot honour a centre keypoint other than the whole upright patch: a ``support`` other than
+    the patch side, or an angle > 0 with ``rotate_to_upright``, is a ConfigError (never ignored)."""
+
+    def patch_rows(job: PatchJob, params: dict) -> np.ndarray:
+        conv = convention(params)
+        base = job.config_key.removesuffix(".params")
+        kp = job.keypoint
+        if job.shape[0] != job.shape[1] or float(kp.size[0]) != patch_support(params, job.shape[0]):
+            raise ConfigError(f"invalid config value at '{base}.support': {float(kp.size[0])}; descriptor family "
+                              f"'{family}' describes a patch by resizing the whole {job.shape[0]} x {job.shape[1]} patch "
+                              "to the network input (hpatches-benchmark's convention): leave support unset")
+        if conv.rotate_to_upright and float(kp.angle[0]) > 0:
+            raise ConfigError(f"invalid config value at '{base}.angle': {float(kp.angle[0])}; descriptor family "
+                              f"'{family}' resizes the whole patch and cannot rotate it: use angle 0 or -1 (unset)")
+        return forward(family, ps.normalise_patches(ps.resize_hpatches_patches(job.patches, conv.input_size), conv), params)
+
+    return patch_rows
+
+
+def patch_support(params: dict, side: int) -> float:
+    """The patch side: the net sees the whole patch (resized), whatever the keypoint size."""
+    return float(side)
+
+
+def runtime_provenance(family: str, params: dict) -> dict:
+    """What a job records about how ``family`` ran with filled ``params``: the
+    :func:`descbench.torchrt.configure` dict (torch / kornia versions, device type and name, threads,
+    cuDNN and determinism flags) plus ``network`` (``kornia.feature.<class>``), ``weights`` (the
+    label: ``sha256:<hex>`` or ``random(seed=<n>)``), ``weights_file`` (the path, None for random),
+    ``batch_size``, ``bytes_per_patch``, ``patch_convention`` (every field of the convention used)
+    and ``l2_normalise``. Loads the net (cached, as the job's compute will)."""
+    spec = NETS[family]
+    _, label, dev = net_for(family, params)
+    out = torchrt.configure(dev, params["threads"])
+    out.update(network=f"kornia.feature.{spec.kornia_class}", weights=label,
+               weights_file=None if params["weights"] == torchrt.RANDOM_WEIGHTS else str(params["weights"]),
+               batch_size=batch_of(family, params), bytes_per_patch=spec.bytes_per_patch,
+               patch_convention={"name": params["patch_convention"], **asdict(convention(params))},
+               l2_normalise=bool(params["l2_normalise"]))
+    return out
+
+
+# family name -> runtime_provenance(params) of that family (for the job's Parquet metadata)
+RUNTIME_PROVENANCE = {name: functools.partial(runtime_provenance, name) for name in NETS}
+
+FAMILIES = tuple(
+    DescriptorFamily(name, net_compute(name), PARAMS_SCHEMA[name], check=check_params(name),
+                     patch_support=patch_support, patch_rows=net_patch_rows(name),
+                     runtime_provenance=RUNTIME_PROVENANCE[name])
+    for name in NETS
+)

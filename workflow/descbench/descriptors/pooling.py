@@ -1,0 +1,385 @@
+"""Domain-size pooling (DSP) of any float descriptor family: family ``dsp``.
+
+The C++ DescriptorWorkbench's generic pooling strategy (``src/core/pooling/DomainSizePooling.cpp``
+and ``pooling_utils.hpp``, options parsed in ``src/core/config/YAMLConfigLoader.cpp``, defaults in
+``src/include/thesis_project/types.hpp`` ``DescriptorParams``; described in
+``docs/pooling_semantics.md``): a keypoint of size ``s`` is described by the ``base`` family at the
+sizes ``a s`` for every ``a`` in ``scales`` (position, angle and every other field kept) and the
+rows are averaged. With filled params, for each keypoint (row operations in float64, float32 out):
+
+    w_a      = weight of scale a (below); scales with w_a = 0 are not computed (they add nothing)
+    d_a      = root_before(norm_before(base rows at the keypoints of size a s))
+    pooled   = sum_a w_a d_a / sum_a w_a
+    row      = norm_after(root_after(pooled))
+
+``normalise_before`` / ``normalise_after`` (``none`` | ``l1`` | ``l2``: each row divided by its L1
+or L2 norm, an all-zero row stays zero) are the workbench's ``normalize_before_pooling`` /
+``normalize_after_pooling`` with its ``norm_type`` (its defaults: no, yes with L2). ``rootsift``
+(``none`` | ``before`` | ``after``, its ``rooting_stage``): :func:`signed_root`, the row divided by
+its L1 norm, then ``sign(v) sqrt(|v|)`` element-wise (the workbench's
+``DomainSizePooling::applyRooting``; on non-negative rows it is RootSIFT); ``before`` applies it
+to each ``d_a`` after ``normalise_before``, ``after`` to the pooled row before ``normalise_after``.
+
+Weights (:func:`scale_weights`; ``ln`` the natural log, ``a`` the scale as float32, as the
+workbench's ``float`` scales): ``weighting: uniform`` ``w = 1``; ``gaussian``
+``w = exp(-ln(a)^2 / (2 sigma^2))``; ``triangular`` ``w = max(0, 1 - |ln(a)| / sigma)`` with
+``sigma = weight_sigma`` (the workbench's ``scale_weight_sigma``, default 0.15); or explicit
+``weights``, one number >= 0 per scale (its ``scale_weights``). Weights need not sum to 1: the
+pooled row is divided by their sum. The workbench applies weights only with
+``pooling_aggregation: weighted_avg`` (its default ``average`` ignores them: ``w = 1``); here
+giving weights is that choice. Its other aggregations (max, min, concatenate) are not offered.
+
+Scaled keypoints (:func:`scaled_keypoints`): ``size' = float32(size) * float32(a)`` in float32
+(C++ ``kp.size * alpha``). The ``octave`` field is kept, except on a keypoint set whose field is
+OpenCV SIFT's packed octave (root detector ``sift``, or ``locked`` with ``octave: sift``) at
+``a != 1``: there it is re-derived from the scaled size
+(:func:`descbench.keypoints.sift.sift_octave_from_size`, with the set's ``n_octave_layers`` and
+``sigma``), so that a SIFT-family base, which reads the field as it is on such sets
+(``descbench.descriptors.sift.sift_setup``), describes each keypoint at the scaled size's
+scale-space level, as it does on sets of other detectors (where it derives the level from the
+size itself). At ``a = 1`` the keypoint is the detected one, its own level is kept: ``scales: [1]``
+with uniform weights and no normalisation is the base family exactly. A scaled size that is not
+finite and positive (float32 overflow of a huge scale) is a DataError naming the scale and rows.
+
+``image`` chooses the image each scale is described on:
+
+* ``original`` (default): the image unchanged, only the keypoint size scaled: the definition in
+  the workbench's ``docs/pooling_semantics.md`` ("fixed image, variable support"), which its code
+  followed until commit b9b6b46 (Sep 2025), and Dong & Soatto's.
+* ``workbench_pyramid``: what ``DomainSizePooling::computeDescriptors`` does since then
+  (:func:`pyramid_level`, :func:`pyramid_image`): a Gaussian pyramid of the grey image
+  (``cvtColor(BGR2GRAY)`` of the colour read; the BGR image with ``colour: true``, its
+  ``use_color``): 4 octaves of 6 levels, level 0 of octave 0 the image itself (no initial blur),
+  level 0 of octave ``o > 0`` ``pyrDown`` of level 3 of octave ``o - 1``, level ``l`` a
+  ``GaussianBlur`` of level ``l - 1`` with ``sigma = sqrt(s_l^2 - s_{l-1}^2)``,
+  ``s_l = 1.6 * 2^(l/3)``; scale ``a`` reads level ``(max(0, o), max(0, l))`` with
+  ``t = logf(a) / ln 2``, ``o = floor(t)``, ``l = round((t - o) 3)`` (so a < 1 reads a *more*
+  blurred level of octave 0, e.g. 0.85 -> level 2, as the workbench does), and the keypoint is
+  ``x 2^-o``, ``y 2^-o``, size ``s * a * 2^-o`` there (its octave field kept, as the workbench
+  does). The level image is handed to the base family as a lossless PNG file. Scales with
+  ``floor(log2 a) >= 4``, which the workbench skips silently, are a ConfigError.
+
+Differences from the workbench, each a config or data error here where the workbench goes on
+silently: a scale <= 0 (it skips the scale), a scale listed twice (it counts it twice), a weight
+list of the wrong length (it falls back to the procedural weights), an all-zero weight sum (it
+returns the first scale's rows), a base that changes the row count or gives NaN at some scale (it
+returns no descriptors for the image). Sums are float64 (it accumulates float32), and a row is
+divided by any positive norm (``cv::normalize`` zeroes rows of norm <= DBL_EPSILON).
+
+DSPSIFT's exact kernels (:mod:`descbench.descriptors.dspsift`) stay as they are; ``dsp`` is the
+generic path for families that have none. ``dsp`` over ``sift`` with ``convention: workbench`` is
+close to, not equal to, ``dspsift`` ``convention: workbench`` (``tests/test_pooling.py`` measures
+it: row L2 distance median 0.064 on the demo): dspsift pools VanillaSIFT's unrounded rows (L2 norm
+512, so the scaling matches dsp's unit rows) with computeDSP's level rule ``floor`` in one pyramid
+for all scales; dsp pools OpenCV's rounded rows with ``sift_octave_from_size``'s ``round``, one
+``SIFT.compute`` (and pyramid) per scale.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from pathlib import Path
+
+import numpy as np
+
+from descbench.datasets.layout import read_image
+from descbench.descriptors import DescriptorFamily, PatchJob, check_descriptor_params, compute_descriptors, get_family
+from descbench.descriptors.stack import normalise_rows, part_kind
+from descbench.errors import ConfigError, DataError
+from descbench.keypoints import ImageKeypoints
+from descbench.keypoints.sift import sift_octave_from_size
+from descbench.params import config_schema, fill_defaults, object_fragment
+
+NORMS = ("none", "l1", "l2")
+WEIGHTINGS = ("uniform", "gaussian", "triangular")
+ROOT_STAGES = ("none", "before", "after")
+IMAGES = ("original", "workbench_pyramid")
+# families that cannot be the base, and why
+REFUSED_BASES = {
+    "dsp": "pooling a pooled descriptor pools over the products of the two scale lists; list all the scales (and "
+           "weights) in one dsp",
+    "stack": "a stack normalises and weights its parts; pool each part instead (a stack whose parts are dsp descriptors)",
+    "composite": "its components are descriptors computed on other keypoint sets of the config, which dsp cannot rescale; "
+                 "pool each component instead",
+    "precomputed": "its descriptors are read from files at the detected keypoints and cannot be recomputed at other sizes",
+}
+# workbench_pyramid (DomainSizePooling::buildGaussianPyramid's arguments in computeDescriptors)
+PYRAMID_OCTAVES = 4
+PYRAMID_LAYERS = 3
+PYRAMID_SIGMA = 1.6
+
+PARAMS_SCHEMA = {"dsp": object_fragment(
+    required=("base",),
+    # the pooled family and its params (checked against that family by check_dsp)
+    base=object_fragment(required=("family",), family={"type": "string", "minLength": 1},
+                         params={"type": ["object", "null"], "default": None}),
+    scales={"type": "array", "items": {"type": "number", "exclusiveMinimum": 0}, "minItems": 1,
+            "default": [1.0, 1.5, 2.0]},
+    weighting={"enum": list(WEIGHTINGS), "default": "uniform"},
+    # gaussian: sigma of ln(a); triangular: the radius in ln(a) (the workbench clamps it to >= 1e-6)
+    weight_sigma={"type": "number", "minimum": 1e-6, "default": 0.15},
+    # explicit weights, one per scale (null: from weighting)
+    weights={"type": ["array", "null"], "items": {"type": "number", "minimum": 0}, "default": None},
+    normalise_before={"enum": list(NORMS), "default": "none"},
+    normalise_after={"enum": list(NORMS), "default": "l2"},
+    rootsift={"enum": list(ROOT_STAGES), "default": "none"},
+    image={"enum": list(IMAGES), "default": "original"},
+    # workbench_pyramid only: the pyramid of the BGR image instead of the grey one
+    colour={"type": "boolean", "default": False},
+)}
+
+
+# ----------------------------------------------------------------------------- config
+
+
+def scale_weights(params: dict) -> list[float]:
+    """One weight per scale of filled ``params`` (module docstring): the explicit ``weights``, or
+    ``weighting`` of ``ln(float32(a))`` with ``weight_sigma``."""
+    explicit, weighting, sigma = params["weights"], params["weighting"], params["weight_sigma"]
+    if explicit is not None:
+        return [float(w) for w in explicit]
+    out = []
+    for a in params["scales"]:
+        x = math.log(float(np.float32(a)))
+        if weighting == "gaussian":
+            out.append(math.exp(-0.5 * x * x / (sigma * sigma)))
+        elif weighting == "triangular":
+            out.append(max(0.0, 1.0 - abs(x) / sigma))
+        else:
+            out.append(1.0)
+    return out
+
+
+def check_dsp(params: dict, where: str) -> dict:
+    """Rules the schema cannot state: the base is a registered float family (its params checked
+    and filled), not one of :data:`REFUSED_BASES`; scales distinct; explicit weights one per scale
+    and not with a procedural ``weighting``; a positive weight sum; ``colour`` and the pyramid's
+    scale range with ``image: workbench_pyramid`` only."""
+    fam = params["base"]["family"]
+    if fam in REFUSED_BASES:
+        raise ConfigError(f"{where}.base.family: '{fam}' cannot be pooled by dsp: {REFUSED_BASES[fam]}")
+    base = {"family": fam, "params": check_descriptor_params(fam, params["base"]["params"], f"{where}.base.params")}
+    if part_kind(base):
+        raise ConfigError(f"{where}.base.family: '{fam}' gives packed bits (Hamming); an average of bits is not a "
+                          "descriptor of that kind: pool a float descriptor")
+    scales = params["scales"]
+    if len(set(map(float, scales))) != len(scales):
+        raise ConfigError(f"{where}.scales: {scales} lists a scale twice; give each scale once (weight a scale with "
+                          "weights)")
+    if params["weights"] is not None:
+        if len(params["weights"]) != len(scales):
+            raise ConfigError(f"{where}.weights: {len(params['weights'])} weights for {len(scales)} scales {scales}; "
+                              "give one weight per scale, or null for weighting")
+        if params["weighting"] != "uniform":
+            raise ConfigError(f"{where}: weights and weighting '{params['weighting']}' both give the scale weights; "
+                              "remove one of them")
+    total = sum(scale_weights(params))
+    if not total > 0:
+        raise ConfigError(f"{where}: the scale weights {scale_weights(params)} (scales {scales}, "
+                          f"{'weights' if params['weights'] is not None else 'weighting ' + params['weighting']}) sum to 0; "
+                          "give at least one scale a positive weight (e.g. a larger weight_sigma)")
+    if params["image"] == "workbench_pyramid":
+        far = [a for a in scales if pyramid_level(a)[0] >= PYRAMID_OCTAVES]
+        if far:
+            raise ConfigError(f"{where}.scales: {far} lie beyond the workbench pyramid's {PYRAMID_OCTAVES} octaves "
+                              f"(floor(log2 a) >= {PYRAMID_OCTAVES}; the workbench skips them); use scales < "
+                              f"{2 ** PYRAMID_OCTAVES}")
+    elif params["colour"]:
+        raise ConfigError(f"{where}.colour applies to image: workbench_pyramid only (the image the pyramid is built "
+                          "from); with image: original the base family reads the image its own way: remove colour")
+    return {**params, "base": base}
+
+
+# ----------------------------------------------------------------------------- geometry
+
+
+def has_sift_octaves(kpset: dict) -> bool:
+    """Whether the set's ``octave`` field is OpenCV SIFT's packed octave (the rule of
+    ``descbench.descriptors.sift.sift_setup``): root detector ``sift``, or ``locked`` with
+    ``octave: sift``."""
+    return kpset.get("detector") == "sift" or (
+        kpset.get("detector") == "locked" and kpset.get("params", {}).get("octave") == "sift")
+
+
+def scaled_keypoints(kps: ImageKeypoints, a: float, kpset: dict, image_shape: tuple[int, int], where: str) -> ImageKeypoints:
+    """``kps`` with size ``float32(size) * float32(a)`` (float32), every other field kept, except
+    the SIFT octave field re-derived from the new size at ``a != 1`` on a set with SIFT octaves
+    (:func:`has_sift_octaves`; the set's ``n_octave_layers`` and ``sigma``, clamped to the pyramid
+    of an image of ``image_shape``). DataError naming ``where`` when a size is not finite and > 0."""
+    with np.errstate(over="ignore"):  # an overflow is reported below, naming the scale
+        size = (kps.size.astype(np.float32) * np.float32(a)).astype(np.float32)
+    bad = np.flatnonzero(~(np.isfinite(size) & (size > 0)))
+    if bad.size:
+        raise DataError(f"{where}: the scaled keypoint size is {size[bad[0]]} (not finite and positive) for {bad.size} "
+                        f"keypoints (first: row {int(bad[0])}, size {kps.size[bad[0]]}); use a smaller scale")
+    octave = kps.octave
+    if a != 1 and has_sift_octaves(kpset):
+        sift = fill_defaults({"$ref": "#/definitions/sift_detector_params"},
+                             dict(kpset.get("params", {})) if kpset.get("detector") == "sift" else {}, config_schema())
+        octave = sift_octave_from_size(size, image_shape, int(sift["n_octave_layers"]), float(sift["sigma"]))
+    return dataclasses.replace(kps, size=size, octave=np.asarray(octave, dtype=np.int32))
+
+
+def pyramid_level(a: float) -> tuple[int, int]:
+    """(octave, level) of scale ``a`` in the workbench pyramid (``findPyramidLevel``):
+    ``t = logf(float32 a) / ln 2`` (C++ ``std::log`` of a float is float), ``o = floor(t)``,
+    ``l = round((t - o) * 3)`` (half away from zero), then ``(max(0, o), max(0, l))``."""
+    t = float(np.log(np.float32(a))) / math.log(2.0)
+    o = math.floor(t)
+    level = math.floor((t - o) * PYRAMID_LAYERS + 0.5)
+    return max(0, o), max(0, level)
+
+
+def pyramid_image(base: np.ndarray, octave: int, level: int, cache: dict) -> np.ndarray:
+    """Level ``(octave, level)`` of the workbench pyramid of ``base`` (``buildGaussianPyramid``;
+    module docstring), built from the levels below it and memoised in ``cache``."""
+    import cv2
+
+    key = (octave, level)
+    if key not in cache:
+        if level == 0:
+            cache[key] = base if octave == 0 else cv2.pyrDown(pyramid_image(base, octave - 1, PYRAMID_LAYERS, cache))
+        else:
+            k = 2.0 ** (1.0 / PYRAMID_LAYERS)
+            prev, cur = PYRAMID_SIGMA * k ** (level - 1), PYRAMID_SIGMA * k ** level
+            cache[key] = cv2.GaussianBlur(pyramid_image(base, octave, level - 1, cache), (0, 0), math.sqrt(cur * cur - prev * prev))
+    return cache[key]
+
+
+def pyramid_keypoints(kps: ImageKeypoints, a: float, octave: int) -> ImageKeypoints:
+    """``kps`` on pyramid octave ``octave`` at scale ``a``: x, y times ``f = float32(2^-octave)``,
+    size times ``float32(a) * f`` (float32, as C++), every other field kept (the octave field too)."""
+    f = np.float32(1.0 / (1 << octave))
+    return dataclasses.replace(kps, x=(kps.x * f).astype(np.float32), y=(kps.y * f).astype(np.float32),
+                               size=(kps.size * (np.float32(a) * f)).astype(np.float32))
+
+
+# ----------------------------------------------------------------------------- pooling
+
+
+def signed_root(d: np.ndarray) -> np.ndarray:
+    """The workbench's rooting: each row divided by its L1 norm, then ``sign(v) sqrt(|v|)``
+    (float64; RootSIFT on non-negative rows; an all-zero row stays zero)."""
+    d = normalise_rows(d, "l1")
+    return np.sign(d) * np.sqrt(np.abs(d))
+
+
+def pool_rows(rows: list[np.ndarray], weights: list[float], params: dict) -> np.ndarray:
+    """The pooled float32 rows of the per-scale base rows ``rows`` with ``weights`` (module
+    docstring formula; rows and weights of zero-weight scales may be left out)."""
+    root = params["rootsift"]
+    acc = None
+    for d, w in zip(rows, weights):
+        d = normalise_rows(d, params["normalise_before"])
+        if root == "before":
+            d = signed_root(d)
+        acc = w * d if acc is None else acc + w * d
+    pooled = acc / sum(weights)
+    if root == "after":
+        pooled = signed_root(pooled)
+    return normalise_rows(pooled, params["normalise_after"]).astype(np.float32)
+
+
+def _where(params: dict, a: float) -> str:
+    return f"dsp scale {a} (base family '{params['base']['family']}' at keypoint size x {a})"
+
+
+def _check_scale_rows(rows: list[np.ndarray], scales: list[float], params: dict) -> None:
+    """Every scale gave the same number of columns (a base that changes D with the size, e.g. a
+    python callable, is a DataError naming both scales)."""
+    for d, a in zip(rows[1:], scales[1:]):
+        if d.shape[1] != rows[0].shape[1]:
+            raise DataError(f"{_where(params, a)}: {d.shape[1]} columns, but {rows[0].shape[1]} at scale {scales[0]}; "
+                            "the base family must give rows of one length at every size")
+
+
+def dsp_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
+    """Domain-size pooling of the base family on one image (module docstring)."""
+    image_mode, colour = params["image"], params["colour"]
+    weights = scale_weights(params)
+    base = params["base"]
+    used = [(a, w) for a, w in zip(params["scales"], weights) if w > 0]
+    rows = []
+    if image_mode == "original":
+        shape = read_image(image_path).shape[:2] if has_sift_octaves(kpset) and any(a != 1 for a, _ in used) else None
+        for a, _ in used:
+            at = _where(params, a)
+            rows.append(compute_descriptors(base["family"], base["params"], image_path, scaled_keypoints(kps, a, kpset, shape, at),
+                                            kpset, at))
+    else:
+        import tempfile
+
+        import cv2
+
+        bgr = read_image(image_path, color=True)
+        work = bgr if colour else cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)
+        cache: dict = {}
+        with tempfile.TemporaryDirectory(prefix="descbench-dsp-") as tmp:
+            for j, (a, _) in enumerate(used):
+                octave, level = pyramid_level(a)
+                path = Path(tmp) / f"{Path(image_path).stem}.dsp{j}.png"
+                if not cv2.imwrite(str(path), pyramid_image(work, octave, level, cache)):
+                    raise DataError(f"{_where(params, a)}: could not write the pyramid level image {path}")
+                at = f"{_where(params, a)}, pyramid octave {octave} level {level} of {image_path}"
+                rows.append(compute_descriptors(base["family"], base["params"], path, pyramid_keypoints(kps, a, octave), kpset, at))
+    _check_scale_rows(rows, [a for a, _ in used], params)
+    return pool_rows(rows, [w for _, w in used], params)
+
+
+# ----------------------------------------------------------------------------- patches
+
+
+def _base_family(params: dict) -> DescriptorFamily:
+    fam = get_family(params["base"]["family"])
+    problem = fam.patch_problem()
+    if problem:
+        raise ConfigError(f"dsp base: descriptor family '{fam.name}' cannot describe patches: it {problem}")
+    return fam
+
+
+def dsp_patch_support(params: dict, side: int) -> float:
+    """The base family's support: the scales multiply it."""
+    return _base_family(params).patch_support(params["base"]["params"], side)
+
+
+def dsp_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
+    """:func:`dsp_descriptors` on each patch as an image: for each scale, the base family's own
+    ``patch_rows`` on a job whose keypoint is the scaled one (``image: workbench_pyramid``: whose
+    patches are that pyramid level of each grey patch, every patch's level built the same way as
+    on an image), then :func:`pool_rows`. Exact whenever the base's hook is (its contract)."""
+    fam = _base_family(params)
+    weights = scale_weights(params)
+    used = [(a, w) for a, w in zip(params["scales"], weights) if w > 0]
+    base_params = params["base"]["params"]
+    rows = []
+    for a, _ in used:
+        at = f"{job.where}: {_where(params, a)}"
+        if params["image"] == "original":
+            sub = dataclasses.replace(job, keypoint=scaled_keypoints(job.keypoint, a, job.kpset, job.shape, at), describe=None,
+                                      where=at)
+        else:
+            octave, level = pyramid_level(a)
+            # a grey patch: its colour read has three equal channels, whose pyramid (colour: true) is the grey one's
+            levels = np.ascontiguousarray(np.stack([pyramid_image(p, octave, level, {}) for p in job.patches]))
+            sub = dataclasses.replace(job, patches=levels, keypoint=pyramid_keypoints(job.keypoint, a, octave), describe=None,
+                                      where=at)
+        d = fam.patch_rows(sub, base_params)
+        if d.shape[0] != len(job.patches) or not np.all(np.isfinite(d)):
+            raise DataError(f"{at}: the base gave shape {d.shape} with {int((~np.isfinite(d)).any(axis=1).sum())} "
+                            f"non-finite rows for {len(job.patches)} patches; it must give finite rows, one per patch")
+        rows.append(d)
+    _check_scale_rows(rows, [a for a, _ in used], params)
+    return pool_rows(rows, [w for _, w in used], params)
+
+
+def dsp_runtime_provenance(params: dict) -> dict:
+    """The base family's runtime provenance (a learned base: its device, versions, weights), or {}."""
+    base = get_family(params["base"]["family"])
+    return base.runtime_provenance(params["base"]["params"]) if base.runtime_provenance else {}
+
+
+FAMILIES = (
+    DescriptorFamily("dsp", dsp_descriptors, PARAMS_SCHEMA["dsp"], binary=False, check=check_dsp,
+                     patch_support=dsp_patch_support, patch_rows=dsp_patch_rows, runtime_provenance=dsp_runtime_provenance),
+)

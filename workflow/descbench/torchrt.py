@@ -1,0 +1,253 @@
+"""The torch runtime of the learned families: optional imports, device, determinism, weights, batching.
+
+torch (and kornia, onnx, ...) are the optional ``learned`` extra: every function here imports
+them when called (never at import time, so ``import descbench.descriptors`` works without them)
+through :func:`require`, which names the pip command when they are missing.
+
+A job that runs a network:
+
+1. ``device = resolve_device(params["device"], where)``;
+2. ``provenance = configure(device, params["threads"])`` (deterministic settings; the returned
+   dict is what the job records);
+3. builds the module (``pretrained=False``: nothing is ever downloaded) and
+   ``label = load_weights(module, params["weights"], params["weights_seed"], where, published)``
+   (``sha256:<hex>`` of the weights file, or ``random(seed=<n>)``);
+4. ``rows = run_batched(module.to(device), inputs, batch_size(params["batch_mem_mb"],
+   bytes_per_item), device)``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+import os
+import platform
+from collections.abc import Mapping
+from pathlib import Path
+
+from descbench.errors import ConfigError
+from descbench.fileops import file_sha256
+
+INSTALL = "pip install -e '.[learned]'"
+RANDOM_WEIGHTS = "random"  # the ``weights`` value that asks for a seeded random initialisation
+# cuBLAS is deterministic only with a fixed workspace (PyTorch's "Reproducibility" notes); the
+# variable must be set before the first cuBLAS call, so configure() sets it when it is unset.
+CUBLAS_WORKSPACE = ":4096:8"
+
+
+def require(*modules: str, what: str):
+    """The named optional modules, imported (``require("torch", "kornia", what="descriptor family
+    'hardnet'")``): one module for one name, else a tuple in the order given.
+
+    A module that does not import is a :class:`ConfigError` naming ``what``, every module it needs,
+    the one that failed (with the import error) and ``pip install -e '.[learned]'``."""
+    out = []
+    for name in modules:
+        try:
+            out.append(importlib.import_module(name))
+        except ImportError as exc:
+            raise ConfigError(missing_message(modules, name, str(exc), what)) from exc
+    return out[0] if len(out) == 1 else tuple(out)
+
+
+def missing_message(modules: tuple[str, ...], name: str, why: str, what: str) -> str:
+    """The error text of a missing optional module ``name`` (of ``modules``) needed by ``what``."""
+    return f"{what} needs {' and '.join(modules)}, but '{name}' is not importable ({why}); install the learned extra: {INSTALL}"
+
+
+def check_installed(*modules: str, what: str) -> None:
+    """:func:`require`'s check without the import (config validation: ``import torch`` costs a
+    second or more): each module must be findable (``importlib.util.find_spec``; a module set to
+    None in ``sys.modules`` counts as missing, as ``import`` would fail), else the same ConfigError."""
+    import importlib.util
+    import sys
+
+    for name in modules:
+        if name in sys.modules:
+            found = sys.modules[name] is not None
+        else:
+            try:
+                found = importlib.util.find_spec(name) is not None
+            except (ImportError, ValueError):  # a parent package missing, or a module without a spec
+                found = False
+        if not found:
+            raise ConfigError(missing_message(modules, name, "no such module", what))
+
+
+def resolve_device(device: str, where: str):
+    """``torch.device`` of the ``device`` param: ``auto`` -> ``cuda:0`` when
+    ``torch.cuda.is_available()`` else ``cpu``; ``cpu``; ``cuda`` -> ``cuda:0``, a
+    :class:`ConfigError` naming ``where.device`` when CUDA is not available (never a silent CPU run)."""
+    torch = require("torch", what=where)
+    if device == "auto":
+        return torch.device("cuda", 0) if torch.cuda.is_available() else torch.device("cpu")
+    if device == "cpu":
+        return torch.device("cpu")
+    if device == "cuda":
+        if not torch.cuda.is_available():
+            raise ConfigError(f"{where}.device: 'cuda', but torch {torch.__version__} sees no CUDA device on this machine "
+                              "(torch.cuda.is_available() is False); fix: use device 'cpu' or 'auto', or run on a GPU "
+                              "node with a CUDA build of torch")
+        return torch.device("cuda", 0)
+    raise ConfigError(f"{where}.device: {device!r} is not one of 'auto', 'cpu', 'cuda'")
+
+
+def cpu_name() -> str:
+    """The CPU's model name: ``platform.processor()``, else the first ``model name`` of
+    ``/proc/cpuinfo`` (Linux, where ``platform.processor()`` is often empty), else ``platform.machine()``."""
+    name = platform.processor()
+    if name:
+        return name
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine()
+
+
+def configure(device, threads: int) -> dict:
+    """Deterministic settings for the process's torch work, and their provenance.
+
+    ``torch.set_num_threads(threads)`` (intra-op threads on the CPU; it is process-wide), cuDNN
+    ``deterministic = True`` and ``benchmark = False``, ``torch.use_deterministic_algorithms(True)``
+    (an op without a deterministic implementation then raises rather than varying), and
+    ``CUBLAS_WORKSPACE_CONFIG`` = :data:`CUBLAS_WORKSPACE` when it is unset (needed by deterministic
+    cuBLAS). Returns the provenance dict: ``torch``, ``kornia`` (version, or None when kornia is not
+    installed), ``device`` (type, e.g. ``cpu``/``cuda``), ``device_name`` (``torch.cuda.get_device_name``
+    or :func:`cpu_name`), ``num_threads``, ``cudnn_deterministic``, ``cudnn_benchmark``,
+    ``cudnn_version`` (None without cuDNN), ``deterministic_algorithms``, ``cuda`` (torch's CUDA
+    version, None on a CPU build)."""
+    torch = require("torch", what="the torch runtime")
+    device = torch.device(device)
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
+    torch.set_num_threads(int(threads))
+    torch.backends.cudnn.deterministic = True
+    torch.backends.cudnn.benchmark = False
+    torch.use_deterministic_algorithms(True, warn_only=False)
+    try:
+        import kornia
+
+        kornia_version = kornia.__version__
+    except ImportError:  # a net that needs only torch (the record says so: None)
+        kornia_version = None
+    name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
+    return {
+        "torch": torch.__version__,
+        "kornia": kornia_version,
+        "device": device.type,
+        "device_name": name,
+        "num_threads": torch.get_num_threads(),
+        "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
+        "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
+        "cudnn_version": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,
+        "deterministic_algorithms": bool(torch.are_deterministic_algorithms_enabled()),
+        "cuda": torch.version.cuda,
+    }
+
+
+def random_init(module, seed: int) -> None:
+    """Re-initialise ``module`` deterministically: under ``torch.manual_seed(seed)`` in a forked RNG
+    (the caller's global torch RNG is left as it was), call ``reset_parameters()`` of every
+    submodule that has one, in ``module.modules()`` order (PyTorch's own default initialisers:
+    Kaiming-uniform convolutions and linear layers, BatchNorm running statistics 0 / 1, ...).
+
+    A submodule with parameters of its own but no ``reset_parameters`` cannot be re-initialised this
+    way: :class:`ConfigError` (its values would be the constructor's unseeded draws)."""
+    torch = require("torch", what="weights 'random'")
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(int(seed))
+        for name, sub in module.named_modules():
+            if hasattr(sub, "reset_parameters"):
+                sub.reset_parameters()
+            elif any(True for _ in sub.parameters(recurse=False)):
+                raise ConfigError(f"weights 'random': submodule '{name}' ({type(sub).__name__}) of {type(module).__name__} "
+                                  "has parameters but no reset_parameters(), so it cannot be initialised from a seed; "
+                                  "give a weights file")
+
+
+def state_dict_problem(expected: Mapping, got: Mapping) -> str | None:
+    """The first difference between the module's ``expected`` state dict and a loaded one, in words
+    (a key the file lacks, in the module's key order; then a key the module lacks; then a shape), or None."""
+    for key, tensor in expected.items():
+        if key not in got:
+            return f"key '{key}' is missing (the module expects {len(expected)} keys, the file has {len(got)})"
+        value = got[key]
+        if not hasattr(value, "shape"):
+            return f"key '{key}' holds a {type(value).__name__}, not a tensor"
+        if tuple(value.shape) != tuple(tensor.shape):
+            return f"key '{key}' has shape {tuple(value.shape)}, the module expects {tuple(tensor.shape)}"
+    for key in got:
+        if key not in expected:
+            return f"key '{key}' is not a key of the module"
+    return None
+
+
+def load_weights(module, weights: str, weights_seed: int, where: str, published: str) -> str:
+    """Give ``module`` its weights and put it in evaluation mode; returns the label the results record.
+
+    * ``weights == 'random'``: :func:`random_init` with ``weights_seed``; returns ``random(seed=<n>)``.
+    * else ``weights`` is the path of a torch state dict, read with ``torch.load(path,
+      map_location='cpu', weights_only=True)`` (tensors only, no code). A training checkpoint whose
+      state dict sits under the key ``state_dict`` (the published HardNet checkpoints, as kornia
+      itself loads them) is read from that key. Its keys and shapes must be the module's exactly
+      (then ``load_state_dict(strict=True)``); returns ``sha256:<hex of the file>``.
+
+    A path that does not exist: :class:`ConfigError` naming ``where.weights``, the file and where the
+    published weights come from (``published``: descbench never downloads them). A file torch cannot
+    read, or whose keys / shapes differ: :class:`ConfigError` naming the file and the first bad key."""
+    torch = require("torch", what=where)
+    if weights == RANDOM_WEIGHTS:
+        random_init(module, weights_seed)
+        module.eval()
+        return f"random(seed={int(weights_seed)})"
+    path = Path(weights)
+    if not path.is_file():
+        raise ConfigError(f"{where}.weights: the weights file {path} does not exist; fix: download the published weights "
+                          f"({published}) and give its path, or use weights 'random' (seeded by weights_seed) for a "
+                          "randomly initialised network")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises several types for a file it cannot read (pickle, zip, weights_only)
+        raise ConfigError(f"{where}.weights: {path} is not a torch state dict that torch.load(weights_only=True) can read "
+                          f"({type(exc).__name__}: {exc}); fix: save the module's state dict with "
+                          "torch.save(module.state_dict(), path)") from exc
+    if isinstance(state, Mapping) and "state_dict" in state and isinstance(state["state_dict"], Mapping):
+        state = state["state_dict"]
+    if not isinstance(state, Mapping):
+        raise ConfigError(f"{where}.weights: {path} holds a {type(state).__name__}, not a state dict (a mapping of "
+                          f"parameter names to tensors); fix: save torch.save(module.state_dict(), path)")
+    problem = state_dict_problem(module.state_dict(), state)
+    if problem is not None:
+        raise ConfigError(f"{where}.weights: {path} does not fit {type(module).__name__}: {problem}; fix: give the "
+                          f"weights of this network ({published})")
+    module.load_state_dict(state, strict=True)
+    module.eval()
+    return f"sha256:{file_sha256(path)}"
+
+
+def batch_size(batch_mem_mb: float, bytes_per_item: int) -> int:
+    """Items per forward pass: ``max(1, floor(batch_mem_mb * 2**20 / bytes_per_item))``."""
+    return max(1, math.floor(batch_mem_mb * 2**20 / bytes_per_item))
+
+
+def run_batched(net, inputs, batch: int, device):
+    """``net`` on ``inputs`` (float32 numpy ``[N, ...]``) in consecutive batches of ``batch`` items
+    under ``torch.inference_mode()``: each batch moved to ``device``, its output moved to the CPU
+    as float32; returns the outputs concatenated along the first axis (``[N, D]`` for a
+    descriptor net). ``N == 0`` returns a ``[0, 0]`` array without running the net."""
+    import numpy as np
+
+    torch = require("torch", what="the torch runtime")
+    if batch < 1:
+        raise ValueError(f"run_batched: batch must be >= 1, got {batch}")
+    n = len(inputs)
+    if n == 0:
+        return np.zeros((0, 0), dtype=np.float32)
+    out = []
+    with torch.inference_mode():
+        for start in range(0, n, batch):
+            x = torch.from_numpy(np.ascontiguousarray(inputs[start:start + batch], dtype=np.float32)).to(device)
+            out.append(net(x).to("cpu", torch.float32).numpy())
+    return np.concatenate(out, axis=0)
