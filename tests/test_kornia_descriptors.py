@@ -132,7 +132,9 @@ def test_spec_is_kornias(family):
 @pytest.mark.parametrize("l2", [False, True])
 def test_rows_equal_kornia_on_the_same_patches(family, l2, image, weights):
     got = rows(family, {"weights": str(weights[family]), "l2_normalise": l2, "device": "cpu"}, image)
-    patches = ps.sample_patches(grey(image), keypoints(), ps.LIBTORCH)
+    # the workbench's LibTorch convention; HyNet's default is its reference input, [0, 1] (no standardisation)
+    conv = replace(ps.LIBTORCH, normalisation="none") if family == "hynet" else ps.LIBTORCH
+    patches = ps.sample_patches(grey(image), keypoints(), conv)
     ref = direct(family, weights[family], patches)
     ref = l2_rows(ref) if l2 else ref
     assert got.dtype == np.float32 and got.shape == (len(keypoints()), 128)
@@ -161,11 +163,16 @@ def test_rows_depend_on_the_batch_only_in_the_last_bits(family, image, weights):
 
 
 def test_normalisation_override_reaches_the_net(image, weights):
-    """``normalisation: none`` feeds p = u8 / 255 (HyNet's reference input)."""
-    got = rows("hynet", {"weights": str(weights["hynet"]), "normalisation": "none", "l2_normalise": False}, image)
+    """``normalisation: none`` feeds p = u8 / 255 (HyNet's reference input, its default); the
+    workbench's per-patch standardisation is one override away."""
+    got = rows("hynet", {"weights": str(weights["hynet"]), "l2_normalise": False}, image)
     patches = ps.sample_patches(grey(image), keypoints(), replace(ps.LIBTORCH, normalisation="none"))
     assert np.array_equal(got, direct("hynet", weights["hynet"], patches))
-    assert not np.array_equal(got, rows("hynet", {"weights": str(weights["hynet"]), "l2_normalise": False}, image))
+    std = rows("hynet", {"weights": str(weights["hynet"]), "normalisation": "per_patch", "l2_normalise": False}, image)
+    assert np.array_equal(std, direct("hynet", weights["hynet"], ps.sample_patches(grey(image), keypoints(), ps.LIBTORCH)))
+    assert not np.array_equal(got, std)
+    # the other four default to the workbench's standardisation
+    assert check_descriptor_params("hardnet", {"weights": "random"}, "d")["normalisation"] == "per_patch"
 
 
 def test_workbench_dnn_convention(image, weights):
@@ -287,7 +294,8 @@ def test_patch_hook_is_resize_then_the_net(family, hpatches, weights):
     params = {"weights": str(weights[family])}
     got = D.describe_patches(hpatches, family, params)
     u8 = np.stack([cv2.resize(p, (32, 32), interpolation=cv2.INTER_LINEAR) for p in hpatches])
-    ref = l2_rows(direct(family, weights[family], ps.normalise_patches(u8, ps.LIBTORCH)))
+    conv = replace(ps.LIBTORCH, normalisation="none") if family == "hynet" else ps.LIBTORCH
+    ref = l2_rows(direct(family, weights[family], ps.normalise_patches(u8, conv)))
     assert np.array_equal(got, ref)
     assert get_family(family).patch_support(check_descriptor_params(family, params, "d"), 65) == 65.0
 
@@ -341,3 +349,17 @@ def test_config_validation():
         validate_config({**BASE, "descriptors": {"d": {"family": "hardnet", "params": {"weight": "random"}}}}, SCHEMA)
     with pytest.raises(ConfigError, match=r"descriptors\.d\.params\.weights: missing"):
         validate_config({**BASE, "descriptors": {"d": {"family": "sosnet"}}}, SCHEMA)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_frozen_engine_equals_the_eager_net_to_float32_rounding(family, image, weights):
+    """engine: frozen (TorchScript, batch norms folded) gives the eager rows to within float32
+    rounding on unit rows; the default stays eager (bit-exact with kornia)."""
+    base = {"weights": str(weights[family]), "device": "cpu"}
+    eager = rows(family, base, image)
+    fast = rows(family, {**base, "engine": "frozen"}, image)
+    np.testing.assert_allclose(fast, eager, rtol=0, atol=5e-6)
+    assert check_descriptor_params(family, {"weights": "random"}, "d")["engine"] == "eager"
+    assert KN.runtime_provenance(family, check_descriptor_params(family, {**base, "engine": "frozen"}, "d"))["engine"] == "frozen"
+    net, _, _ = KN.net_for(family, check_descriptor_params(family, {**base, "engine": "frozen"}, "d"))
+    assert isinstance(net, torch.jit.ScriptModule)

@@ -183,3 +183,26 @@ def test_other_tools_results_files_and_csv_descriptors(run, tmp_path):
     assert hb.loc["sift_csv"].equals(hb.loc["sift"])
     assert hp.loc["sift_csv"].equals(hp.loc["sift"])
     write_config(work, SMALL)  # the module's other tests see the fixture's config
+
+
+def test_learned_families_through_the_patch_benchmarks(tmp_path):
+    """hardnet (random weights) and dsp over it on generated patches: each 65 x 65 patch resized
+    to the net's 32 x 32 input; the tables have their rows and say RANDOM on them."""
+    write_config(tmp_path, {**SMALL, "descriptors": ["sift", "hardnet", "dsp_hardnet"]},
+                 descriptors={"sift": {"family": "sift"},
+                              "hardnet": {"family": "hardnet", "params": {"weights": "random", "device": "cpu"}},
+                              "dsp_hardnet": {"family": "dsp", "params": {"base": {"family": "hardnet", "params": {"weights": "random"}},
+                                                                           "scales": [1.0]}}})
+    snakemake(tmp_path, "--cores", "2", "patch_report")
+    rep = tmp_path / "results/demo/report/patches"
+    hb = pd.read_csv(rep / "hbench.csv")
+    assert list(hb.descriptor) == ["sift", "hardnet", "dsp_hardnet"]
+    assert hb["matching_all_easy_viewpoint"].between(0, 1).all()
+    hp = pd.read_csv(rep / "hpatches_benchmark.csv")
+    assert set(hp.descriptor) == {"sift", "hardnet", "dsp_hardnet"}
+    # dsp over one scale with the base's L2 rows is the base: equal scores
+    a, b = hb.set_index("descriptor").loc["hardnet"], hb.set_index("descriptor").loc["dsp_hardnet"]
+    assert a["matching_all_easy_viewpoint"] == pytest.approx(b["matching_all_easy_viewpoint"], abs=1e-6)
+    for name in ("hbench.md", "hpatches_benchmark.md"):
+        md = (rep / name).read_text()
+        assert md.count("RANDOM(seed=0)") >= 2, name  # on the hardnet and dsp_hardnet rows

@@ -302,6 +302,7 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--out", type=Path, default=None, help="write the table here (.csv); default: print it")
     q = steps.add_parser("report", help="the patch benchmarks' tables and plot across descriptors")
     q.add_argument("--names", required=True, help="JSON list of descriptor names, in the order of the folders")
+    q.add_argument("--weights", default=None, help="JSON list: each descriptor's learned weights label ('' when none)")
     q.add_argument("--out-dir", type=Path, required=True)
     q.add_argument("eval_dirs", type=Path, nargs="+")
 
@@ -471,7 +472,7 @@ def run_patches(a: argparse.Namespace) -> None:
     elif a.step == "report":
         from descbench.report.patches import write
 
-        hb, hp = write(a.eval_dirs, json.loads(a.names), a.out_dir)
+        hb, hp = write(a.eval_dirs, json.loads(a.names), a.out_dir, json.loads(a.weights) if a.weights else None)
         print(hb.to_string(index=False))
         print(hp.to_string(index=False))
 

@@ -564,12 +564,12 @@ def job_resources(params: dict) -> dict:
 # ----------------------------------------------------------------------------- learned weights
 
 
-def learned_weights(cfg: dict, kpset: str, descriptor: str) -> str:
+def learned_weights(cfg: dict, kpset: str | None, descriptor: str) -> str:
     """What the learned networks behind one (keypoint set, descriptor) row were loaded with, for
     every table row: ``'<what>: RANDOM(seed=N)'`` (randomly initialised: not a published model, said in capitals)
     or ``'<what>: <file name>'`` for each ``weights`` parameter of the descriptor (a composite's
     components, a pooled or stacked base included) and of the detectors its keypoints come from;
-    ``''`` when no network is involved."""
+    ``''`` when no network is involved. ``kpset`` None: the descriptor's alone (patch benchmarks)."""
     found: list[str] = []
 
     def walk(node, what):
@@ -594,8 +594,9 @@ def learned_weights(cfg: dict, kpset: str, descriptor: str) -> str:
 
     spec = cfg["descriptors"][descriptor]
     walk(spec.get("params", {}), descriptor)
-    walk_set(kpset)
-    if spec["family"] == "composite":
+    if kpset is not None:
+        walk_set(kpset)
+    if spec["family"] == "composite" and kpset is not None:
         from descbench.descriptors.composite import resolve_components
 
         for c in resolve_components(spec["params"], kpset, cfg["descriptors"], cfg["keypoint_sets"]):

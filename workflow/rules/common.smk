@@ -5,7 +5,8 @@ import shlex
 import time
 from pathlib import Path
 
-from descbench.config import (check_folders, combinations, effective_config, job_resources, model_files, score_job_sections,
+from descbench.config import (check_folders, combinations, effective_config, job_resources, learned_weights, model_files,
+                              score_job_sections,
                               type_command_line_values, validate_config)
 from descbench.keypoints.sets import global_top_n, root_detector_spec, set_sources
 from descbench.datasets import dataset_tag, experiment_name, list_scenes, scene_root

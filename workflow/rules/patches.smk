@@ -127,6 +127,8 @@ if PATCHES_ON:
             [_in_report(f"patches/{f}") for f in PATCH_REPORT_FILES],
         params:
             names=as_json(PATCH_CFG["descriptors"]),
+            # each row's learned weights (descbench.config.learned_weights; '' when none)
+            weights=as_json([learned_weights(CFG, None, d) for d in PATCH_CFG["descriptors"]]),
             out_dir=lambda wc, output: str(Path(output[0]).parent),
         log:
             str(RES / "logs" / "patches" / "report.log"),
@@ -136,4 +138,5 @@ if PATCHES_ON:
         conda:
             ENV
         shell:
-            "python -m descbench patches report --names {params.names:q} --out-dir {params.out_dir} {input} > {log} 2>&1"
+            "python -m descbench patches report --names {params.names:q} --weights {params.weights:q} --out-dir {params.out_dir} "
+            "{input} > {log} 2>&1"

@@ -88,7 +88,7 @@ from descbench.descriptors import DescriptorFamily, PatchJob, check_descriptor_p
 from descbench.descriptors.stack import normalise_rows, part_kind
 from descbench.errors import ConfigError, DataError
 from descbench.keypoints import ImageKeypoints
-from descbench.keypoints.sift import sift_octave_from_size
+from descbench.keypoints.sift import has_sift_octaves, sift_octave_from_size
 from descbench.params import config_schema, fill_defaults, object_fragment
 
 NORMS = ("none", "l1", "l2")
@@ -192,14 +192,6 @@ def check_dsp(params: dict, where: str) -> dict:
 
 
 # ----------------------------------------------------------------------------- geometry
-
-
-def has_sift_octaves(kpset: dict) -> bool:
-    """Whether the set's ``octave`` field is OpenCV SIFT's packed octave (the rule of
-    ``descbench.descriptors.sift.sift_setup``): root detector ``sift``, or ``locked`` with
-    ``octave: sift``."""
-    return kpset.get("detector") == "sift" or (
-        kpset.get("detector") == "locked" and kpset.get("params", {}).get("octave") == "sift")
 
 
 def scaled_keypoints(kps: ImageKeypoints, a: float, kpset: dict, image_shape: tuple[int, int], where: str) -> ImageKeypoints:

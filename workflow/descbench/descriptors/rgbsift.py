@@ -40,7 +40,7 @@ from descbench.descriptors import DescriptorFamily, lazy_module
 from descbench.descriptors.rootsift import root_normalise
 from descbench.errors import ConfigError, DataError
 from descbench.keypoints import ImageKeypoints
-from descbench.keypoints.sift import keypoints_to_cv, make_sift, sift_octave_from_size
+from descbench.keypoints.sift import has_sift_octaves, keypoints_to_cv, make_sift, sift_octave_from_size
 from descbench.params import object_fragment
 
 K = lazy_module("descbench.descriptors.sift_kernel")  # numba kernels, loaded when a descriptor is computed
@@ -65,9 +65,7 @@ def read_colour(image_path: Path, family: str) -> np.ndarray:
 def keypoint_octaves(kps: ImageKeypoints, kpset: dict, image_shape: tuple[int, int]) -> np.ndarray:
     """The packed SIFT octave field the descriptor uses: the keypoints' own on a SIFT set (or locked
     keypoints exported from one), else derived from size (same rule as the ``sift`` family)."""
-    own = kpset.get("detector") == "sift" or (
-        kpset.get("detector") == "locked" and kpset.get("params", {}).get("octave") == "sift")
-    return np.asarray(kps.octave, dtype=np.int32) if own else sift_octave_from_size(kps.size, image_shape)
+    return np.asarray(kps.octave, dtype=np.int32) if has_sift_octaves(kpset) else sift_octave_from_size(kps.size, image_shape)
 
 
 def check_convention(params: dict, family: str, allowed=CONVENTIONS) -> str:

@@ -20,7 +20,7 @@ from descbench.datasets.layout import read_image
 from descbench.descriptors import DescriptorFamily, PatchJob
 from descbench.errors import ConfigError, DataError
 from descbench.keypoints import ImageKeypoints
-from descbench.keypoints.sift import keypoints_to_cv, make_sift, sift_octave_from_size
+from descbench.keypoints.sift import has_sift_octaves, keypoints_to_cv, make_sift, sift_octave_from_size
 from descbench.params import object_fragment
 
 
@@ -65,11 +65,9 @@ def sift_setup(kps: ImageKeypoints, kpset: dict, shape: tuple[int, int]):
     octave field, which would otherwise be read as a SIFT octave/layer it is not, is derived from
     the keypoint size (:func:`descbench.keypoints.sift.sift_octave_from_size`).
     """
-    is_sift_set = kpset.get("detector") == "sift"
-    sift_params = kpset.get("params", {}) if is_sift_set else {}
-    # locked keypoints whose file carries SIFT's own packed octave (e.g. exported from a sift set)
-    is_sift_set = is_sift_set or (kpset.get("detector") == "locked" and kpset.get("params", {}).get("octave") == "sift")
-    octave = None if is_sift_set else sift_octave_from_size(kps.size, shape)
+    sift_params = kpset.get("params", {}) if kpset.get("detector") == "sift" else {}
+    # a SIFT set, or locked keypoints whose file carries SIFT's own packed octave (exported from one)
+    octave = None if has_sift_octaves(kpset) else sift_octave_from_size(kps.size, shape)
     return make_sift(sift_params), keypoints_to_cv(kps, octave)
 
 

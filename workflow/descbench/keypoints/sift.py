@@ -63,3 +63,11 @@ def sift_octave_from_size(size: np.ndarray, image_shape: tuple[int, int], n_octa
     o = np.where(high, top, o)
     layer = np.where(high, n_octave_layers, layer)
     return ((o.astype(np.int64) & 255) | (layer.astype(np.int64) << 8)).astype(np.int32)
+
+
+def has_sift_octaves(kpset: dict) -> bool:
+    """Whether a keypoint set's ``octave`` field is OpenCV SIFT's packed octave/layer (the one rule
+    every SIFT-based family uses): its root detector is ``sift``, or ``locked`` with ``octave: sift``
+    (keypoints exported from a SIFT set). Any other set's field is derived from the size
+    (:func:`sift_octave_from_size`)."""
+    return kpset.get("detector") == "sift" or (kpset.get("detector") == "locked" and kpset.get("params", {}).get("octave") == "sift")

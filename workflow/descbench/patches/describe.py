@@ -4,7 +4,11 @@
 with one keypoint at its centre: ``describe_patches(patches, family, params)[i]`` equals, bit for
 bit, ``get_family(family).compute(<patch i saved as a 65 x 65 image>, <the centre keypoint>,
 params, kpset)``, the registry's computation on that single image (tested for every family
-below). Whatever the family does at an image border happens at the patch border: SIFT skips the
+below), with one exception, the learned families (``onnx``, ``hardnet``, ``hardnet8``,
+``sosnet``, ``hynet``, ``tfeat``): they follow hpatches-benchmark's learned baselines (e.g.
+HardNet's HPatches extraction script) and resize the whole 65 x 65 patch to the network input
+(``cv2.resize``, bilinear; :func:`descbench.descriptors.patch_sampling.resize_hpatches_patches`)
+instead of re-sampling it about the centre keypoint. Whatever the family does at an image border happens at the patch border: SIFT skips the
 samples outside the image, SURF uses the in-image part of its wavelets, and the OpenCV families
 that drop a keypoint whose pattern does not fit get the registry's rescue, a recomputation on the
 patch padded with ``BORDER_REFLECT_101`` (:mod:`descbench.descriptors.cv_compute`); a keypoint
@@ -62,12 +66,16 @@ daisy                                  12.257 (size not read)      ``params.radi
 kaze, akaze_kaze                       6                           M-SURF grid 24 x round(size / 2) = 72 px
 akaze                                  6                           M-LDB pattern 2 x 10 x round(size / 2) = 60 px
 stack                                  each part's own default    (``support`` given: every part gets it)
+dsp                                    the base's                 the base's hook at every scaled size
+onnx, hardnet, hardnet8, sosnet,       65 (the whole patch)       resized to the net input (another support, or
+hynet, tfeat                                                      an upright angle > 0, is a ConfigError)
 =====================================  =========================  ==================================================
 
 Families that make no sense on patches raise :class:`~descbench.errors.ConfigError`, with the
 reason their module gives (``not_on_patches``): ``rgbsift`` / ``dsprgbsift`` (HPatches patches are
 greyscale; on a grey patch they would be three copies of one SIFT block, no information beyond
-``sift`` / ``dspsift``) and ``precomputed`` (patch descriptors computed elsewhere are read with
+``sift`` / ``dspsift``), ``composite`` (it combines descriptors of paired keypoint sets of image
+sequences; ``stack`` combines descriptors on patches) and ``precomputed`` (patch descriptors computed elsewhere are read with
 :func:`read_hpatches_csv`). A family that declares neither patch hooks nor such a reason (e.g. one
 added to the registry without them) is refused the same way, naming the hooks to add
 (:func:`patch_problem`); it never falls back to another family's support or code path.

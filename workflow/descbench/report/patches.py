@@ -130,8 +130,11 @@ def draw(hb: pd.DataFrame, hp: pd.DataFrame, names: list[str], out_dir: Path) ->
     plt.close(fig)
 
 
-def write(eval_dirs: list[Path], names: list[str], out_dir: Path) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """The patch report files of :data:`descbench.report.patches` from the evaluation folders."""
+def write(eval_dirs: list[Path], names: list[str], out_dir: Path,
+          weights: list[str] | None = None) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The patch report files of :data:`descbench.report.patches` from the evaluation folders;
+    ``weights``: each descriptor's learned weights label (descbench.config.learned_weights), shown
+    as a ``weights`` column on every row when any descriptor has one."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     hb_rows, hp_rows, metas = {}, {}, {}
@@ -144,6 +147,11 @@ def write(eval_dirs: list[Path], names: list[str], out_dir: Path) -> tuple[pd.Da
             t, meta = io.read_table(d / "hpatches_benchmark.parquet")
             hp_rows[name], metas[name] = t.to_pandas(), meta
     hb, hp = hbench_table(hb_rows), hpbench_table(hp_rows)
+    if weights and any(weights):
+        label = {n: w or "none" for n, w in zip(names, weights)}
+        for table in (hb, hp):
+            if len(table):
+                table.insert(1, "weights", table.descriptor.map(label))
     for stem, table, title in (("hbench", hb, "HBench image matching and patch / image retrieval (mAP)"),
                                ("hpatches_benchmark", hp, "hpatches-benchmark verification / matching / retrieval (percent)")):
         io.write_text(out_dir / f"{stem}.csv", table.to_csv(index=False))
