@@ -2,8 +2,21 @@
 #   snakemake --cores 2                      # default config.yaml: offline demo dataset
 #   snakemake --cores 16 --config dataset=hpatches
 #   snakemake --cores 2 --config 'scoring={tau_px: 5}'   # a key inside a section (not scoring.tau_px=5)
+#   snakemake --cores 2 --configfile my.yaml --replace-workflow-config   # my.yaml alone (else merged into config.yaml)
+#   snakemake --cores 2 --configfile config/patches.yaml patch_report    # the patch benchmarks only
 #   Ctrl-C once stops every running job; rerun the same command to go on (README).
-# All logic lives in the descbench package (workflow/descbench); rules only call it.
+# Overrides: `--config key=value` for top-level keys, `--config 'section={key: value, ...}'` for keys
+# inside a section, `--configfile file.yaml` for several. Snakemake itself refuses the dotted form
+# (`--config scoring.tau_px=5`: "Config entry must start with a valid identifier") with its own
+# traceback while reading its command line, before this file is read: nothing here can catch it.
+# All logic lives in the descbench package (workflow/descbench); rules only call it, through the
+# interpreter that runs Snakemake (DESCBENCH, workflow/rules/common.smk).
+
+# The Snakemake version descbench was tested on (pyproject.toml: snakemake>=9.27.1,<10; the
+# scheduler adjustments of descbench.smktuning are gated tighter, by descbench.smktuning.TESTED_SNAKEMAKE).
+from snakemake.utils import min_version
+
+min_version("9.27.1")
 
 # Snakemake's own message for a YAML syntax error in config.yaml names neither the file nor the
 # line: read it first, so that the error says where (descbench.config.check_yaml_file).
@@ -31,6 +44,12 @@ include: "workflow/rules/descriptors.smk"
 include: "workflow/rules/scoring.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/patches.smk"
+
+
+# `snakemake patch_report`: the patch benchmarks alone (not the sequence benchmark of `all`).
+if not PATCHES_ON and "patch_report" in _sys.argv[1:]:
+    raise WorkflowError("descbench: the target patch_report runs the patch benchmarks, which this config leaves off: "
+                        "set patches.enabled: true (e.g. --configfile config/patches.yaml patch_report)")
 
 
 rule all:

@@ -119,7 +119,10 @@ def test_verification_summary_hand_worked():
     assert s["keypoint_retrieval_ap_including_zeros"] == pytest.approx(3.0 / 35)
     assert s["retrieval_viewpoint_ap"] == pytest.approx(1.0 / 6)
     assert s["retrieval_illumination_ap"] == pytest.approx(2.0 / 4)
-    assert s["verification_scenes_without_positive"] == 1 and s["retrieval_num_true_positives"] == 16
+    assert s["verification_scenes_without_positive"] == 1 and s["retrieval_num_positives_descbench"] == 16
+    assert s["retrieval_num_hard_negatives_descbench"] == 150 and s["retrieval_num_distractors"] == 1200
+    # the workbench's names mean the workbench's counts: absent without verification.convention: workbench
+    assert "retrieval_num_true_positives" not in s and "retrieval_num_hard_negatives" not in s
     ign = verification_summary(_ver_rows(), "tie_aware", "ignore", pooled_ap=float("nan"))
     assert ign["keypoint_retrieval_ap"] == pytest.approx(0.8) and ign["keypoint_verification_ap"] == pytest.approx(0.755)
     per_scene = verification_scene_values(_ver_rows(), "step", "negative")
@@ -172,3 +175,83 @@ def test_matching_summary_hand_worked():
     assert s["homography_auc_at_3"] == pytest.approx((0.5 * (1 / 3) / 2 + 2.5 * (1 / 3)) / 3)
     assert s["homography_failures"] == 1
     assert s["classifier_nn_auc"] == pytest.approx(0.7) and s["classifier_nn_best_j"] == pytest.approx(0.4)
+    # the workbench's mean_average_precision is the true mAP: no matching column carries its name
+    assert "mean_average_precision" not in s
+
+
+# ----------------------------------------------------------------------------- the workbench's "with zeros" maps
+
+
+def test_viewpoint_and_illumination_maps_with_zeros_by_hand(pairs):
+    s = summarize(pairs)
+    # i_a: S = 1 + 1/2 + 1/4 over Q = 4 + 4 queries; v_b: S = 2/3 over Q = 2; v_c: S = 0 over Q = 3
+    assert s["illumination_map_including_zeros"] == pytest.approx(1.75 / 8)
+    # v_c has no R >= 1 query: viewpoint_map leaves it out, the with-zeros map counts it as 0
+    assert s["viewpoint_map"] == pytest.approx(1 / 3)
+    assert s["viewpoint_map_including_zeros"] == pytest.approx((1 / 3 + 0) / 2)
+    # a scene without any query (image 1 empty: Q = 0) is in neither
+    more = pd.concat([pairs, pd.DataFrame([row("v_d", 2, 0, [])])], ignore_index=True)
+    assert summarize(more)["viewpoint_map_including_zeros"] == pytest.approx(1 / 6)
+    # no i_ scene: no data (NaN), never 0
+    assert math.isnan(summarize(pairs[pairs.scene != "i_a"])["illumination_map_including_zeros"])
+
+
+def workbench_category_including_zeros(ap: dict[str, list[float]], excluded: dict[str, int], first: str) -> float:
+    """The C++ workbench's ExperimentMetrics computeCategoryIncludingZeros, written out: over the
+    scenes of the category (name starting with ``first``) that have a query, the mean of
+    sum(AP) / (queries with R >= 1 + queries with R = 0)."""
+    values = []
+    for scene in sorted(set(ap) | set(excluded)):
+        if not scene.startswith(first):
+            continue
+        total = len(ap.get(scene, [])) + excluded.get(scene, 0)
+        if total:
+            values.append(sum(ap.get(scene, [])) / total)
+    return sum(values) / len(values) if values else float("nan")
+
+
+def test_maps_with_zeros_equal_the_workbench_formula_on_random_queries():
+    rng = np.random.default_rng(3)
+    for _ in range(20):
+        rows, ap, excluded = [], {}, {}
+        for scene in [f"{c}_{i}" for c in "iv" for i in range(int(rng.integers(1, 4)))]:
+            for pair in range(2, 7):
+                ranks = rng.integers(1, 20, size=int(rng.integers(0, 6))).tolist()
+                n_zero = int(rng.integers(0, 4))
+                rows.append(row(scene, pair, len(ranks) + n_zero, ranks))
+                ap.setdefault(scene, []).extend(1 / r for r in ranks)
+                excluded[scene] = excluded.get(scene, 0) + n_zero
+        s = summarize(pd.DataFrame(rows))
+        assert s["viewpoint_map_including_zeros"] == pytest.approx(workbench_category_including_zeros(ap, excluded, "v"))
+        assert s["illumination_map_including_zeros"] == pytest.approx(workbench_category_including_zeros(ap, excluded, "i"))
+
+
+# ----------------------------------------------------------------------------- retrieval counts under each name
+
+
+def test_retrieval_counts_workbench_names_hold_the_workbench_counts():
+    """One query at (10, 10); image 2 (H = identity) has three SIFT-like duplicates at (10, 10) and
+    one keypoint at (30, 30); one distractor scene with 2 drawn keypoints.
+
+    descbench (gt: closest): +1 = the duplicate of lowest index (1), 0 = the other 3, -1 = 2.
+    The workbench (isCorrectMatch): +1 = every keypoint at the nearest distance (the 3
+    duplicates), 0 = the far one (1), -1 = 2."""
+    from descbench.metrics.aggregate import verification_summary
+    from descbench.metrics.bojanic import BojanicParams, Distractors, Target, score_scene_tasks
+
+    q_xy, q_desc = np.array([[10.0, 10.0]]), np.array([[0.0, 1.0]], np.float32)
+    t = Target(np.array([[10.0, 10.0], [10.0, 10.0], [10.0, 10.0], [30.0, 30.0]]),
+               np.array([[0.0, 1.0], [1.0, 0.0], [0.6, 0.8], [0.8, 0.6]], np.float32), np.eye(3), (50, 50))
+    dis = [Distractors("i_o", 1, np.array([0, 1]), np.array([[1.0, 1.0], [-1.0, 0.0]], np.float32))]
+    counts = {}
+    for convention in ("descbench", "workbench"):
+        st = score_scene_tasks(q_xy, q_desc, [t], dis, BojanicParams(gt="closest", convention=convention)).stats
+        counts[convention] = verification_summary(pd.DataFrame([{"scene": "v_x", **st}]), "step", "negative", float("nan"))
+    d, w = counts["descbench"], counts["workbench"]
+    assert (d["retrieval_num_positives_descbench"], d["retrieval_num_hard_negatives_descbench"],
+            d["retrieval_num_distractors"]) == (1, 3, 2)
+    assert "retrieval_num_true_positives" not in d
+    assert (w["retrieval_num_true_positives"], w["retrieval_num_hard_negatives"], w["retrieval_num_distractors"]) == (3, 1, 2)
+    assert w["retrieval_num_true_positives"] == w["workbench_num_positives"]
+    # descbench's own counts are the same under both conventions
+    assert (w["retrieval_num_positives_descbench"], w["retrieval_num_hard_negatives_descbench"]) == (1, 3)

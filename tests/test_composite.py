@@ -266,3 +266,10 @@ def test_every_row_says_what_its_networks_were_loaded_with():
     assert learned_weights(cfg, "sift", "hn") == "hn: hardnet_liberty.pth"
     assert learned_weights(cfg, "kn", "pooled") == "pooled: RANDOM(seed=0); keypoints kn: RANDOM(seed=3)"
     assert learned_weights(cfg, "a", "fused") == "keypoints kn: RANDOM(seed=3); hn: hardnet_liberty.pth"
+
+
+def test_a_name_that_is_no_descriptor_of_the_config_has_no_weights():
+    from descbench.config import learned_weights
+
+    # the patch benchmarks' descriptors read from CSV files are not in descriptors:
+    assert learned_weights({"descriptors": {}, "keypoint_sets": {}}, None, "from_csv") == ""

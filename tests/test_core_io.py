@@ -60,7 +60,8 @@ def test_matching_pairs_schema_holds_exactly_what_match_pair_computes():
 
 def test_provenance_keys():
     p = io.provenance("score", {"tau_px": 3.0}, scene="v_x", n=2)
-    assert p == {"stage": "score", "params": {"tau_px": 3.0}, "versions": io.versions(), "scene": "v_x", "n": 2}
+    assert p == {"stage": "score", "params": {"tau_px": 3.0}, "versions": io.versions(), "lock_sha256": io.lock_sha256(),
+                 "scene": "v_x", "n": 2}
     assert {"python", "numpy", "pyarrow", "opencv"} <= set(p["versions"])
 
 

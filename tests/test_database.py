@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from descbench.report.database import SEED_COLUMNS, build_database, git_commit
+from descbench.errors import DataError
+from descbench.report.database import DW_COLUMNS, DW_RESULTS_SCHEMA, SEED_COLUMNS, build_database, git_commit
 
 
 @pytest.fixture
@@ -40,10 +41,11 @@ def test_seed_table_and_query(report_dir, tmp_path):
     cols = [r[1] for r in con.execute("PRAGMA table_info(results)")]
     assert cols[:len(SEED_COLUMNS)] == SEED_COLUMNS and {"descriptor", "keypoint_set", "mma_at_3"} <= set(cols)
     # the seed's kind of query, from sqlite3
-    rows = con.execute("SELECT descriptor, true_map_micro, true_map_macro, mean_average_precision, metadata FROM results "
-                       "ORDER BY true_map_micro DESC").fetchall()
-    assert rows[0] == ("sift", 0.8, 0.75, 0.66, "true_map_micro=0.8000;")
-    assert rows[1][1] is None  # NaN (no data) is NULL, not 0
+    rows = con.execute("SELECT descriptor, true_map_micro, true_map_macro, mean_average_precision, mean_precision, metadata "
+                       "FROM results ORDER BY true_map_micro DESC").fetchall()
+    # mean_average_precision is the workbench's (= true_map_macro); the legacy precision is mean_precision
+    assert rows[0] == ("sift", 0.8, 0.75, 0.75, 0.66, "true_map_micro=0.8000;")
+    assert rows[1][1] is None and rows[1][3] is None  # NaN (no data) is NULL, not 0
     exp = con.execute("SELECT name, git_commit, inputs_sha256, n_scenes FROM experiments").fetchone()
     assert exp == ("demo", "abc", "ab" * 32, 8)
     con.close()
@@ -65,3 +67,76 @@ def test_rebuild_is_idempotent(report_dir, tmp_path):
 
 def test_git_commit_outside_git(tmp_path):
     assert git_commit(tmp_path) == "unknown"
+
+
+# ----------------------------------------------------------------------------- the workbench's column names
+
+
+def _comparison(report_dir, **columns):
+    t = pd.read_csv(report_dir / "comparison.csv")
+    for k, v in columns.items():
+        t[k] = v
+    t.to_csv(report_dir / "comparison.csv", index=False)
+
+
+def _results(db):
+    with sqlite3.connect(db) as con:
+        out = pd.read_sql("SELECT * FROM results", con)
+    return out
+
+
+def test_mean_average_precision_follows_the_workbench_rule(report_dir, tmp_path):
+    # the workbench's recordResults: true_map_macro_by_scene where it is > 0, else true_map_micro
+    _comparison(report_dir, true_map_macro_by_scene=[0.0, 0.5], true_map_micro=[0.2, 0.4])
+    build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+    r = _results(tmp_path / "r.sqlite")
+    assert r.mean_average_precision.tolist() == [0.2, 0.5]
+    assert r.mean_precision.tolist() == [0.66, 0.0]  # the legacy matching precision, under its own name
+
+
+def test_workbench_names_hold_the_workbench_quantities(report_dir, tmp_path):
+    _comparison(report_dir, true_map_micro_including_zeros=[0.3, np.nan], true_map_macro_by_scene_including_zeros=[0.35, np.nan],
+                viewpoint_map_including_zeros=[0.25, np.nan], illumination_map_including_zeros=[0.45, np.nan])
+    build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+    r = _results(tmp_path / "r.sqlite")
+    # the workbench's "with zeros" columns (src/database/schema.sql) = descbench's "including zeros" ones
+    assert r.viewpoint_map_with_zeros.iloc[0] == 0.25 and r.illumination_map_with_zeros.iloc[0] == 0.45
+    assert r.true_map_micro_with_zeros.iloc[0] == 0.3 and r.true_map_macro_with_zeros.iloc[0] == 0.35
+    assert r.viewpoint_map_with_zeros.isna().iloc[1]
+    # no column of the workbench's schema without its declared meaning here
+    assert set(r.columns) & set(DW_RESULTS_SCHEMA) <= set(DW_COLUMNS)
+    # without verification.convention: workbench the workbench's counts are not there at all
+    assert "retrieval_num_true_positives" not in r.columns
+
+
+def test_workbench_convention_numbers_come_first(report_dir, tmp_path):
+    _comparison(report_dir, retrieval_num_positives_descbench=[42345, 1], retrieval_num_hard_negatives_descbench=[9, 9],
+                retrieval_num_distractors=[7, 7], workbench_num_positives=[58328, 1], retrieval_num_true_positives=[58328, 1],
+                retrieval_num_hard_negatives=[5, 9], workbench_verification_map=[0.1, 0.2], workbench_retrieval_map=[0.1, 0.2])
+    build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+    r = _results(tmp_path / "r.sqlite")
+    cols = r.columns.tolist()
+    start = cols.index("keypoint_set") + 1
+    assert cols[start:start + 4] == ["true_map_macro_by_scene", "workbench_verification_map", "workbench_retrieval_map",
+                                     "retrieval_num_true_positives"]
+    assert r.retrieval_num_true_positives.iloc[0] == 58328 and r.retrieval_num_positives_descbench.iloc[0] == 42345
+
+
+def test_sweep_settings_follow_the_identification(report_dir, tmp_path):
+    _comparison(report_dir, sweep=[np.nan, "grid"], **{"sweep:border_px": [np.nan, 20]})
+    build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+    cols = _results(tmp_path / "r.sqlite").columns.tolist()
+    start = cols.index("keypoint_set") + 1
+    assert cols[start:start + 2] == ["sweep", "sweep:border_px"]
+
+
+def test_a_workbench_name_with_another_meaning_is_refused(report_dir, tmp_path):
+    _comparison(report_dir, total_matches=[3, 4])  # a workbench column descbench does not define
+    with pytest.raises(ValueError, match="total_matches"):
+        build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+
+
+def test_a_report_from_before_the_renaming_is_refused_with_the_fix(report_dir, tmp_path):
+    _comparison(report_dir, retrieval_num_true_positives=[42345, 1])  # descbench's count under the workbench's name
+    with pytest.raises(DataError, match=r"comparison\.csv.*--forcerun report"):
+        build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)

@@ -256,6 +256,106 @@ def test_matching_bad_input(tmp_path):
         hb.read_matching_benchmark(tmp_path / "b.benchmark")
 
 
+def test_matching_labels_file_small_case(tmp_path):
+    """The .labels HBench's matching_eval.m reads: per benchmark pair, in the benchmark's order,
+    the pair line, then 0..N-1 (patches of im_a), then the corresponding 0..N-1 of im_b."""
+    counts = {"i_a": 3, "i_b": 2, "v_c": 4}
+    n_patches = {f"{s}.{t}": n for s, n in counts.items() for t in PATCH_TYPES}
+    tasks = hb.matching_tasks(list(counts), split="test")
+    paths = hb.write_matching_labels_files(tmp_path, tasks, n_patches)
+    assert sorted(paths) == sorted(tasks)
+    expect = "".join(f"i_a.ref,i_a.e{k}\n0,1,2\n0,1,2\n" for k in range(1, 6))
+    expect += "".join(f"i_b.ref,i_b.e{k}\n0,1\n0,1\n" for k in range(1, 6))
+    assert (tmp_path / "test_easy_illum.labels").read_bytes() == expect.encode("ascii")
+    assert (tmp_path / "test_hard_viewpoint.labels").read_text() == "".join(
+        f"v_c.ref,v_c.h{k}\n0,1,2,3\n0,1,2,3\n" for k in range(1, 6))
+    # matching_eval.m's checks: 3 lines per benchmark pair, pair lines equal line by line, one
+    # label per patch of im_a (its numFeatures), indices within it
+    for name, pairs in tasks.items():
+        hb.write_matching_benchmark(tmp_path / f"{name}.benchmark", pairs)
+        bench = (tmp_path / f"{name}.benchmark").read_text().splitlines()
+        labels = (tmp_path / f"{name}.labels").read_text().splitlines()
+        assert len(labels) == 3 * len(bench)
+        for t, line in enumerate(bench):
+            assert labels[3 * t] == line
+            n = n_patches[line.split(",")[0]]
+            assert labels[3 * t + 1] == labels[3 * t + 2] == ",".join(map(str, range(n)))
+        back = hb.read_matching_labels(tmp_path / f"{name}.labels", pairs)
+        assert list(back.pairs) == pairs
+        hb.check_identity_labels(back, n_patches)
+
+
+def test_matching_labels_bad_input(tmp_path):
+    pairs = [("s.a", "s.b"), ("s.a", "s.c")]
+    with pytest.raises(DataError, match=r"pair s\.a,s\.b: s\.a has 3 patches and s\.b has 2"):
+        hb.matching_labels(pairs, {"s.a": 3, "s.b": 2, "s.c": 3})
+    with pytest.raises(DataError, match=r"no patch count for patch-image s\.c"):
+        hb.matching_labels(pairs, {"s.a": 3, "s.b": 3})
+    good = "s.a,s.b\n0,1,2\n0,1,2\ns.a,s.c\n0,1,2\n0,1,2\n"
+    p = tmp_path / "t.labels"
+    p.write_text(good.replace("s.a,s.c", "s.a,s.x"))
+    with pytest.raises(DataError, match=r"benchmark pair 2 is s\.a,s\.c but the labels have pair s\.a,s\.x \(line 4\)"):
+        hb.read_matching_labels(p, pairs)
+    p.write_text(good.replace("0,1,2\ns.a,s.c", "s.a,s.c", 1))
+    with pytest.raises(DataError, match=r"line 1: pair s\.a,s\.b needs 2 lines of patch indices"):
+        hb.read_matching_labels(p)
+    p.write_text(good.replace("0,1,2", "0,-1,2", 1))
+    with pytest.raises(DataError, match=r"line 2: pair s\.a,s\.b, indices of s\.a: entry 2 is '-1'"):
+        hb.read_matching_labels(p)
+    p.write_text(good.replace("0,1,2\n0,1,2\ns.a,s.c", "0,1,2\n0,1\ns.a,s.c", 1))
+    with pytest.raises(DataError, match=r"line 3: pair s\.a,s\.b: 2 indices of s\.b for 3 of s\.a"):
+        hb.read_matching_labels(p)
+    # a ground truth other than patch i <-> patch i is refused, not evaluated against nn1(i) = i
+    p.write_text(good.replace("0,1,2\ns.a,s.c", "0,2,1\ns.a,s.c", 1))
+    with pytest.raises(DataError, match=r"t\.labels, line 1: pair s\.a,s\.b: entry 2 pairs s\.a\.1 with s\.b\.2"):
+        hb.check_identity_labels(hb.read_matching_labels(p, pairs))
+    p.write_text(good)
+    with pytest.raises(DataError, match=r"3 labels for the 4 patches of s\.a"):
+        hb.check_identity_labels(hb.read_matching_labels(p, pairs), {"s.a": 4})
+
+
+def test_tasks_step_writes_matching_labels_and_evaluation_checks_them(tmp_path):
+    """patches/stages: the tasks step writes <task>.labels beside each matching .benchmark; the
+    file evaluation accepts them and refuses a labels file that is not the identity."""
+    from descbench.patches import stages
+
+    desc = make_descriptors("float", seed=5)
+    counts = {s: v["ref"].shape[0] for s, v in desc.items()}
+    cfg = {"split": "all", "retrieval_sequences": [2], "retrieval_seeds": 1, "retrieval_queries_per_sequence": 3}
+    stages.build_hbench_tasks(tmp_path / "tasks", list(SEQS), counts, cfg)
+    mdir = tmp_path / "tasks" / "matching"
+    names = sorted(p.stem for p in mdir.glob("*.benchmark"))
+    assert names == sorted(p.stem for p in mdir.glob("*.labels")) and len(names) == 4
+    first = (mdir / "all_easy_illum.labels").read_text().splitlines()
+    assert first[:3] == ["i_alpha.ref,i_alpha.e1"] + [",".join(map(str, range(counts["i_alpha"])))] * 2
+    table = stages.evaluate_hbench(tmp_path / "tasks", desc, tmp_path / "res")[0]
+    assert set(table.metric) == {"map", "map_2nn_ratio", "patch_map", "image_map"}
+    lab = mdir / "all_hard_viewpoint.labels"
+    lines = lab.read_text().splitlines()
+    lines[2] = ",".join(["1", "0"] + lines[2].split(",")[2:])
+    lab.write_text("\n".join(lines) + "\n")
+    with pytest.raises(DataError, match=r"all_hard_viewpoint\.labels, line 1: .*entry 1 pairs v_delta\.ref\.0 with v_delta\.h1\.1"):
+        stages.evaluate_hbench_files(tmp_path / "tasks", tmp_path / "res", counts)
+
+
+@pytest.mark.parametrize("kind", ["float", "int"])
+def test_hbench_file_evaluator_ap_relation(kind):
+    """The documented conversion to HBench's matching_eval.m (vl_pr without NumPositives: the AP
+    divides by the correct matches): its AP = our AP x n_patches / n_correct, 0 without a correct
+    match (its NaN -> 0), written out longhand from the nearest neighbours."""
+    desc = make_descriptors(kind, seed=3)
+    tasks = hb.matching_tasks(SEQS)
+    results = {t: hb.compute_matching_results(p, desc) for t, p in tasks.items()}
+    ev = hb.evaluate_matching(tasks, results, hb.patch_counts(desc))
+    assert (ev.per_pair.n_correct < ev.per_pair.n_patches).any()  # the two definitions differ
+    for row in ev.per_pair.itertuples():
+        m = results[row.task].pairs[(row.im_a, row.im_b)]
+        correct = (m.nn1_idx == np.arange(m.nn1_idx.size)).tolist()
+        file_ap = ap_longhand(m.nn1_dist.tolist(), correct, sum(correct))
+        expect = row.ap * row.n_patches / row.n_correct if row.n_correct else 0.0
+        assert file_ap == pytest.approx(expect, abs=1e-12)
+
+
 def test_matching_non_finite_distance_is_never_retrieved():
     # a.1 has no neighbour (inf): out of the ranking, still counted in numPositives = 3.
     # Ranking a.0 (correct, rank 1), a.2 (correct, rank 2): AP = (1 + 1) / 3.

@@ -421,7 +421,11 @@ def test_matching_equals_brute_force(kind):
         for j, v in zip(JITTERS, cases):
             assert table[("case", j, st)] == pytest.approx(v, abs=1e-9)
         avg_type[st] = np.mean(cases)
-    assert table[("summary", "all", "all")] == pytest.approx((avg_type["i"] + avg_type["v"]) / 2, abs=1e-9)
+    summary = res.table[res.table.level == "summary"].set_index(["seq_type", "metric"])["value"]
+    assert summary[("all", "map_mean_of_types")] == pytest.approx((avg_type["i"] + avg_type["v"]) / 2, abs=1e-9)
+    # headline (hpatches_results.py): every sequence weighs the same
+    printed = [100 * np.mean([ap for (s, jj, k), (ap, _) in ref.items() if jj == j]) for j in JITTERS]
+    assert summary[("all", "map")] == pytest.approx(np.mean(printed), abs=1e-9)
 
 
 def test_matching_hand_worked():
@@ -444,9 +448,11 @@ def test_matching_hand_worked():
         assert d.loc[(j, 1), "success_rate"] == pytest.approx(1 / 3)
         assert d.loc[(j, 3), "ap"] == 1.0
     expect = 100 * (1 / 3 + (1e-10 + 0.5) / 6 + 3) / 5
-    table = res.table.set_index(["level", "jitter", "seq_type"])["value"]
-    assert table[("case", "e", "i")] == pytest.approx(expect)
-    assert table[("summary", "all", "all")] == pytest.approx(expect)  # only i_ sequences: avg = avg_i
+    table = res.table.set_index(["level", "jitter", "seq_type", "metric"])["value"]
+    assert table[("case", "e", "i", "map")] == pytest.approx(expect)
+    assert table[("case", "e", "all", "map")] == pytest.approx(expect)
+    assert table[("summary", "all", "all", "map")] == pytest.approx(expect)  # only i_ sequences
+    assert table[("summary", "all", "all", "map_mean_of_types")] == pytest.approx(expect)  # = avg_i
 
 
 # ============================================================================ retrieval
@@ -472,10 +478,12 @@ def test_retrieval_equals_brute_force(kind):
     assert len(res.details) == len(ref)
     for r in res.details.itertuples():
         assert r.ap == pytest.approx(ref[(r.query, r.jitter, r.pool_size)], abs=1e-12)
-    table = res.table.set_index(["level", "jitter"])["value"]
+    table = res.table.set_index(["level", "jitter", "metric"])["value"]
     for j in JITTERS:
-        assert table[("case", j)] == pytest.approx(
+        assert table[("case", j, "map_mean_over_pools")] == pytest.approx(
             100 * np.mean([np.mean([ref[(i, j, k)] for i in range(len(q))]) for k in pools]), abs=1e-9)
+        assert table[("case", j, "map")] == pytest.approx(100 * np.mean([ref[(i, j, 100)] for i in range(len(q))]),
+                                                          abs=1e-9)
     again = H.evaluate_retrieval(desc, q, d, "x", pool_sizes=pools)  # one screen block
     pd.testing.assert_frame_equal(again.details, res.details)  # bit-identical
 
@@ -544,8 +552,144 @@ def test_retrieval_hand_worked():
     for j in JITTERS:
         assert ap[(j, 100)] == pytest.approx(full, abs=1e-15)
         assert ap[(j, 7)] == pytest.approx(short, abs=1e-15)
-    table = res.table.set_index(["level", "jitter"])["value"]
-    assert table[("summary", "all")] == pytest.approx(100 * (full + short) / 2)
+    table = res.table.set_index(["level", "jitter", "metric"])["value"]
+    assert table[("summary", "all", "map")] == pytest.approx(100 * full)  # the largest pool, as printed
+    assert table[("summary", "all", "map_mean_over_pools")] == pytest.approx(100 * (full + short) / 2)
+
+
+# ============================================================================ headline = printed numbers
+
+
+def printed_matching(per_sequence: pd.DataFrame) -> tuple[dict, float]:
+    """What hpatches-benchmark's ``hpatches_results.py`` (master) prints for matching, rewritten
+    here from its definition: its per-sequence results as nested dicts res[seq][jitter][k]; per
+    jitter the sum of every AP over the sequences and k, divided by the number of entries of one
+    jitter (sequences x 5); the 'mean' column = the mean of the three jitters. Fractions."""
+    res: dict = {}
+    for r in per_sequence.itertuples():
+        res.setdefault(r.sequence, {}).setdefault(r.jitter, {})[r.k] = {"ap": r.ap}
+    sums = {j: 0.0 for j in JITTERS}
+    count = 0
+    for seq in res:
+        for j in JITTERS:
+            for k in range(1, 6):
+                sums[j] += res[seq][j][k]["ap"]
+                count += 1
+    per_j = {j: sums[j] / (count / 3.0) for j in JITTERS}
+    return per_j, sum(per_j.values()) / 3.0
+
+
+def printed_retrieval(per_query: pd.DataFrame) -> tuple[dict, list]:
+    """``hpatches_results.py``'s retrieval table, rewritten from its definition: per jitter and
+    pool size the sum of the queries' APs / #queries; the 'mean' row = per pool size the mean over
+    the jitters of the table cast to float32. Returns ({jitter: {pool: value}}, mean row by pool)."""
+    res: dict = {}
+    for r in per_query.itertuples():
+        res.setdefault(r.query, {}).setdefault(r.jitter, {})[r.pool_size] = {"ap": r.ap}
+    n_q = float(len(res))
+    first = next(iter(res.values()))
+    table = {j: {k: 0.0 for k in first[j]} for j in JITTERS}
+    for q in res:
+        for j in JITTERS:
+            for k in table[j]:
+                table[j][k] += res[q][j][k]["ap"]
+    rows = [[table[j][k] / n_q for k in sorted(table[j])] for j in JITTERS]
+    for j, row in zip(JITTERS, rows):
+        table[j] = dict(zip(sorted(table[j]), row))
+    mean_row = list(np.mean(np.array(rows).astype(np.float32), axis=0))
+    return table, mean_row
+
+
+def _matching_details(aps: dict) -> pd.DataFrame:
+    rows = [(s, s.split("_")[0], j, k, 10, v[(j, k)], 0.5) for s, v in aps.items() for j in JITTERS for k in range(1, 6)]
+    return pd.DataFrame(rows, columns=["sequence", "seq_type", "jitter", "k", "n_patches", "ap", "success_rate"])
+
+
+def test_matching_headline_is_the_printed_mean_over_sequences():
+    """1 i_ and 3 v_ sequences (unequal groups): the headline is hpatches_results.py's mean over
+    all sequences (45), not the mean of the i_ and v_ means (60, kept as map_mean_of_types)."""
+    flat = {"i_a": 0.9, "v_b": 0.3, "v_c": 0.3, "v_d": 0.3}
+    det = _matching_details({s: {(j, k): v for j in JITTERS for k in range(1, 6)} for s, v in flat.items()})
+    summary = H.summarise_matching(det, "hand")
+    summary = summary[summary.level == "summary"].set_index(["seq_type", "metric"])["value"]
+    assert summary[("all", "map")] == pytest.approx(100 * (0.9 + 3 * 0.3) / 4)  # 45
+    assert summary[("all", "map_mean_of_types")] == pytest.approx(100 * (0.9 + 0.3) / 2)  # 60
+    assert summary[("i", "map")] == pytest.approx(90) and summary[("v", "map")] == pytest.approx(30)
+    # random APs varying with jitter and k, 2 i_ and 5 v_ sequences: equal to the printed formula
+    rng = np.random.default_rng(7)
+    names = ["i_x", "i_y", "v_p", "v_q", "v_r", "v_s", "v_t"]
+    det = _matching_details({s: {(j, k): float(rng.random()) for j in JITTERS for k in range(1, 6)} for s in names})
+    table = H.summarise_matching(det, "full")
+    per_j, mean = printed_matching(det)
+    t = table.set_index(["level", "jitter", "seq_type", "metric"])["value"]
+    assert t[("summary", "all", "all", "map")] == pytest.approx(100 * mean, rel=1e-14)
+    for j in JITTERS:
+        assert t[("case", j, "all", "map")] == pytest.approx(100 * per_j[j], rel=1e-14)
+    assert abs(t[("summary", "all", "all", "map")] - t[("summary", "all", "all", "map_mean_of_types")]) > 0.1
+    # the documented size of the change: (n_i - n_v) / (2 (n_i + n_v)) x (avg_i - avg_v)
+    gap = t[("summary", "all", "i", "map")] - t[("summary", "all", "v", "map")]
+    assert t[("summary", "all", "all", "map")] - t[("summary", "all", "all", "map_mean_of_types")] == pytest.approx(
+        (2 - 5) / (2 * 7) * gap, abs=1e-9)
+
+
+def _retrieval_details(ap) -> pd.DataFrame:
+    """ap(query, jitter, pool) -> per-query details of 3 queries at pool sizes 100 .. 20000."""
+    rows = [(q, "v_a", q, j, k, ap(q, j, k)) for q in range(3) for j in JITTERS for k in H.POOL_SIZES]
+    return pd.DataFrame(rows, columns=["query", "sequence", "idx", "jitter", "pool_size", "ap"])
+
+
+def test_retrieval_headline_is_the_printed_mean_at_the_largest_pool():
+    # AP 1 at every pool below 20000 and 0.3 there: printed mean at 20000 = 30; the mean over the
+    # 7 pool sizes (the former headline, kept as map_mean_over_pools) = (6 + 0.3) / 7 x 100 = 90
+    det = _retrieval_details(lambda q, j, k: 0.3 if k == 20000 else 1.0)
+    t = H.summarise_retrieval(det, "hand").set_index(["level", "jitter", "metric"])
+    assert t.loc[("summary", "all", "map"), "value"] == pytest.approx(30)
+    assert t.loc[("summary", "all", "map"), "pool_size"] == 20000
+    assert t.loc[("summary", "all", "map_mean_over_pools"), "value"] == pytest.approx(100 * 6.3 / 7)
+    rng = np.random.default_rng(3)
+    vals = {(q, j, k): float(rng.random()) for q in range(3) for j in JITTERS for k in H.POOL_SIZES}
+    det = _retrieval_details(lambda q, j, k: vals[(q, j, k)])
+    table = H.summarise_retrieval(det, "full")
+    cells, mean_row = printed_retrieval(det)
+    t = table.set_index(["level", "jitter", "pool_size", "metric"])["value"]
+    for j in JITTERS:
+        for k in H.POOL_SIZES:
+            assert t[("detail", j, k, "map")] == pytest.approx(100 * cells[j][k], rel=1e-14)
+        assert t[("case", j, 20000, "map")] == pytest.approx(100 * cells[j][20000], rel=1e-14)
+    for k, v in zip(H.POOL_SIZES, mean_row):
+        assert t[("detail", "all", k, "map")] == pytest.approx(100 * v, rel=1e-6)  # printed in float32
+    assert t[("summary", "all", 20000, "map")] == pytest.approx(100 * mean_row[-1], rel=1e-6)
+
+
+def test_retrieval_jitters_at_different_pool_sizes_are_refused():
+    det = _retrieval_details(lambda q, j, k: 0.5)
+    det = det[~((det.jitter == "t") & (det.pool_size == 500))]
+    with pytest.raises(DataError, match="different pool sizes"):
+        H.summarise_retrieval(det, "x")
+
+
+def test_report_headline_columns_are_the_printed_numbers():
+    """report/patches.hpbench_table: matching_map / retrieval_map are the printed headlines, the
+    former definitions sit under their own names."""
+    from descbench.report.patches import hpbench_table
+
+    m = _matching_details({s: {(j, k): v for j in JITTERS for k in range(1, 6)}
+                           for s, v in {"i_a": 0.9, "v_b": 0.3, "v_c": 0.3, "v_d": 0.3}.items()})
+    r = _retrieval_details(lambda q, j, k: 0.3 if k == 20000 else 1.0)
+    tidy = pd.concat([H.summarise_matching(m, "full"), H.summarise_retrieval(r, "full")], ignore_index=True)
+    row = hpbench_table({"d": tidy}).iloc[0]
+    assert row.matching_map == pytest.approx(45) and row.matching_map_mean_of_types == pytest.approx(60)
+    assert row.matching_map_i == pytest.approx(90) and row.matching_map_v_easy == pytest.approx(30)
+    assert row.matching_map_easy == pytest.approx(45)
+    assert row.retrieval_map == pytest.approx(30) and row.retrieval_map_mean_over_pools == pytest.approx(100 * 6.3 / 7)
+    assert row.retrieval_map_easy == pytest.approx(30) and row.retrieval_map_pool100 == pytest.approx(100)
+    assert row.retrieval_map_pool20000 == pytest.approx(30)
+    cols = list(hpbench_table({"d": tidy}).columns)
+    assert cols[:4] == ["descriptor", "split", "matching_map", "retrieval_map"]
+    # a table evaluated before the new definitions (no named former headline) is refused, not relabelled
+    old = tidy[tidy.metric != "map_mean_over_pools"]
+    with pytest.raises(DataError, match=r"retrieval rows of descriptor 'd' \(split 'full'\).*forcerun patch_evaluate"):
+        hpbench_table({"d": old})
 
 
 # ============================================================================ bad input

@@ -42,6 +42,7 @@ LAYERS = {
     "descbench.report": 2,
     "descbench.config": 2,
     "descbench.sweeps": 2,
+    "descbench.jobresources": 2,
     "descbench.stages": 3,
     "descbench.patches.stages": 3,
     "descbench.cli": 3,

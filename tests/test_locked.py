@@ -1,5 +1,6 @@
-"""Locked keypoints: export any set, import it bit-exactly (dataset file or per-image files), and
-clear errors on malformed files."""
+"""Locked keypoints: export any set, import it bit-exactly (dataset file or per-image files; Parquet,
+CSV or gzip-compressed CSV), the export's recorded octave mode honoured by default, and clear
+errors on malformed files. (The C++ DescriptorWorkbench's own files: tests/test_dw_interop.py.)"""
 
 from __future__ import annotations
 
@@ -11,9 +12,10 @@ import pytest
 
 from descbench import stages
 from descbench.errors import DataError
-from descbench.keypoints.locked import FIELDS
+from descbench.keypoints.locked import FIELDS, OCTAVE_COLUMN, OCTAVE_MODES, octave_mode
 from descbench.paths import ResultPaths, scene_batches
 
+SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
 SIFT = {"detector": "sift", "border_px": 40, "max_keypoints": None,
         "params": {"n_features": 0, "n_octave_layers": 3, "contrast_threshold": 0.04, "edge_threshold": 10, "sigma": 1.6}}
 
@@ -29,7 +31,7 @@ def exported(pristine: Path, tmp_path: Path):
     paths = ResultPaths(tmp_path / "res", scene_batches([pristine.name], 1))
     kp = Path(paths.keypoints("sift", pristine.name))
     stages.detect_scene(pristine, "sift", SIFT, kp)
-    for fmt in ("parquet", "csv"):
+    for fmt in ("parquet", "csv", "csv.gz"):
         stages.export_keypoints(paths, "sift", Path(paths.keypoint_export("sift", fmt)))
     return paths, kp
 
@@ -38,7 +40,7 @@ def _fields(per_image):
     return {k: {f: getattr(kps, f) for f in FIELDS} for k, kps in per_image.items()}
 
 
-@pytest.mark.parametrize("fmt", ["parquet", "csv"])
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "csv.gz"])
 def test_export_then_import_is_bit_exact(pristine, tmp_path, exported, fmt):
     paths, kp = exported
     out = tmp_path / f"locked_{fmt}.parquet"
@@ -121,20 +123,124 @@ def test_missing_per_image_file_names_it(pristine, tmp_path):
 
 def test_export_rejects_unknown_format(pristine, tmp_path, exported):
     paths, _ = exported
-    with pytest.raises(DataError, match=r"\.parquet or \.csv"):
+    with pytest.raises(DataError, match=r"k\.txt: use a file name ending in \.parquet, \.csv, \.csv\.gz"):
         stages.export_keypoints(paths, "sift", tmp_path / "k.txt")
 
 
-def test_sift_descriptors_on_locked_sift_keypoints_with_their_octave_equal_the_originals(pristine, tmp_path, exported):
+def test_import_rejects_unknown_format_naming_the_endings(pristine, tmp_path, exported):
+    paths, _ = exported
+    f = tmp_path / "kp.csv.bz2"
+    f.write_bytes(Path(paths.keypoint_export("sift", "csv")).read_bytes())
+    with pytest.raises(DataError, match=r"kp\.csv\.bz2: unknown format '\.csv\.bz2'; use \.parquet, \.csv, \.csv\.gz"):
+        stages.detect_scene(pristine, "mine", locked(f), tmp_path / "o.parquet")
+
+
+def test_csv_gz_export_is_the_csv_compressed_reproducibly(pristine, tmp_path, exported):
+    """The .csv.gz is the .csv's bytes, gzip without a file name or time: the same keypoints give
+    the same file (the temporary file's name, which gzip.open would store, is not in it)."""
+    import gzip
+
+    paths, _ = exported
+    gz = Path(paths.keypoint_export("sift", "csv.gz")).read_bytes()
+    assert gzip.decompress(gz) == Path(paths.keypoint_export("sift", "csv")).read_bytes()
+    assert gz[3] == 0 and gz[4:8] == b"\0\0\0\0"  # FLG: no FNAME; MTIME 0
+    stages.export_keypoints(paths, "sift", tmp_path / "again.csv.gz")
+    assert (tmp_path / "again.csv.gz").read_bytes() == gz
+
+
+def test_export_records_the_octave_mode_of_its_root_detector(pristine, tmp_path, exported):
+    """A SIFT set (and a set derived from it: the export follows its source) records 'sift', any
+    other detector's set 'from_size', in every row of every format."""
+    import gzip
+    import io as _io
+
+    paths, _ = exported
+    for fmt in ("parquet", "csv", "csv.gz"):
+        f = Path(paths.keypoint_export("sift", fmt))
+        df = (pd.read_parquet(f) if fmt == "parquet" else
+              pd.read_csv(_io.BytesIO(gzip.decompress(f.read_bytes())) if fmt == "csv.gz" else f))
+        assert list(df.columns)[-1] == OCTAVE_COLUMN and set(df[OCTAVE_COLUMN]) == {"sift"}, fmt
+    derived = {"source": "sift", "filters": [{"min_size": 3.0}]}
+    stages.derive_scene(paths, pristine.name, "big", derived, Path(paths.keypoints("big", pristine.name)), None)
+    stages.export_keypoints(paths, "big", tmp_path / "big.csv")
+    assert set(pd.read_csv(tmp_path / "big.csv")[OCTAVE_COLUMN]) == {"sift"}
+    from descbench.config import validate_config
+
+    orb = validate_config({"keypoint_sets": {"orb": {"detector": "orb", "max_keypoints": 300}},
+                           "descriptors": {"d": {"family": "sift"}}}, SCHEMA)["keypoint_sets"]["orb"]
+    stages.detect_scene(pristine, "orb", orb, Path(paths.keypoints("orb", pristine.name)))
+    stages.export_keypoints(paths, "orb", tmp_path / "orb.csv")
+    assert set(pd.read_csv(tmp_path / "orb.csv")[OCTAVE_COLUMN]) == {"from_size"}
+
+
+def test_export_of_a_derived_set_whose_source_file_is_gone_says_so(pristine, tmp_path, exported):
+    paths, kp = exported
+    stages.derive_scene(paths, pristine.name, "big", {"source": "sift", "filters": [{"min_size": 3.0}]},
+                        Path(paths.keypoints("big", pristine.name)), None)
+    stages.derive_scene(paths, pristine.name, "bigger", {"source": "big", "filters": [{"min_size": 4.0}]},
+                        Path(paths.keypoints("bigger", pristine.name)), None)
+    Path(paths.keypoints("big", pristine.name)).unlink()
+    with pytest.raises(DataError, match=r"cannot export keypoint set 'bigger': its source set 'big' \(bigger\) has no file"):
+        stages.export_keypoints(paths, "bigger", tmp_path / "x.csv")
+
+
+@pytest.mark.parametrize("fmt", ["parquet", "csv", "csv.gz"])
+@pytest.mark.parametrize("octave", [None, "auto", "sift"])
+def test_sift_descriptors_on_locked_sift_keypoints_with_their_octave_equal_the_originals(pristine, tmp_path, exported,
+                                                                                       fmt, octave):
+    """Export then import reproduces the numbers with no setting: the export records 'sift' and the
+    default octave: auto follows it (before issue 18 this needed params.octave: sift)."""
     from descbench.descriptors.sift import sift_descriptors
 
     paths, kp = exported
     out = tmp_path / "o.parquet"
-    spec = locked(paths.keypoint_export("sift", "parquet"))
-    spec["params"]["octave"] = "sift"
+    spec = locked(paths.keypoint_export("sift", fmt))
+    if octave is not None:
+        spec["params"]["octave"] = octave
     stages.detect_scene(pristine, "mine", spec, out)
-    a, b = stages.load_keypoints(kp)[0][2], stages.load_keypoints(out)[0][2]
-    img = pristine / "2.ppm"
-    np.testing.assert_array_equal(sift_descriptors(img, b, {}, spec), sift_descriptors(img, a, {}, SIFT))
-    from_size = sift_descriptors(img, b, {}, {**spec, "params": {"path": "x", "octave": "from_size"}})
-    assert not np.array_equal(from_size, sift_descriptors(img, a, {}, SIFT))
+    a, b = stages.load_keypoints(kp)[0], stages.load_keypoints(out)[0]
+    for k in (1, 2, 6):
+        img = pristine / f"{k}.ppm"
+        np.testing.assert_array_equal(sift_descriptors(img, b[k], {}, spec), sift_descriptors(img, a[k], {}, SIFT))
+    from_size = sift_descriptors(img, b[6], {}, {**spec, "params": {**spec["params"], "octave": "from_size"}})
+    assert not np.array_equal(from_size, sift_descriptors(img, a[6], {}, SIFT))  # an explicit value wins over the record
+
+
+def test_octave_mode_follows_the_record_unless_set(tmp_path, exported):
+    paths, _ = exported
+    f = paths.keypoint_export("sift", "parquet")
+    assert OCTAVE_MODES[0] == "auto"
+    assert octave_mode({"path": f}) == octave_mode({"path": f, "octave": "auto"}) == "sift"
+    assert octave_mode({"path": f, "octave": "from_size"}) == "from_size"
+    plain = tmp_path / "plain.csv"  # another tool's file: no record
+    pd.read_parquet(f).drop(columns=[OCTAVE_COLUMN]).to_csv(plain, index=False)
+    assert octave_mode({"path": str(plain)}) == "from_size" and octave_mode({"path": str(plain), "octave": "sift"}) == "sift"
+    assert octave_mode({"octave": "sift"}) == "sift" and octave_mode({}) == "from_size"  # no file (patch benchmarks)
+
+
+@pytest.mark.parametrize("values, message", [
+    (["sift", "from_size"], r"column 'octave_mode' holds 'from_size', 'sift'; it must hold one of from_size, sift, the same in every row"),
+    (["SIFT", "SIFT"], r"column 'octave_mode' holds 'SIFT'"),
+    (["sift", None], r"column 'octave_mode' has \d+ empty values"),
+])
+def test_a_bad_octave_record_names_the_file(pristine, tmp_path, exported, values, message):
+    paths, _ = exported
+    df = pd.read_parquet(paths.keypoint_export("sift", "parquet"))
+    df[OCTAVE_COLUMN] = [values[i % 2] for i in range(len(df))]
+    f = _write(tmp_path, df, "bad.csv")
+    with pytest.raises(DataError, match=message) as err:
+        stages.detect_scene(pristine, "mine", locked(f), tmp_path / "o.parquet")
+    assert str(f) in str(err.value)
+
+
+def test_per_image_files_recording_different_modes_are_an_error(pristine, tmp_path):
+    (tmp_path / "kp").mkdir()
+    for k in range(1, 7):
+        pd.DataFrame({"x": [60.0], "y": [70.0 + k], "size": [4.0], OCTAVE_COLUMN: ["sift" if k < 6 else "from_size"]}).to_csv(
+            tmp_path / "kp" / f"{pristine.name}_{k}.csv", index=False)
+    pattern = str(tmp_path / "kp" / "{scene}_{image}.csv")
+    with pytest.raises(DataError, match=r"the files record different octave modes .*v_coins_6\.csv: octave_mode from_size"):
+        octave_mode({"path": pattern})
+    assert octave_mode({"path": pattern, "octave": "sift"}) == "sift"
+    (tmp_path / "kp" / f"{pristine.name}_6.csv").write_text("x,y,size\n60,76,4\n")  # no record in one file: the others'
+    assert octave_mode({"path": pattern}) == "sift"

@@ -1,4 +1,6 @@
-"""The two README commands stay true: CI runs README's test command; envs/ installs the package."""
+"""The two README commands stay true: CI runs README's test command; the rules' conda env holds the
+dependencies and reaches the package through the checkout (tests/test_deployment.py checks the env
+file as Snakemake deploys it, its packages and the lock)."""
 
 from __future__ import annotations
 
@@ -18,10 +20,14 @@ def test_ci_runs_readme_test_command():
     assert "pip install -e . && snakemake --cores 2" in readme
 
 
-def test_conda_env_installs_this_package():
-    env = yaml.safe_load((ROOT / "envs/descbench.yaml").read_text())
-    pip = [d for d in env["dependencies"] if isinstance(d, dict)][0]["pip"]
-    assert "-e .." in pip
+def test_conda_envs_do_not_install_the_package():
+    """No pip section (its `-e ..` would resolve against Snakemake's copy of the file in
+    .snakemake/conda/): the rules put this checkout's workflow/ on PYTHONPATH instead, and say so."""
+    for name in ("descbench.yaml", "learned.yaml"):
+        text = (ROOT / "envs" / name).read_text()
+        env = yaml.safe_load(text)
+        assert all(isinstance(d, str) for d in env["dependencies"]) and "pip" not in env["dependencies"], name
+        assert "PYTHONPATH" in text, name
 
 
 def test_every_rule_has_log_and_conda():

@@ -29,3 +29,69 @@ def test_summary_names_every_degenerate_case(tmp_path):
 
 def test_no_report_no_summary(tmp_path):
     assert run_summary(tmp_path) == ""
+
+
+# ----------------------------------------------------------------------------- sweep settings, the workbench's numbers
+
+
+def _table(**extra):
+    t = pd.DataFrame({
+        "descriptor": ["sift", "sift", "sift"], "keypoint_set": ["sift", "sift-grid-0", "sift-grid-1"],
+        "true_map_micro": [0.5, 0.6, 0.7], "viewpoint_map": [0.5, 0.6, 0.7], "illumination_map": [0.5, 0.6, 0.7],
+        "keypoint_verification_ap": [0.4, 0.4, 0.4],
+    })
+    for k, v in extra.items():
+        t[k] = v
+    return t
+
+
+SWEEP = {"sweep": [np.nan, "grid", "grid"], "sweep:border_px": [np.nan, 20, 60],
+         "sweep:params.contrast_threshold": [np.nan, 0.03, 0.06]}
+WORKBENCH = {"workbench_verification_map": [0.12345, 0.2, 0.3], "workbench_retrieval_map": [0.5, 0.6, 0.7]}
+
+
+def _lines(text, start):
+    return [ln.split() for ln in text.splitlines() if ln.strip().startswith(start)]
+
+
+def test_summary_shows_each_variants_sweep_settings(tmp_path):
+    _table(**SWEEP).to_csv(tmp_path / "comparison.csv", index=False)
+    text = run_summary(tmp_path)
+    header = _lines(text, "descriptor")[0]
+    assert header[:5] == ["descriptor", "keypoint_set", "sweep", "sweep:border_px", "sweep:params.contrast_threshold"]
+    rows = {r[1]: r[2:5] for r in _lines(text, "sift")}
+    assert rows == {"sift": ["-", "-", "-"], "sift-grid-0": ["grid", "20", "0.03"], "sift-grid-1": ["grid", "60", "0.06"]}
+    assert "sweep, sweep:<path>: the sweep (config `sweeps:`)" in text
+
+
+def test_summary_shows_the_workbench_numbers_labelled(tmp_path):
+    _table(**WORKBENCH).to_csv(tmp_path / "comparison.csv", index=False)
+    text = run_summary(tmp_path)
+    header = _lines(text, "descriptor")[0]
+    assert header[-2:] == ["workbench_verification_map", "workbench_retrieval_map"]
+    assert _lines(text, "sift")[0][-2:] == ["0.1235", "0.5000"]
+    assert "workbench_*: the C++ DescriptorWorkbench's own keypoint verification / retrieval numbers" in text
+    # without them (verification.convention: descbench) neither the columns nor the legend
+    _table().to_csv(tmp_path / "comparison.csv", index=False)
+    plain = run_summary(tmp_path)
+    assert "workbench" not in plain and "sweep" not in plain
+
+
+def test_comparison_markdown_shows_sweep_settings_and_the_workbench_numbers():
+    from descbench.report.table import to_markdown
+
+    t = _table(**SWEEP, **WORKBENCH, keypoint_retrieval_ap=[0.3, 0.3, 0.3], empty_images=[0, 0, 0])
+    t["sweep:params.scales"] = [np.nan, [1, 2], "a|b"]  # a list value; a pipe cannot break the table
+    md = to_markdown(t)
+    lines = md.splitlines()
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    assert header[:6] == ["descriptor", "keypoint_set", "sweep", "sweep:border_px", "sweep:params.contrast_threshold",
+                          "sweep:params.scales"]
+    # the workbench's numbers after the task headlines, before the counts
+    assert header[-3:] == ["workbench_verification_map", "workbench_retrieval_map", "empty_images"]
+    assert lines[2].startswith("| sift | sift | - | - | - | - |")
+    assert lines[3].startswith("| sift | sift-grid-0 | grid | 20 | 0.03 | [1, 2] |")
+    assert lines[4].startswith("| sift | sift-grid-1 | grid | 60 | 0.06 | a\\|b |") and "| 0.3000 | 0.7000 | 0 |" in lines[4]
+    assert "\nsweep, sweep:<path>: " in md and "\nworkbench_*: the C++ DescriptorWorkbench's" in md
+    # a table without either has no legend (the default demo's comparison.md is unchanged)
+    assert to_markdown(_table()).count("\n") == 2 + 3

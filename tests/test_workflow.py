@@ -189,7 +189,7 @@ def test_numba_threads_and_cache_dir_reach_every_kernel_job(run, tmp_path):
         out = snakemake(work, "-n", "-p", "--forceall", "--cores", "2")
     finally:
         write_config(work, cfg)
-    shells = [l.strip().removeprefix("Shell command: ") for l in out.splitlines() if "python -m descbench" in l]
+    shells = [l.strip().removeprefix("Shell command: ") for l in out.splitlines() if " -m descbench " in l]
     kernel_jobs = [s for s in shells if " descbench score " in s or " descbench warmup " in s]
     assert len(kernel_jobs) == 2 * 2 + 1, shells  # 2 batches x 2 descriptors + warm-up
     quoted = f"NUMBA_CACHE_DIR='{tmp_path / 'numba cache'}'"

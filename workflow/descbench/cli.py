@@ -204,11 +204,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeatability-px", type=float, required=True)
     p.add_argument("--out-dir", type=Path, required=True)
 
-    p = sub.add_parser("export-keypoints", help="one keypoint set of every scene as a locked-keypoint file (.parquet/.csv)")
+    p = sub.add_parser("export-keypoints", help="one keypoint set of every scene as a locked-keypoint file (.parquet/.csv/.csv.gz)")
     p.add_argument("--results-root", type=Path, required=True, help="<results_dir>/<dataset tag>")
     p.add_argument("--batches", required=True, help="JSON {batch: [scenes]} of every evaluated scene")
     p.add_argument("--name", required=True, help="keypoint set name")
-    p.add_argument("--out", type=Path, required=True, help="<file>.parquet or <file>.csv")
+    p.add_argument("--out", type=Path, required=True, help="<file>.parquet, <file>.csv or <file>.csv.gz")
 
     p = sub.add_parser("descriptors", help="compute one descriptor on one scene batch")
     batch_args(p)
@@ -261,7 +261,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, required=True)
 
     p = sub.add_parser("compare", help="one table across experiments (their report/comparison.parquet)")
-    p.add_argument("experiments", type=Path, nargs="+", help="experiment folders, e.g. results/demo results/border20")
+    p.add_argument("experiments", type=Path, nargs="+", help="experiment folders (e.g. results/demo results/border20) or DescriptorWorkbench results .csv files")
     p.add_argument("--out", type=Path, default=None, help="write the table here (.csv or .md); default: print it")
 
     p = sub.add_parser("patches", help="HPatches patch benchmarks: one step (generate, download, describe, tasks, evaluate, report)")

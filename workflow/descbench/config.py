@@ -592,7 +592,9 @@ def learned_weights(cfg: dict, kpset: str | None, descriptor: str) -> str:
         for src in set_sources(spec):
             walk_set(src)
 
-    spec = cfg["descriptors"][descriptor]
+    spec = cfg["descriptors"].get(descriptor)
+    if spec is None:  # not a descriptor of the config (the patch benchmarks' CSV descriptors): no network
+        return ""
     walk(spec.get("params", {}), descriptor)
     if kpset is not None:
         walk_set(kpset)

@@ -214,7 +214,8 @@ def _versions() -> tuple[tuple[str, str], ...]:
         try:
             out[dist] = metadata.version(dist)
         except metadata.PackageNotFoundError:
-            out[dist] = "not-installed"
+            # descbench reached through PYTHONPATH (the conda deployment), not installed: its own version
+            out[dist] = __import__("descbench").__version__ if dist == "descbench" else "not-installed"
     import cv2
 
     out["opencv"] = cv2.__version__
@@ -226,8 +227,26 @@ def versions() -> dict[str, str]:
     return dict(_versions())
 
 
+@lru_cache(maxsize=1)
+def lock_sha256(root: Path | None = None) -> str | None:
+    """sha256 of the pinned, hashed lock of the dependency set, ``envs/lock-py311-linux-x86_64.txt``
+    of the checkout this package runs from (``root``: that checkout, by default the one holding this
+    file, ``workflow/descbench/io.py``); None when there is none (the package was installed from a
+    wheel). It names the lock the checkout carries: whether the environment was installed from it
+    is for README's install command to ensure, and ``versions`` records what actually ran."""
+    import hashlib
+
+    lock = (root or Path(__file__).resolve().parents[2]) / "envs" / "lock-py311-linux-x86_64.txt"
+    try:
+        return hashlib.sha256(lock.read_bytes()).hexdigest()
+    except FileNotFoundError:
+        return None
+
+
 def provenance(stage: str, params: dict[str, Any], **extra: Any) -> dict[str, Any]:
-    return {"stage": stage, "params": params, "versions": versions(), **extra}
+    """Every result file's metadata: the stage, its parameters, the package versions that ran and the
+    sha256 of the checkout's dependency lock (:func:`lock_sha256`, None without one), then ``extra``."""
+    return {"stage": stage, "params": params, "versions": versions(), "lock_sha256": lock_sha256(), **extra}
 
 
 def table_from_rows(rows: list[dict[str, Any]], schema: pa.Schema, what: str) -> pa.Table:

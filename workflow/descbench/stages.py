@@ -193,13 +193,38 @@ def keypoint_statistics(paths: ResultPaths, scene_root: Path, kpsets: dict, repe
 
 
 def export_keypoints(paths: ResultPaths, name: str, out: Path) -> None:
-    """Every scene's keypoints of set ``name`` as one locked-keypoint file (.parquet or .csv), the
-    format :func:`descbench.keypoints.locked.load_locked` imports bit-exactly."""
+    """Every scene's keypoints of set ``name`` as one locked-keypoint file (.parquet, .csv or
+    .csv.gz), the format :func:`descbench.keypoints.locked.load_locked` imports bit-exactly.
+
+    The file records in its ``octave_mode`` column how SIFT descriptors read the set's octave
+    field (:func:`descbench.keypoints.sift.has_sift_octaves` of the set's root detector set, found
+    through the keypoint files' provenance: a derived set's ``source`` / kept intersection side),
+    so that a ``detector: locked`` set with the default ``octave: auto`` gives the same descriptors."""
     from descbench.keypoints.locked import export_table, write_export
+    from descbench.keypoints.sift import has_sift_octaves
 
     scenes = paths.scenes
-    per_scene = [load_keypoints(Path(paths.keypoints(name, s)))[0] for s in scenes]
-    write_export(export_table(scenes, per_scene), out)
+    loaded = [load_keypoints(Path(paths.keypoints(name, s))) for s in scenes]
+    meta, chain = loaded[0][1], [name]
+    spec = {k: v for k, v in meta["params"].items() if k != "keypoint_set"}
+    while "detector" not in spec:  # a derived set: follow its source to the detector set
+        nxt = spec["source"] if "source" in spec else intersection_keep(spec)
+        if nxt in chain:
+            raise DataError(f"cannot export keypoint set '{name}': its sources form a cycle ({' -> '.join(chain + [nxt])})")
+        f = Path(paths.keypoints(nxt, scenes[0]))
+        recorded = (meta.get("sources") or {}).get(nxt)
+        if f.exists():
+            meta = io.read_meta(f)
+            spec = {k: v for k, v in meta["params"].items() if k != "keypoint_set"}
+        elif recorded is not None and "detector" in recorded:
+            spec = {k: v for k, v in recorded.items() if k != "keypoint_set"}
+        else:
+            raise DataError(f"cannot export keypoint set '{name}': its source set '{nxt}' ({' -> '.join(chain)}) has no "
+                            f"file {f}, which says whether its octave field is SIFT's; rebuild it "
+                            f"(snakemake --cores N --forcerun keypoints) and export again")
+        chain.append(nxt)
+    mode = "sift" if has_sift_octaves(spec) else "from_size"
+    write_export(export_table(scenes, [p for p, _ in loaded], mode), out)
 
 
 def derive_scene(paths: ResultPaths, scene: str, name: str, spec: dict, out: Path, cutoff_file: Path | None) -> None:

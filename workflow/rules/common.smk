@@ -17,18 +17,56 @@ from descbench import smktuning
 from snakemake.logging import logger
 
 
-# Snakemake's own CPU on runs with many jobs: benchmark sampling every 5 s, and one pending
-# scheduler re-evaluation timer instead of one more timer chain per finished job (the module's
-# docstring says why; neither changes which jobs run or any output).
-_SMK_TUNING = smktuning.apply()
-if not all(_SMK_TUNING.values()):
-    logger.warning(f"descbench: this Snakemake lacks what descbench.smktuning adjusts ({_SMK_TUNING}); "
-                   "runs are correct but Snakemake's own process may use more CPU")
-# Ctrl-C / SIGTERM: Snakemake passes the signal on to the running jobs and ends the run (it would
-# otherwise wait for them); the onerror message then says "interrupted" (descbench.smktuning).
-if not smktuning.stop_jobs_on_interrupt():
-    logger.warning("descbench: this Snakemake lacks what descbench.smktuning.stop_jobs_on_interrupt adjusts; "
-                   "after Ctrl-C, Snakemake waits for its running jobs to finish")
+# Snakemake's own CPU on runs with many jobs (benchmark sampling every 5 s, one pending scheduler
+# re-evaluation timer) and Ctrl-C / SIGTERM stopping the running jobs (then the onerror message says
+# "interrupted"): descbench.smktuning, applied only on the Snakemake versions it was tested on
+# (otherwise one warning line), off with DESCBENCH_SMK_TUNING=0; what was applied goes into the
+# report's provenance (SMK_TUNING, rule report). None of it changes which jobs run or any output.
+try:
+    SMK_TUNING = smktuning.configure()
+except ValueError as _exc:
+    raise WorkflowError(f"descbench: {_exc}") from None
+if SMK_TUNING["note"]:
+    logger.warning(SMK_TUNING["note"])
+SMK_TUNING = {k: v for k, v in SMK_TUNING.items() if k != "note"}
+
+# How each job starts descbench (a rule param, used as `{params.descbench} <command>`). The interpreter that runs Snakemake
+# (venv/bin/snakemake works without activating the venv; on a cluster node the same absolute path),
+# or, under --software-deployment-method conda, the env's python with this checkout's workflow/ on
+# PYTHONPATH (descbench.smktuning.job_command).
+import sys as _sys
+
+DESCBENCH = smktuning.job_command(
+    getattr(getattr(workflow, "deployment_settings", None), "deployment_method", ()),
+    _sys.executable,
+    Path(workflow.basedir) / "workflow",
+    in_container=bool(getattr(getattr(workflow, "modifier", None), "global_container_img", None)),
+)
+
+
+# Snakemake merges a --configfile into config.yaml key by key: config.yaml's keypoint sets,
+# descriptors and sweeps join the file's own unless --replace-workflow-config. Said in one line at
+# the start of the run (descbench.smktuning.merged_entries), not on the cluster's job nodes.
+def _say_merged_entries():
+    from descbench.smktuning import merge_message, merged_entries
+    from snakemake.logging import logger
+    from snakemake_interface_executor_plugins.settings import ExecMode
+
+    settings = getattr(workflow, "config_settings", None)
+    if settings is None or settings.replace_workflow_config or not settings.configfiles:
+        return
+    if getattr(workflow, "exec_mode", ExecMode.DEFAULT) != ExecMode.DEFAULT or not __import__("os").path.exists("config.yaml"):
+        return
+    import yaml
+
+    with open("config.yaml") as fh:
+        base = yaml.safe_load(fh) or {}
+    message = merge_message(merged_entries(base, settings.overwrite_config or {}), settings.configfiles)
+    if message:
+        logger.warning(message)
+
+
+_say_merged_entries()
 
 
 def _validated_config():
@@ -360,6 +398,41 @@ def descriptor_resources(wildcards):
 
 def keypoint_resources(wildcards):
     return job_resources(CFG["keypoint_sets"][wildcards.kpset].get("params", {}))
+
+
+# Cluster resources of the heavy jobs (descbench.jobresources: mem_mb and runtime in minutes from the
+# batch's image sizes, read from the file headers, and keypoint counts; documented default sizes
+# for images not there yet). Not cached here: Snakemake evaluates them again when a job is about
+# to run, when the images and keypoint files exist. A retried job (the cluster profiles' retries: 1,
+# e.g. after SLURM killed it for memory or time) asks for `attempt` times as much.
+from descbench import jobresources  # noqa: E402
+
+
+def _batch_dirs(batch):
+    return [DATA / s for s in BATCHES[batch]]
+
+
+def _sized(estimate, *args):
+    try:
+        return estimate(CFG, *args)
+    except DescbenchError as exc:
+        raise WorkflowError(f"descbench: {exc}")
+
+
+def keypoint_job(wildcards):
+    return _sized(jobresources.keypoint_job, wildcards.kpset, _batch_dirs(wildcards.batch))
+
+
+def descriptor_job(wildcards):
+    return _sized(jobresources.descriptor_job, wildcards.kpset, wildcards.descriptor, _batch_dirs(wildcards.batch))
+
+
+def score_job(wildcards):
+    return _sized(jobresources.score_job, wildcards.kpset, wildcards.descriptor, _batch_dirs(wildcards.batch))
+
+
+def patch_job(wildcards):
+    return _sized(jobresources.patch_job, wildcards.pdesc)
 
 
 def features_of(descriptor):

@@ -7,17 +7,20 @@ if CFG["dataset"] == "demo":
             [str(DATA / "{scene}" / f"{k}.ppm") for k in range(1, 7)]
             + [str(DATA / "{scene}" / f"H_1_{k}") for k in TARGET_IMAGES],
         params:
+            descbench=DESCBENCH,  # how the job starts descbench (common.smk)
             out_dir=lambda wc, output: str(Path(output[0]).parent.parent),
             seed=CFG["demo"]["seed"],
         log:
             str(RES / "logs" / "demo_scene" / "{scene}.log"),
         threads: 1
         resources:
+            # six 640 px images, seconds
             mem_mb=500,
+            runtime=5,
         conda:
             ENV
         shell:
-            "python -m descbench demo-scene --scene {wildcards.scene} --out-dir {params.out_dir} --seed {params.seed} > {log} 2>&1"
+            "{params.descbench} demo-scene --scene {wildcards.scene} --out-dir {params.out_dir} --seed {params.seed} > {log} 2>&1"
 
 
 if CFG["dataset"] == "hpatches":
@@ -31,6 +34,7 @@ if CFG["dataset"] == "hpatches":
         output:
             HPATCHES_FLAG,
         params:
+            descbench=DESCBENCH,  # how the job starts descbench (common.smk)
             urls=" ".join(CFG["hpatches"]["urls"]),
             sha256=f"--sha256 {CFG['hpatches']['sha256']}" if CFG["hpatches"]["sha256"] else "",
             data_dir=CFG["data_dir"],
@@ -38,9 +42,11 @@ if CFG["dataset"] == "hpatches":
             str(RES / "logs" / "hpatches_download.log"),
         threads: 1
         resources:
+            # runs on the submit host (localrules): a 4 GB download
             mem_mb=1000,
+            runtime=60,
         conda:
             ENV
         shell:
-            "python -m descbench hpatches --urls {params.urls} {params.sha256} --data-dir {params.data_dir} "
+            "{params.descbench} hpatches --urls {params.urls} {params.sha256} --data-dir {params.data_dir} "
             "--flag {output} 2>&1 | tee {log}"

@@ -13,6 +13,7 @@ rule descriptors:
     output:
         directory(PATHS.descriptors_dir("{kpset}", "{descriptor}", "{batch}")),
     params:
+        descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         scene_root=lambda wc: str(DATA),
         results_root=results_root(3),  # <root>/descriptors/<kpset>/<descriptor>/<batch>
         batches=batch_json,
@@ -26,12 +27,15 @@ rule descriptors:
     # learned families: their params.threads (torch's CPU threads) and a GPU for device: cuda
     threads: lambda wc: descriptor_resources(wc)["threads"]
     resources:
-        mem_mb=2000,
+        # descbench.jobresources.descriptor_job: image sizes, keypoint counts (the set's files once
+        # they exist), the family's cost
+        mem_mb=lambda wc, attempt: descriptor_job(wc)["mem_mb"] * attempt,
+        runtime=lambda wc, attempt: descriptor_job(wc)["runtime"] * attempt,
         gpu=lambda wc: descriptor_resources(wc)["gpu"],
     conda:
         ENV
     shell:
-        "python -m descbench descriptors --results-root {params.results_root} --scene-root {params.scene_root} "
+        "{params.descbench} descriptors --results-root {params.results_root} --scene-root {params.scene_root} "
         "--batches {params.batches:q} --batch {wildcards.batch} --keypoint-set {wildcards.kpset} "
         "--name {wildcards.descriptor} --spec {params.spec:q} --keypoint-set-spec {params.kpset_spec:q} "
         "--threads {threads} > {log} 2>&1"

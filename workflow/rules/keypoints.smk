@@ -12,6 +12,7 @@ rule keypoints:
     output:
         directory(PATHS.keypoints_dir("{kpset}", "{batch}")),
     params:
+        descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         scene_root=lambda wc: str(DATA),
         results_root=results_root(2),  # <root>/keypoints/<kpset>/<batch>
         batches=batch_json,
@@ -24,12 +25,14 @@ rule keypoints:
     # a learned detector (keynet): its params.threads and a GPU for device: cuda
     threads: lambda wc: keypoint_resources(wc)["threads"]
     resources:
-        mem_mb=1500,
+        # descbench.jobresources.keypoint_job: the batch's image sizes and the set's modelled keypoint count
+        mem_mb=lambda wc, attempt: keypoint_job(wc)["mem_mb"] * attempt,
+        runtime=lambda wc, attempt: keypoint_job(wc)["runtime"] * attempt,
         gpu=lambda wc: keypoint_resources(wc)["gpu"],
     conda:
         ENV
     shell:
-        "python -m descbench keypoints --results-root {params.results_root} --scene-root {params.scene_root} "
+        "{params.descbench} keypoints --results-root {params.results_root} --scene-root {params.scene_root} "
         "--batches {params.batches:q} --batch {wildcards.batch} --name {wildcards.kpset} --spec {params.spec:q} "
         "{params.cutoff} --threads {threads} > {log} 2>&1"
 
@@ -42,6 +45,7 @@ rule keypoint_cutoff:
     output:
         PATHS.keypoint_cutoff("{kpset}"),
     params:
+        descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         results_root=results_root(1),  # <root>/keypoint_cutoffs/<kpset>.json
         batches=as_json(BATCHES),
         spec=lambda wc: as_json(CFG["keypoint_sets"][wc.kpset]),
@@ -49,11 +53,13 @@ rule keypoint_cutoff:
         str(RES / "logs" / "keypoint_cutoff" / "{kpset}.log"),
     threads: 1
     resources:
+        # reads one column of every scene's keypoint file
         mem_mb=1500,
+        runtime=15,
     conda:
         ENV
     shell:
-        "python -m descbench keypoint-cutoff --results-root {params.results_root} --batches {params.batches:q} "
+        "{params.descbench} keypoint-cutoff --results-root {params.results_root} --batches {params.batches:q} "
         "--name {wildcards.kpset} --spec {params.spec:q} --out {output} > {log} 2>&1"
 
 
@@ -66,17 +72,20 @@ rule export_keypoints:
     output:
         PATHS.keypoint_export("{kpset}", "{fmt}"),
     params:
+        descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         results_root=results_root(2),  # <root>/exports/keypoints/<kpset>.<fmt>
         batches=as_json(BATCHES),
     wildcard_constraints:
-        fmt="parquet|csv",
+        fmt=r"parquet|csv|csv\.gz",
     log:
         str(RES / "logs" / "export_keypoints" / "{kpset}.{fmt}.log"),
     threads: 1
     resources:
+        # every scene's keypoints of one set, one file
         mem_mb=1500,
+        runtime=15,
     conda:
         ENV
     shell:
-        "python -m descbench export-keypoints --results-root {params.results_root} --batches {params.batches:q} "
+        "{params.descbench} export-keypoints --results-root {params.results_root} --batches {params.batches:q} "
         "--name {wildcards.kpset} --out {output} > {log} 2>&1"

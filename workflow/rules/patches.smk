@@ -14,6 +14,7 @@ if PATCHES_ON:
             output:
                 [str(PATCH_ROOT / "{seq}" / f"{t}.png") for t in PATCH_TYPES] + [str(PATCH_ROOT / "{seq}" / "patches.json")],
             params:
+                descbench=DESCBENCH,  # how the job starts descbench (common.smk)
                 scene_dir=lambda wc: str(DATA / wc.seq),
                 out_dir=lambda wc, output: str(Path(output[0]).parent),
                 gen=as_json(PATCH_CFG["generate"]),
@@ -21,11 +22,13 @@ if PATCHES_ON:
                 str(RES / "logs" / "patches" / "generate" / "{seq}.log"),
             threads: 1
             resources:
+                # one scene's 6 images, 16 strips written
                 mem_mb=1000,
+                runtime=10,
             conda:
                 ENV
             shell:
-                "python -m descbench patches generate --scene-dir {params.scene_dir} --out-dir {params.out_dir} "
+                "{params.descbench} patches generate --scene-dir {params.scene_dir} --out-dir {params.out_dir} "
                 "--params {params.gen:q} > {log} 2>&1"
 
     if PATCH_CFG["source"] == "hpatches_release":
@@ -37,6 +40,7 @@ if PATCHES_ON:
             output:
                 PATCH_FLAG,
             params:
+                descbench=DESCBENCH,  # how the job starts descbench (common.smk)
                 urls=" ".join(PATCH_CFG["urls"]),
                 sha256=f"--sha256 {PATCH_CFG['sha256']}" if PATCH_CFG["sha256"] else "",
                 data_dir=CFG["data_dir"],
@@ -44,11 +48,13 @@ if PATCHES_ON:
                 str(RES / "logs" / "patches" / "download.log"),
             threads: 1
             resources:
+                # runs on the submit host (localrules): a 4.2 GB download
                 mem_mb=1000,
+                runtime=60,
             conda:
                 ENV
             shell:
-                "python -m descbench patches download --urls {params.urls} {params.sha256} --data-dir {params.data_dir} "
+                "{params.descbench} patches download --urls {params.urls} {params.sha256} --data-dir {params.data_dir} "
                 "--flag {output} 2>&1 | tee {log}"
 
     # One job per (descriptor, sequence): its 16 strips described (or read from CSV files).
@@ -58,6 +64,7 @@ if PATCHES_ON:
         output:
             str(RES / "patches" / "descriptors" / "{pdesc}" / "{seq}.parquet"),
         params:
+            descbench=DESCBENCH,  # how the job starts descbench (common.smk)
             patch_dir=lambda wc: str(PATCH_ROOT / wc.seq),
             how=patch_describe_args,
         log:
@@ -66,11 +73,13 @@ if PATCHES_ON:
             str(RES / "benchmarks" / "patches" / "descriptors" / "{pdesc}" / "{seq}.tsv")
         threads: 1
         resources:
-            mem_mb=2000,
+            # descbench.jobresources.patch_job: one sequence's 16 strips of patches (a learned family: its batch)
+            mem_mb=lambda wc, attempt: patch_job(wc)["mem_mb"] * attempt,
+            runtime=lambda wc, attempt: patch_job(wc)["runtime"] * attempt,
         conda:
             ENV
         shell:
-            "python -m descbench patches describe --patch-dir {params.patch_dir} --out {output} --name {wildcards.pdesc} "
+            "{params.descbench} patches describe --patch-dir {params.patch_dir} --out {output} --name {wildcards.pdesc} "
             "{params.how} > {log} 2>&1"
 
     # The task files of every benchmark, once per dataset (they depend on the patch counts only,
@@ -81,6 +90,7 @@ if PATCHES_ON:
         output:
             directory(str(RES / "patches" / "tasks")),
         params:
+            descbench=DESCBENCH,  # how the job starts descbench (common.smk)
             patch_root=str(PATCH_ROOT),
             seqs=as_json(PATCH_SEQS),
             cfg=as_json(PATCH_CFG),
@@ -90,11 +100,13 @@ if PATCHES_ON:
             str(RES / "benchmarks" / "patches" / "tasks.tsv")
         threads: 1
         resources:
+            # every sequence's patch counts, the benchmarks' task files
             mem_mb=4000,
+            runtime=15,
         conda:
             ENV
         shell:
-            "python -m descbench patches tasks --patch-root {params.patch_root} --sequences {params.seqs:q} "
+            "{params.descbench} patches tasks --patch-root {params.patch_root} --sequences {params.seqs:q} "
             "--config {params.cfg:q} --out-dir {output} > {log} 2>&1"
 
     # Every benchmark of one descriptor: HBench .results files and evaluations, hpatches-benchmark tasks.
@@ -105,6 +117,7 @@ if PATCHES_ON:
         output:
             directory(str(RES / "patches" / "eval" / "{pdesc}")),
         params:
+            descbench=DESCBENCH,  # how the job starts descbench (common.smk)
             cfg=as_json(PATCH_CFG),
         log:
             str(RES / "logs" / "patches" / "eval" / "{pdesc}.log"),
@@ -112,11 +125,13 @@ if PATCHES_ON:
             str(RES / "benchmarks" / "patches" / "eval" / "{pdesc}.tsv")
         threads: 1
         resources:
+            # one descriptor on every sequence: HBench and hpatches-benchmark tasks
             mem_mb=6000,
+            runtime=30,
         conda:
             ENV
         shell:
-            "python -m descbench patches evaluate --tasks {input.tasks} --name {wildcards.pdesc} "
+            "{params.descbench} patches evaluate --tasks {input.tasks} --name {wildcards.pdesc} "
             "--config {params.cfg:q} --out-dir {output} {input.descriptors} > {log} 2>&1"
 
     # One table per benchmark across descriptors, and the mAP-per-task plot.
@@ -126,6 +141,7 @@ if PATCHES_ON:
         output:
             [_in_report(f"patches/{f}") for f in PATCH_REPORT_FILES],
         params:
+            descbench=DESCBENCH,  # how the job starts descbench (common.smk)
             names=as_json(PATCH_CFG["descriptors"]),
             # each row's learned weights (descbench.config.learned_weights; '' when none)
             weights=as_json([learned_weights(CFG, None, d) for d in PATCH_CFG["descriptors"]]),
@@ -134,9 +150,11 @@ if PATCHES_ON:
             str(RES / "logs" / "patches" / "report.log"),
         threads: 1
         resources:
+            # the patch tables and the plot
             mem_mb=2000,
+            runtime=10,
         conda:
             ENV
         shell:
-            "python -m descbench patches report --names {params.names:q} --weights {params.weights:q} --out-dir {params.out_dir} "
+            "{params.descbench} patches report --names {params.names:q} --weights {params.weights:q} --out-dir {params.out_dir} "
             "{input} > {log} 2>&1"

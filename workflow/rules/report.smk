@@ -10,22 +10,26 @@ rule report:
     # Config text as functions: a string param would be expanded as a wildcard pattern, and a
     # setting with braces (a locked set's 'kp/{scene}_{image}.csv') would fail the DAG build.
     params:
+        descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         combos=as_json(COMBOS),
         scenes=as_json(SCENES),
         root=results_root(1),  # <root>/report/comparison.csv
         config=lambda wc: as_json(CFG_REPORT),
+        # + the Snakemake that ran it and which descbench.smktuning adjustments it applied (common.smk)
         provenance=lambda wc: as_json({"experiment": experiment_name(CFG), "dataset": dataset_tag(CFG), "scenes": SCENES,
-                                       "config": CFG_REPORT}),
+                                       "config": CFG_REPORT, "snakemake": SMK_TUNING}),
         out_dir=lambda wc, output: str(Path(output[0]).parent),
     log:
         str(RES / "logs" / "report.log"),
     threads: 1
     resources:
+        # per-scene tables and the bootstrap, seconds
         mem_mb=2000,
+        runtime=15,
     conda:
         ENV
     shell:
-        "python -m descbench report --results-root {params.root} --combos {params.combos:q} "
+        "{params.descbench} report --results-root {params.root} --combos {params.combos:q} "
         "--scenes {params.scenes:q} --config {params.config:q} --provenance {params.provenance:q} "
         "--out-dir {params.out_dir} > {log} 2>&1"
 
@@ -38,6 +42,7 @@ rule keypoint_stats:
     output:
         [_in_report(f) for f in KEYPOINT_STATS_FILES],
     params:
+        descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         root=results_root(1),  # <root>/report/keypoint_stats.csv
         scene_root=lambda wc: str(DATA),
         batches=as_json(BATCHES),
@@ -48,11 +53,13 @@ rule keypoint_stats:
         str(RES / "logs" / "keypoint_stats.log"),
     threads: 1
     resources:
+        # every set's keypoint files, one pass
         mem_mb=2000,
+        runtime=15,
     conda:
         ENV
     shell:
-        "python -m descbench keypoint-stats --results-root {params.root} --scene-root {params.scene_root} "
+        "{params.descbench} keypoint-stats --results-root {params.root} --scene-root {params.scene_root} "
         "--batches {params.batches:q} --keypoint-sets {params.kpsets:q} --repeatability-px {params.repeatability_px} "
         "--out-dir {params.out_dir} > {log} 2>&1"
 
@@ -68,6 +75,7 @@ rule plots:
          for name in PLOTS],
         [PATHS.report(f"plots/{name}.svg") for name in PLOTS],
     params:
+        descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         combos=as_json(COMBOS),
         scenes=as_json(SCENES),
         root=lambda wc, output: str(Path(output[0]).parents[2]),  # <root>/report/plots/x.png
@@ -78,11 +86,13 @@ rule plots:
         str(RES / "logs" / "plots.log"),
     threads: 1
     resources:
+        # matplotlib figures from the report's tables
         mem_mb=2000,
+        runtime=15,
     conda:
         ENV
     shell:
-        "python -m descbench plots --results-root {params.root} --combos {params.combos:q} --scenes {params.scenes:q} "
+        "{params.descbench} plots --results-root {params.root} --combos {params.combos:q} --scenes {params.scenes:q} "
         "--config {params.config:q} --report-dir {params.report_dir} --out-dir {params.out_dir} > {log} 2>&1"
 
 
@@ -94,6 +104,7 @@ rule results_db:
     output:
         str(RES / "results.sqlite"),
     params:
+        descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         report_dir=lambda wc, input: str(Path(input[0]).parent),
         name=experiment_name(CFG),
         config=lambda wc: as_json(CFG_REPORT),
@@ -103,11 +114,13 @@ rule results_db:
         str(RES / "logs" / "results_db.log"),
     threads: 1
     resources:
+        # SQLite from the report files
         mem_mb=1000,
+        runtime=10,
     conda:
         ENV
     shell:
-        "python -m descbench database --report-dir {params.report_dir} --name {params.name} --config {params.config:q} "
+        "{params.descbench} database --report-dir {params.report_dir} --name {params.name} --config {params.config:q} "
         "--n-scenes {params.n_scenes} --workflow-dir {params.workflow_dir:q} --out {output} > {log} 2>&1"
 
 

@@ -12,14 +12,17 @@ rule numba_warmup:
     log:
         str(Path(CFG["results_dir"]) / "logs" / "numba_warmup.log"),
     params:
+        descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         numba_cache=NUMBA_CACHE,
     threads: 1
     resources:
+        # compiles the kernels once (about a minute)
         mem_mb=1000,
+        runtime=10,
     conda:
         ENV
     shell:
-        "export NUMBA_NUM_THREADS={threads} {params.numba_cache}; python -m descbench warmup --out {output} > {log} 2>&1"
+        "export NUMBA_NUM_THREADS={threads} {params.numba_cache}; {params.descbench} warmup --out {output} > {log} 2>&1"
 
 
 rule score:
@@ -30,6 +33,7 @@ rule score:
     output:
         [directory(PATHS.task_dir(t, "{kpset}", "{descriptor}", "{batch}")) for t in SCORE_TASKS_ON],
     params:
+        descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         scene_root=lambda wc: str(DATA),
         results_root=results_root(3),  # <root>/scores/<kpset>/<descriptor>/<batch>
         # every batch: the distractor draw depends on the whole scene list
@@ -45,13 +49,14 @@ rule score:
         str(RES / "benchmarks" / "score" / "{kpset}" / "{descriptor}" / "{batch}.tsv")
     threads: CFG["scoring"]["threads"]
     resources:
-        # chunk_mb bounds the screen block; the rest is the distractor bank, one scene's features
-        # and the runtime
-        mem_mb=lambda wc, threads: int(1500 + 2 * CFG["scoring"]["chunk_mb"]),
+        # descbench.jobresources.score_job: chunk_mb bounds the screen block; the distractor bank, one
+        # scene's features (keypoints x the descriptor's width) and the runtime
+        mem_mb=lambda wc, attempt: score_job(wc)["mem_mb"] * attempt,
+        runtime=lambda wc, attempt: score_job(wc)["runtime"] * attempt,
     conda:
         ENV
     shell:
-        "export NUMBA_NUM_THREADS={threads} {params.numba_cache}; python -m descbench score --results-root {params.results_root} --scene-root {params.scene_root} "
+        "export NUMBA_NUM_THREADS={threads} {params.numba_cache}; {params.descbench} score --results-root {params.results_root} --scene-root {params.scene_root} "
         "--batches {params.batches:q} --batch {wildcards.batch} --keypoint-set {wildcards.kpset} "
         "--descriptor {wildcards.descriptor} --sections {params.sections:q} {params.features} --threads {threads} > {log} 2>&1"
 
@@ -65,6 +70,7 @@ rule distractors:
     output:
         PATHS.distractor_bank("{kpset}", "{descriptor}"),
     params:
+        descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         results_root=results_root(2),  # <root>/distractors/<kpset>/<descriptor>.parquet
         batches=as_json(BATCHES),
         draw=lambda wc: as_json({k: effective_config(CFG, wc.descriptor)["verification"][k]
@@ -76,10 +82,12 @@ rule distractors:
         str(RES / "benchmarks" / "distractors" / "{kpset}" / "{descriptor}.tsv")
     threads: 1
     resources:
+        # a few hundred keypoints per scene, drawn once
         mem_mb=1500,
+        runtime=15,
     conda:
         ENV
     shell:
-        "python -m descbench distractors --results-root {params.results_root} --batches {params.batches:q} "
+        "{params.descbench} distractors --results-root {params.results_root} --batches {params.batches:q} "
         "--keypoint-set {wildcards.kpset} --descriptor {wildcards.descriptor} --verification {params.draw:q} "
         "{params.features} --out {output} > {log} 2>&1"

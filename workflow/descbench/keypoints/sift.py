@@ -67,7 +67,14 @@ def sift_octave_from_size(size: np.ndarray, image_shape: tuple[int, int], n_octa
 
 def has_sift_octaves(kpset: dict) -> bool:
     """Whether a keypoint set's ``octave`` field is OpenCV SIFT's packed octave/layer (the one rule
-    every SIFT-based family uses): its root detector is ``sift``, or ``locked`` with ``octave: sift``
-    (keypoints exported from a SIFT set). Any other set's field is derived from the size
-    (:func:`sift_octave_from_size`)."""
-    return kpset.get("detector") == "sift" or (kpset.get("detector") == "locked" and kpset.get("params", {}).get("octave") == "sift")
+    every SIFT-based family uses): its root detector is ``sift``, or ``locked`` whose octave mode
+    is ``sift`` (:func:`descbench.keypoints.locked.octave_mode`: ``octave: sift``, or the default
+    ``auto`` on a file that records ``sift``, i.e. an export of a SIFT set). Any other set's field
+    is derived from the size (:func:`sift_octave_from_size`)."""
+    if kpset.get("detector") == "sift":
+        return True
+    if kpset.get("detector") != "locked":
+        return False
+    from descbench.keypoints.locked import octave_mode
+
+    return octave_mode(kpset.get("params") or {}) == "sift"

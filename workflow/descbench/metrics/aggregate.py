@@ -10,6 +10,12 @@ and ``Q = sum n_queries`` (all image-1 keypoints, R = 0 included).
   ``true_map_macro_by_scene_including_zeros`` = mean of ``S_s / Q_s`` over scenes with Q_s > 0.
 - ``viewpoint_map`` / ``illumination_map``: the macro over ``v_`` / ``i_`` scenes; ``*_micro``
   the micro over their pairs.
+- ``viewpoint_map_including_zeros`` / ``illumination_map_including_zeros`` (the C++ workbench's
+  ``viewpoint_map_with_zeros`` / ``illumination_map_with_zeros``, its ``ExperimentMetrics``
+  ``computeCategoryIncludingZeros``): the mean over the ``v_`` / ``i_`` scenes with Q_s > 0 of
+  ``S_s / Q_s``, so an R = 0 query counts as AP 0 and a scene whose queries all have R = 0
+  counts as 0 (``viewpoint_map`` leaves such a scene out). The workbench leaves out a pair whose
+  image k has no keypoint; descbench counts its queries with R = 0 (the one difference).
 - ``precision_at_K = sum sum_hit_at_K / R1`` (fraction of R >= 1 queries whose first relevant
   item ranks within K, the seed's definition); ``recall_at_K = sum sum_recall_at_K / R1``.
 - ``rank_hist_*``: number of R >= 1 queries whose first relevant item has rank in the bin
@@ -71,6 +77,8 @@ def summarize(pairs: pd.DataFrame) -> dict:
         "illumination_map": _macro(scenes.true_map[is_i]),
         "viewpoint_map_micro": _ratio(pv.get("sum_ap", 0), pv.get("n_relevant_queries", 0)),
         "illumination_map_micro": _ratio(pi.get("sum_ap", 0), pi.get("n_relevant_queries", 0)),
+        "viewpoint_map_including_zeros": _macro(scenes.true_map_including_zeros[is_v]),
+        "illumination_map_including_zeros": _macro(scenes.true_map_including_zeros[is_i]),
     }
     for k in REPORT_KS:
         out[f"precision_at_{k}"] = _ratio(t[f"sum_hit_at_{k}"], R1)
@@ -119,6 +127,17 @@ def metadata_string(summary: dict, scenes: pd.DataFrame) -> str:
 #   ``workbench_verification_map`` / ``workbench_retrieval_map`` (pooled AP per scene, mean over
 #   scenes), their ``_viewpoint_map`` / ``_illumination_map`` and the tie-order bounds
 #   ``workbench_verification_map_optimistic`` / ``_pessimistic``.
+# - The +1 / 0 / -1 counts of keypoint retrieval: ``retrieval_num_positives_descbench`` (+1: each
+#   query's relevant keypoints under ``scoring.gt``, summed over queries; one per image with
+#   ``gt: closest``), ``retrieval_num_hard_negatives_descbench`` (0: every other keypoint of images
+#   2..6, per query) and ``retrieval_num_distractors`` (-1: queries x drawn distractors). The first
+#   two were called ``retrieval_num_true_positives`` / ``retrieval_num_hard_negatives`` before
+#   issue 18: those are the C++ workbench's column names for ITS counts, whose +1 is every
+#   keypoint at the nearest distance to H q (all same-position SIFT duplicates): on the same
+#   keypoints it counted 58,328 where descbench's ground truth (one keypoint per image) gave
+#   42,345. The workbench's names now hold the workbench's counts and exist only with
+#   ``verification.convention: workbench`` (:func:`workbench_summary`); ``retrieval_num_distractors``
+#   is the same count in both.
 
 # The conventions: descbench.metrics.ap.AP_CONVENTIONS (columns verification_ap_<name> per scene,
 # keypoint_verification_ap_<name> here), in registry order.
@@ -157,6 +176,10 @@ def workbench_summary(s: pd.DataFrame) -> dict:
     out["workbench_verification_map_pessimistic"] = _macro(s.workbench_verification_ap_pessimistic)
     out["workbench_num_positives"] = int(s.workbench_num_positives.sum())
     out["workbench_num_candidates"] = int(s.workbench_num_candidates.sum())
+    # the workbench's own keypoint-retrieval counts under its own column names (its
+    # evaluateRetrieval): +1 = its positives, 0 = every other keypoint of images 2..6 per query
+    out["retrieval_num_true_positives"] = out["workbench_num_positives"]
+    out["retrieval_num_hard_negatives"] = int((s.n_queries * s.n_target_keypoints).sum()) - out["workbench_num_positives"]
     return out
 
 
@@ -186,8 +209,8 @@ def verification_summary(scenes: pd.DataFrame, convention: str, hard_negatives: 
         verification_num_positives=int(s.verification_num_positives.sum()),
         verification_num_negatives=int(s.verification_num_negatives.sum()),
         verification_scenes_without_positive=int((~has_pos).sum()),
-        retrieval_num_true_positives=int(s.retrieval_num_true_positives.sum()),
-        retrieval_num_hard_negatives=int(s.retrieval_num_hard_negatives.sum()),
+        retrieval_num_positives_descbench=int(s.retrieval_num_true_positives.sum()),  # per-scene files keep the old name
+        retrieval_num_hard_negatives_descbench=int(s.retrieval_num_hard_negatives.sum()),
         retrieval_num_distractors=int(s.retrieval_num_distractors.sum()),
         retrieval_queries_with_positive=int(nq.sum()),
         n_distractor_scenes_min=int(s.n_distractor_scenes.min()) if len(s) else 0,
@@ -218,8 +241,11 @@ def pooled_verification_ap(lists: list[tuple[np.ndarray, np.ndarray]], conventio
 # precision 0, MMA 0, homography failure (``pairs_without_matches``). Keypoint counts are not
 # metrics of a pair: an empty image counts with 0 keypoints in ``features_per_image_d2net`` and
 # ``mean_keypoints_per_pair``.
-# - ``mean_precision`` = mean over pairs of the legacy precision (the seed's ``mean_average_precision``
-#   column holds the same value); ``legacy_macro_precision_by_scene`` = mean of scene means.
+# - ``mean_precision`` = mean over pairs of the legacy precision; ``legacy_macro_precision_by_scene``
+#   = mean of scene means. (Until issue 18 the table also had ``mean_average_precision`` = the same
+#   value; in the C++ workbench that name means the true mAP, macro over scenes, so it is gone from
+#   here and the results database fills it with ``true_map_macro_by_scene``,
+#   descbench.report.database.)
 # - ``mma_at_<t>`` = mean over pairs of the fraction of mutual-NN matches within t px (D2-Net);
 #   ``mma_i_at_<t>`` / ``mma_v_at_<t>`` over i_ / v_ pairs.
 # - ``matching_score`` = mean over pairs; ``mean_matches`` = mean over pairs of the mutual-NN matches.
@@ -304,7 +330,6 @@ def matching_summary(pairs: pd.DataFrame, classifier: pd.DataFrame | None, mma_t
     out = {
         "mean_precision": _macro(pairs.precision),
         "legacy_macro_precision_by_scene": _macro(scenes.mean_precision),
-        "mean_average_precision": _macro(pairs.precision),
     }
     for t in mma_thresholds:
         k = threshold_key(t)

@@ -13,6 +13,9 @@ sequence -> patch type -> [N, D] float32 (L2, float64 accumulation) or uint8 pac
 Files (all ``,``-separated, one record per line, ``\\n`` line ends, ASCII):
 
 * matching ``.benchmark``: ``im_a,im_b`` per line;
+* matching ``.labels`` (the ground truth HBench's file evaluator ``matching_eval.m`` reads beside
+  the ``.benchmark``): per pair, in benchmark order, the line ``im_a,im_b``, then the patch
+  indices of im_a, then the corresponding patch indices of im_b (HPatches: ``0,1,..,N-1`` twice);
 * matching ``.results``: per pair the line ``im_a,im_b``, then nn1 indices, nn1 distances, nn2
   indices, nn2 distances of every patch of im_a in im_b (seed 002);
 * retrieval ``.benchmark``: the pool of patch-images, then one query patch per line;
@@ -25,6 +28,21 @@ to the same double, e.g. ``12.3``, ``0.5014490338783476``, ``inf``), so write ->
 equals evaluating in memory bit for bit. Readers accept any float syntax Python's ``float``
 accepts and whitespace around tokens (the seed's ``1, 0`` and ``12.3, 7.5``), except a ``nan`` or
 ``-inf`` distance (an error naming the file and line).
+
+HBench's own MATLAB evaluators, run on these files under GNU Octave, differ from the numbers here
+in two documented ways (descbench reports the definitions of seeds 002 / 003, not these):
+
+* ``retrieval_eval.m`` (and ``retrieval_eval_chance.m``) preallocate ``zeros(1, Q)`` for Q
+  queries and then write query i at position i + 1: the vector has Q + 1 entries, the first a
+  0 that is no query (501 entries for 500 queries; no query is dropped). Its mean, the mAP its
+  example scripts print, is therefore ``Q / (Q + 1)`` times the true mean over the queries
+  (500/501 = 0.998 for a 500-query file); :func:`evaluate_retrieval` returns the true mean.
+* ``matching_eval.m`` (the file evaluator that reads the ``.labels``) calls ``vl_pr`` without
+  ``NumPositives``, so its AP divides by the number of correct matches of the pair, not by N,
+  the patches of im_a: its AP is ``N / n_correct`` times the AP here (seed 002 and HBench's
+  later ``+bench/+matching/eval.m`` pass ``NumPositives = N``, as :func:`matching_pair_ap`).
+  The per-pair ``n_patches`` and ``n_correct`` of :func:`evaluate_matching` convert one into the
+  other.
 """
 
 from __future__ import annotations
@@ -52,6 +70,8 @@ __all__ = [
     "strip_types", "patch_counts", "sequence_category",
     "matching_task_name", "matching_pairs", "matching_tasks",
     "write_matching_benchmark", "read_matching_benchmark", "write_matching_benchmarks",
+    "MatchingLabels", "matching_labels", "write_matching_labels", "read_matching_labels",
+    "check_identity_labels", "write_matching_labels_files",
     "compute_matching_results", "write_matching_results", "read_matching_results",
     "matching_pair_ap", "matching_pair_ratio_ap", "evaluate_matching",
     "retrieval_task_name", "make_retrieval_task", "write_retrieval_task",
@@ -268,6 +288,129 @@ def read_matching_benchmark(path) -> list[Pair]:
     return pairs
 
 
+@dataclass(frozen=True)
+class MatchingLabels:
+    """The content of one matching ``.labels`` file: pair -> (patch indices of im_a, the
+    corresponding patch indices of im_b), int64, in file order; ``lines``: pair -> the line
+    number of its pair line."""
+
+    path: str
+    pairs: dict[Pair, tuple[np.ndarray, np.ndarray]] = field(default_factory=dict)
+    lines: dict[Pair, int] = field(default_factory=dict)
+
+
+def matching_labels(benchmark_pairs: Sequence[Pair], n_patches: Mapping[str, int]) -> MatchingLabels:
+    """The ground truth of a matching task: patch i of im_a corresponds to patch i of im_b, for
+    i = 0 .. N-1 (HPatches' construction: row i of every strip of a sequence is the same physical
+    patch; it is what :func:`matching_pair_ap` counts as correct). ``n_patches``: strip signature
+    -> patch count (:func:`patch_counts`); im_a and im_b must have the same count N (HBench's
+    ``matching_eval.m`` requires one label per patch of im_a and nearest-neighbour indices up to
+    N), else a DataError names the pair and the counts."""
+    out: dict[Pair, tuple[np.ndarray, np.ndarray]] = {}
+    for a, b in benchmark_pairs:
+        missing = [s for s in (a, b) if s not in n_patches]
+        if missing:
+            raise DataError(f"no patch count for patch-image {missing[0]} (pair {a},{b}); pass n_patches with "
+                            "every patch-image of the benchmark (patch_counts(descriptors) or the run's counts.json)")
+        na, nb = int(n_patches[a]), int(n_patches[b])
+        if na != nb:
+            raise DataError(f"pair {a},{b}: {a} has {na} patches and {b} has {nb}; the matching labels pair patch i "
+                            "with patch i, so both patch-images need the same number of patches")
+        idx = np.arange(na, dtype=np.int64)
+        out[(a, b)] = (idx, idx.copy())
+    return MatchingLabels(_IN_MEMORY, out, {pair: 1 + 3 * i for i, pair in enumerate(out)})
+
+
+def write_matching_labels(path, labels: MatchingLabels) -> Path:
+    """Write a matching ``.labels`` file in HBench's layout (3 lines per pair, pairs in the order
+    of the ``.benchmark``: ``im_a,im_b``, the indices in im_a, the corresponding indices in im_b;
+    0-based decimal integers separated by commas, ``\\n`` line ends, a final line end), the file
+    HBench's ``matching_eval.m`` reads."""
+    lines: list[str] = []
+    for (a, b), (ia, ib) in labels.pairs.items():
+        lines += [f"{a},{b}", _format_indices(ia), _format_indices(ib)]
+    return _write_lines(path, lines)
+
+
+def read_matching_labels(path, benchmark_pairs: Sequence[Pair] | None = None) -> MatchingLabels:
+    """Read a matching ``.labels`` file (HBench's layout, see :func:`write_matching_labels`).
+
+    Blank lines are ignored; each pair line must be followed by two lines of the same number of
+    integers >= 0. With ``benchmark_pairs``, the pairs must be those of the benchmark in its order
+    (``matching_eval.m`` matches them line by line). Errors are DataErrors naming the file, the
+    line and the fix."""
+    lines = _content_lines(_read_lines(path, "matching labels"))
+    out: dict[Pair, tuple[np.ndarray, np.ndarray]] = {}
+    where: dict[Pair, int] = {}
+    for pos in range(0, len(lines), 3):
+        lineno, text = lines[pos]
+        if not _is_pair_line(text):
+            raise DataError(f"{path}, line {lineno}: expected a pair line 'im_a,im_b', found {text[:60]!r}; each pair "
+                            "needs its pair line followed by 2 lines of patch indices (im_a's, then im_b's)")
+        toks = _fields(text)
+        pair = (toks[0], toks[1])
+        if pair in out:
+            raise DataError(f"{path}, line {lineno}: pair {pair[0]},{pair[1]} repeats line {where[pair]}; "
+                            "write each pair once")
+        body = lines[pos + 1: pos + 3]
+        if len(body) < 2 or any(_is_pair_line(t) for _, t in body):
+            raise DataError(f"{path}, line {lineno}: pair {pair[0]},{pair[1]} needs 2 lines of patch indices (im_a's, "
+                            "then the corresponding ones of im_b); the file is truncated or a line is missing")
+        arrays = []
+        for (ln, t), what in zip(body, (f"indices of {pair[0]}", f"indices of {pair[1]}")):
+            vals = _parse_numbers(t, path, ln, pair, what)
+            bad = np.flatnonzero(~np.isfinite(vals) | (vals != np.floor(vals)) | (vals < 0))
+            if bad.size:
+                raise DataError(f"{path}, line {ln}: pair {pair[0]},{pair[1]}, {what}: entry {int(bad[0]) + 1} is "
+                                f"{t.split(',')[int(bad[0])].strip()!r}; labels are 0-based patch indices (integers >= 0)")
+            arrays.append(vals.astype(np.int64))
+        if arrays[0].size != arrays[1].size:
+            raise DataError(f"{path}, line {body[1][0]}: pair {pair[0]},{pair[1]}: {arrays[1].size} indices of "
+                            f"{pair[1]} for {arrays[0].size} of {pair[0]}; the two lines pair entries one to one")
+        out[pair] = (arrays[0], arrays[1])
+        where[pair] = lineno
+    if benchmark_pairs is not None:
+        got = list(out)
+        for i, pair in enumerate(benchmark_pairs):
+            if i >= len(got) or got[i] != pair:
+                found = f"pair {got[i][0]},{got[i][1]} (line {where[got[i]]})" if i < len(got) else "the end of the file"
+                raise DataError(f"{path}: benchmark pair {i + 1} is {pair[0]},{pair[1]} but the labels have {found}; "
+                                "write the labels of every benchmark pair in the benchmark's order")
+        if len(got) > len(benchmark_pairs):
+            extra = got[len(benchmark_pairs)]
+            raise DataError(f"{path}, line {where[extra]}: pair {extra[0]},{extra[1]} is not in the benchmark; "
+                            "write labels only for the benchmark's pairs")
+    return MatchingLabels(str(path), out, where)
+
+
+def check_identity_labels(labels: MatchingLabels, n_patches: Mapping[str, int] | None = None) -> None:
+    """DataError unless every pair's labels are the identity ``0..N-1 -> 0..N-1`` (N = the count of
+    im_a when ``n_patches`` knows it): the ground truth descbench's matching evaluation assumes
+    (correct iff nn1(i) = i, :func:`matching_pair_ap`). HPatches' and HBench's labels files are
+    such; a file pairing patches otherwise is refused rather than evaluated against a different
+    ground truth."""
+    for (a, b), (ia, ib) in labels.pairs.items():
+        n = ia.size if n_patches is None or a not in n_patches else int(n_patches[a])
+        ident = np.arange(n, dtype=np.int64)
+        if ia.size != n or not (np.array_equal(ia, ident) and np.array_equal(ib, ident)):
+            if ia.size != n:
+                what = f"{ia.size} labels for the {n} patches of {a}"
+            else:
+                k = int(np.flatnonzero((ia != ident) | (ib != ident))[0])
+                what = f"entry {k + 1} pairs {a}.{ia[k]} with {b}.{ib[k]}"
+            raise DataError(f"{labels.path}, line {labels.lines.get((a, b), 0)}: pair {a},{b}: {what}; descbench "
+                            "evaluates matching with patch i of im_a corresponding to patch i of im_b (0..N-1 on both "
+                            "lines): use labels of that form, or remove the .labels file")
+
+
+def write_matching_labels_files(directory, benchmark_pairs: Mapping[str, Sequence[Pair]],
+                                n_patches: Mapping[str, int]) -> dict[str, Path]:
+    """``<task>.labels`` (:func:`matching_labels`) for every task -> its pairs, into ``directory``
+    (beside the tasks' ``.benchmark`` files)."""
+    return {name: write_matching_labels(Path(directory) / f"{name}.labels", matching_labels(pairs, n_patches))
+            for name, pairs in benchmark_pairs.items()}
+
+
 # =============================================================================== matching: results
 
 
@@ -459,9 +602,12 @@ def matching_pair_ap(nn1_idx: np.ndarray, nn1_dist: np.ndarray) -> float:
     ``AP = (1/N) sum_k k / r_k`` over the correct patches ranked by increasing distance (stable:
     ties keep patch order, as MATLAB's sort). A non-finite distance (inf / NaN: HBench maps NaN to
     inf, i.e. score -inf, which vl_pr never retrieves) takes its patch out of the ranking while N
-    stays. N = 0 gives 0 (HBench replaces a NaN AP by 0). HBench's file-based ``matching_eval.m``
-    (a later format with a ``.labels`` file and 3 lines per pair) calls vl_pr WITHOUT
-    NumPositives; seed 002 / protocols.md section 8 and ``+bench/+matching/eval.m`` use N, as here.
+    stays. N = 0 gives 0 (HBench replaces a NaN AP by 0). HBench's file evaluator
+    ``matching_eval.m`` (it reads the ``.benchmark``, the ``.labels`` of
+    :func:`write_matching_labels` and these ``.results``) calls vl_pr WITHOUT NumPositives
+    (measured under GNU Octave): its AP divides by the correct matches, ``n_correct``, instead of
+    N, i.e. equals this AP x N / n_correct (0 when n_correct = 0); seed 002 / protocols.md
+    section 8 and HBench's ``+bench/+matching/eval.m`` use N, as here.
     """
     idx = np.asarray(nn1_idx, dtype=np.int64)
     dist = np.asarray(nn1_dist, dtype=np.float64)
@@ -956,6 +1102,12 @@ def evaluate_retrieval(benchmark: RetrievalBenchmark, labels: RetrievalLabels, r
     * AP = :func:`retrieval_list_ap` (query left out, denominator = correct entries found, 0 if
       none); mAP = mean over queries.
 
+    HBench's ``retrieval_eval.m`` computes the same per-query APs but returns them in a vector of
+    Q + 1 entries, a leading 0 then the Q queries (it preallocates Q entries and writes query i at
+    i + 1; measured under GNU Octave: 501 entries for 500 queries); the mean of that vector, which
+    its example scripts print, is ``Q / (Q + 1)`` x ``patch_map`` / ``image_map`` here (0.998 x
+    for 500 queries, 0.99975 x for 4,000).
+
     Checks (DataError naming the file and line): pools equal; one labels line per query
     containing the query; one results line per query, starting with the query, with
     ``min(top, pool size)`` to ``top`` entries (``top`` exactly when ``n_patches`` is not given,
@@ -984,8 +1136,10 @@ def retrieval_chance(labels: RetrievalLabels, n_patches: Mapping[str, int]) -> p
     ``(patches of the labels line's patch-images - 1) / (P - 1)``: the fraction of the other
     pool patches that are correct. Each patch-image is counted once (HBench sums per labels
     entry; equal for labels with one patch per patch-image, as generated here). HBench's own
-    script writes query i at position i + 1 of a vector of length #queries (a leading 0 and a
-    dropped last query); this returns one row per query."""
+    script preallocates a vector of length Q (the number of queries) and writes query i at
+    position i + 1, so its vector has Q + 1 entries: a leading 0 that is no query, then every
+    query (none is dropped; under GNU Octave 501 entries for 500 queries, its mean Q / (Q + 1)
+    of the true one). This returns one row per query."""
     missing = [s for s in labels.pool if s not in n_patches]
     if missing:
         raise ValueError(f"n_patches has no count for pool patch-image {missing[0]}")

@@ -33,8 +33,23 @@ e, h, t):
   (columns ``s,idx``), 5 positives (the query's patch in ``<jitter>1..5``), AP at the pool sizes
   100 .. 20000.
 
-Results: :class:`TaskResult` per task, with ``table`` (tidy, percent, as ``results.py``) and
-``details`` (per case / per sequence / per query, fractions, for bootstrap confidence intervals).
+Results: :class:`TaskResult` per task, with ``table`` (tidy, percent) and ``details`` (per case /
+per sequence / per query, fractions, for bootstrap confidence intervals).
+
+Headline numbers (changed in issue 18): the table's ``summary`` rows with metric ``map`` are the
+numbers the reference's printing script ``python/hpatches_results.py`` (master) prints, x100:
+
+* matching: the mean AP over ALL sequences of the split (per jitter, then the mean of the three
+  jitters), :func:`summarise_matching`; before, the mean of the i_ and v_ group means
+  (``results.py``'s class on the ``ench/matplotlib-fig`` branch), kept as metric
+  ``map_mean_of_types``. They differ when the groups differ in size (57 i_ / 59 v_ on the full
+  split) and in mean; groups of equal size give equal values;
+* retrieval: the printed ``mean`` row (mean of the three jitters) at the largest pool size,
+  :func:`summarise_retrieval`; before, the mean over the 7 pool sizes, kept as metric
+  ``map_mean_over_pools`` (issue 18: 77.18 -> 73.55 for sift on a full split).
+
+Verification is unchanged: ``hpatches_results.py`` prints the 12 cases (the ``case`` rows) and no
+average; the summary rows ``avg_balanced`` / ``avg_imbalanced`` are their means (``results.py``).
 """
 
 from __future__ import annotations
@@ -92,9 +107,11 @@ _DATA = "data/hpatches"
 class TaskResult:
     """One evaluated task.
 
-    ``table``: tidy rows with :data:`TABLE_COLUMNS`, values in percent (x100, as ``results.py``);
-    ``level`` is ``case`` (a ``results.py`` attribute such as ``('e', 'intra', 'balanced')``),
-    ``summary`` (its averages) or ``detail`` (finer rows, e.g. retrieval per pool size).
+    ``table``: tidy rows with :data:`TABLE_COLUMNS`, values in percent (x100 of what
+    ``hpatches_results.py`` prints); ``level`` is ``case`` (one printed cell, or a ``results.py``
+    attribute such as ``('e', 'intra', 'balanced')``), ``summary`` (the headline, metric ``map`` /
+    ``auc`` / ``ap``, and other named averages) or ``detail`` (finer rows, e.g. retrieval per pool
+    size); each ``summarise_*`` docstring says which row is which.
     ``details``: the unaggregated values as fractions in [0, 1] - verification: one row per
     (jitter, negatives, protocol); matching: one row per (sequence, jitter, k); retrieval: one row
     per (query, jitter, pool size) - to resample for bootstrap confidence intervals and
@@ -807,9 +824,11 @@ def _table(rows: list[dict], task: str, split: str) -> pd.DataFrame:
 
 
 def summarise_verification(details: pd.DataFrame, split: str = "custom") -> pd.DataFrame:
-    """``results.py`` ``DescriptorVerificationResult``: the 12 cases (jitter x negatives x protocol,
-    balanced -> AUC, imbalanced -> AP) x 100, then ``avg_balanced`` / ``avg_imbalanced`` = the mean
-    of the 6 cases of each protocol (summary rows, jitter and negatives 'all')."""
+    """The 12 cases (jitter x negatives x protocol, balanced -> AUC, imbalanced -> AP) x 100: the
+    numbers ``hpatches_results.py`` prints (as fractions, one table per protocol); then
+    ``avg_balanced`` / ``avg_imbalanced`` = the mean of the 6 cases of each protocol (summary rows,
+    jitter and negatives 'all'; ``results.py`` ``DescriptorVerificationResult``, the paper-style
+    average: ``hpatches_results.py`` prints no average for verification)."""
     rows = []
     for r in details.itertuples():
         rows.append({"level": "case", "jitter": r.jitter, "negatives": r.negatives, "protocol": r.protocol,
@@ -878,17 +897,42 @@ def evaluate_matching(descriptors, sequences: Iterable[str], split: str = "custo
 
 
 def summarise_matching(per_sequence: pd.DataFrame, split: str = "custom") -> pd.DataFrame:
-    """``results.py`` ``DescriptorMatchingResult``: per sequence and jitter the mean AP over k = 1..5;
-    cases (jitter, seq_type) = 100 x the mean over the sequences of that type; ``avg_<type>`` =
-    the mean over the jitters (summary rows, jitter 'all'); ``avg`` = the mean of avg_i and avg_v
-    (seq_type 'all').
+    """The matching table: the headline as ``hpatches_results.py`` prints it, then ``results.py``'s
+    per-type aggregates under their own names (all x100, percent).
 
-    Difference: ``results.py`` always averages avg_i and avg_v, so on the illum / view splits
-    (one type only) its avg is NaN; here avg is the mean over the types present (on illum it is
-    avg_i). Sequences named neither ``i_*`` nor ``v_*`` form the type 'other'.
+    Headline (``hpatches_results.py`` ``results_matching``, what its terminal table shows, there
+    as fractions): per jitter the mean AP over every (sequence, k) of the split, each sequence
+    weighing the same (``sum ap / (sequences x 5)``, summed in sequence then k order as the
+    reference) -> case rows ``seq_type 'all'``; ``map`` = the mean of the three jitters ->
+    summary row ``seq_type 'all'``, metric ``map`` (the report's ``matching_map``).
+
+    Kept, named (``results.py`` ``DescriptorMatchingResult``, the ``ench/matplotlib-fig`` branch
+    that draws the paper-style figure; not printed by ``hpatches_results.py``): per sequence and
+    jitter the mean over k; cases (jitter, i / v) = the mean over the sequences of that type;
+    ``avg_i`` / ``avg_v`` = their mean over the jitters (summary rows, metric ``map``, seq_type
+    'i' / 'v'); and their mean, metric ``map_mean_of_types`` (summary, seq_type 'all'): the
+    former headline, which weighs the i_ and v_ groups equally whatever their sizes. With n_i
+    and n_v sequences, ``map - map_mean_of_types = (n_i - n_v) / (2 (n_i + n_v)) x (avg_i -
+    avg_v)``: on HPatches only the full split moves (57 i_ / 59 v_: by ``-(avg_i - avg_v) / 116``,
+    e.g. -0.17 points for a 20-point gap); splits a, b, c hold 20 + 20 and illum / view one type,
+    so they and the demo (4 + 4) are unchanged. On the illum / view splits ``results.py`` gives
+    NaN for its mean of the types; here it is the mean over the types present. Sequences named neither ``i_*`` nor ``v_*`` form the type
+    'other' (HPatches has none; they count in the headline like any sequence).
     """
-    per_sj = per_sequence.groupby(["sequence", "seq_type", "jitter"], sort=False)["ap"].mean().reset_index()
     rows = []
+    printed = []
+    for j in JITTERS:
+        aps = per_sequence.loc[per_sequence["jitter"] == j, "ap"].tolist()
+        if not aps:
+            continue
+        total = 0.0
+        for v in aps:  # hpatches_results.py: mAP[t] += ap in (sequence, k) order, / (#sequences x 5)
+            total += float(v)
+        printed.append(total / len(aps))
+        rows.append({"level": "case", "jitter": j, "seq_type": "all", "metric": "map", "value": 100.0 * printed[-1]})
+    rows.append({"level": "summary", "jitter": "all", "seq_type": "all", "metric": "map",
+                 "value": 100.0 * (sum(printed) / len(printed)) if printed else float("nan")})
+    per_sj = per_sequence.groupby(["sequence", "seq_type", "jitter"], sort=False)["ap"].mean().reset_index()
     type_avgs = []
     for st in [t for t in ("i", "v", "other") if (per_sj["seq_type"] == t).any()]:
         vals = []
@@ -902,7 +946,7 @@ def summarise_matching(per_sequence: pd.DataFrame, split: str = "custom") -> pd.
         avg = float(np.mean(vals))
         type_avgs.append(avg)
         rows.append({"level": "summary", "jitter": "all", "seq_type": st, "metric": "map", "value": avg})
-    rows.append({"level": "summary", "jitter": "all", "seq_type": "all", "metric": "map",
+    rows.append({"level": "summary", "jitter": "all", "seq_type": "all", "metric": "map_mean_of_types",
                  "value": float(np.mean(type_avgs)) if type_avgs else float("nan")})
     return _table(rows, "matching", split)
 
@@ -1020,22 +1064,59 @@ def evaluate_retrieval(descriptors, queries: pd.DataFrame, distractors: pd.DataF
 
 
 def summarise_retrieval(per_query: pd.DataFrame, split: str = "custom") -> pd.DataFrame:
-    """``results.py`` ``DescriptorRetrievalResult``: per jitter and pool size 100 x the mean AP over
-    the queries (detail rows), per jitter the mean over the pool sizes (cases), ``avg`` = the mean
-    over the jitters (summary)."""
-    m = per_query.groupby(["jitter", "pool_size"], sort=True)["ap"].mean() * 100.0
+    """The retrieval table: ``hpatches_results.py``'s printed table, its headline cell, and
+    ``results.py``'s mean over the pool sizes under its own name (all x100, percent).
+
+    ``hpatches_results.py`` ``results_retrieval`` prints one row per jitter and one column per
+    pool size, each cell the mean AP over the queries (``sum ap / #queries``, query order), then
+    a ``mean`` row: per pool size the mean of the three jitters (fractions there; it casts the
+    table to float32 before that mean, so its printed means carry float32 rounding, < 1e-7
+    relative, which is not reproduced). Rows here:
+
+    * detail, (jitter, pool_size), metric ``map``: the printed cells; detail, (jitter 'all',
+      pool_size), ``map``: the printed ``mean`` row;
+    * case, (jitter, largest pool size), ``map``: the printed cell of each jitter in the last
+      column; summary, (jitter 'all', largest pool size), ``map`` = the printed ``mean`` row's
+      last column: the headline (the report's ``retrieval_map``). The largest pool (20,000 by
+      default: the 5 positives and up to 19,995 of the task file's 20,000 distractors) is the
+      fullest list; the smaller pools are its prefixes;
+    * case, jitter, ``map_mean_over_pools`` (pool_size empty): the mean of the jitter's row over
+      the pool sizes, and summary, jitter 'all', ``map_mean_over_pools``: their mean over the
+      jitters (``results.py`` ``DescriptorRetrievalResult`` on the ``ench/matplotlib-fig``
+      branch, never printed by ``hpatches_results.py``). This was the headline before issue 18;
+      AP falls as the pool grows, so it lies above the printed largest-pool mean (issue 18: 77.18
+      before vs 73.55 printed, sift on a full split).
+    """
     rows = []
+    table: dict[str, dict[int, float]] = {}
+    for (j, k), grp in per_query.groupby(["jitter", "pool_size"], sort=True)["ap"]:
+        total = 0.0
+        for v in grp.tolist():  # hpatches_results.py: mAP[k][psize] += ap over the queries, / n_q
+            total += float(v)
+        table.setdefault(j, {})[int(k)] = total / len(grp)
+    jitters = [j for j in JITTERS if j in table]
+    if not jitters:
+        return _table([{"level": "summary", "jitter": "all", "metric": "map", "value": float("nan")}],
+                      "retrieval", split)
+    pools = sorted(table[jitters[0]])
+    if any(sorted(table[j]) != pools for j in jitters):
+        raise DataError("retrieval details: the jitters were evaluated at different pool sizes "
+                        f"{ {j: sorted(table[j]) for j in jitters} }; evaluate every jitter at the same pool sizes")
+    for j in jitters:
+        for k in pools:
+            rows.append({"level": "detail", "jitter": j, "pool_size": k, "metric": "map", "value": 100.0 * table[j][k]})
+    mean_row = {k: sum(table[j][k] for j in jitters) / len(jitters) for k in pools}
+    for k in pools:
+        rows.append({"level": "detail", "jitter": "all", "pool_size": k, "metric": "map", "value": 100.0 * mean_row[k]})
+    last = pools[-1]
+    for j in jitters:
+        rows.append({"level": "case", "jitter": j, "pool_size": last, "metric": "map", "value": 100.0 * table[j][last]})
+    rows.append({"level": "summary", "jitter": "all", "pool_size": last, "metric": "map", "value": 100.0 * mean_row[last]})
     per_j = []
-    for j in JITTERS:
-        if j not in m.index.get_level_values(0):
-            continue
-        mj = m.loc[j]
-        for k, v in mj.items():
-            rows.append({"level": "detail", "jitter": j, "pool_size": int(k), "metric": "map", "value": float(v)})
-        per_j.append(float(np.mean(mj.to_numpy())))
-        rows.append({"level": "case", "jitter": j, "metric": "map", "value": per_j[-1]})
-    rows.append({"level": "summary", "jitter": "all", "metric": "map",
-                 "value": float(np.mean(per_j)) if per_j else float("nan")})
+    for j in jitters:
+        per_j.append(float(np.mean([100.0 * table[j][k] for k in pools])))
+        rows.append({"level": "case", "jitter": j, "metric": "map_mean_over_pools", "value": per_j[-1]})
+    rows.append({"level": "summary", "jitter": "all", "metric": "map_mean_over_pools", "value": float(np.mean(per_j))})
     return _table(rows, "retrieval", split)
 
 

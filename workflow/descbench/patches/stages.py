@@ -96,12 +96,15 @@ def hbench_sequences(sequences: list[str], split: str) -> list[str]:
 
 
 def build_hbench_tasks(out_dir: Path, sequences: list[str], counts: dict[str, int], hcfg: dict) -> None:
-    """HBench's task files: the four matching ``.benchmark`` files (seed 002) and the retrieval
+    """HBench's task files: the four matching ``.benchmark`` files (seed 002) with their ``.labels``
+    (the ground truth HBench's file evaluator ``matching_eval.m`` reads), and the retrieval
     ``.benchmark`` / ``.labels`` files (seed 003) for every pool size and seed, easy and hard."""
     from descbench.patches import hbench
 
     seqs = hbench_sequences(sequences, hcfg["split"])
     hbench.write_matching_benchmarks(out_dir / "matching", seqs, split=hcfg["split"])
+    hbench.write_matching_labels_files(out_dir / "matching", hbench.matching_tasks(seqs, split=hcfg["split"]),
+                                       {f"{s}.{t}": int(counts[s]) for s in seqs for t in PATCH_TYPES})
     for n in hcfg["retrieval_sequences"]:
         if n > len(seqs):
             raise ConfigError(f"patches.hbench.retrieval_sequences asks for pools of {n} sequences, but the "
@@ -248,6 +251,8 @@ def evaluate_hbench_files(tasks_dir: Path, results_dir: Path, counts: dict[str, 
     ``<results_dir>/retrieval/<task>.results``) against the task files of ``tasks_dir`` (a
     run's ``patches/tasks/hbench`` or HBench's ``benchmarks/``): one row per task file and metric
     (matching: ``map`` and ``map_2nn_ratio``; retrieval: ``patch_map`` and ``image_map``).
+    A matching task's ``.labels`` file, when present, must hold the identity correspondence
+    (:func:`descbench.patches.hbench.check_identity_labels`: HPatches' and HBench's are).
     ``counts`` (sequence -> patches) enables the range checks. A task without a results file is
     an error naming the missing file. ``details``: also return the per-pair / per-query tables."""
     from descbench.patches import hbench
@@ -257,6 +262,8 @@ def evaluate_hbench_files(tasks_dir: Path, results_dir: Path, counts: dict[str, 
     rows, per_pair, per_query = [], [], []
     for f in sorted((tasks_dir / "matching").glob("*.benchmark")):
         pairs = hbench.read_matching_benchmark(f)
+        if f.with_suffix(".labels").is_file():  # HBench's ground truth: must be the identity descbench evaluates
+            hbench.check_identity_labels(hbench.read_matching_labels(f.with_suffix(".labels"), pairs), n_patches)
         res = results_dir / "matching" / f"{f.stem}.results"
         if not res.is_file():
             raise DataError(f"no results file {res} for the matching task {f}; write it (seed 002 format) or remove the task")

@@ -10,10 +10,21 @@ Tables (rebuilt from the report files every time, so the database is a pure func
 - ``results``: one row per (descriptor, keypoint set) with the seed's columns
   (shared/seeds/000: ``true_map_micro``, ``true_map_macro``, ``viewpoint_map``,
   ``illumination_map``, ``keypoint_verification_ap``, ``keypoint_retrieval_ap``,
-  ``precision_at_1``, ``precision_at_5``, ``mean_average_precision`` (the legacy mean precision,
-  = ``mean_precision``), ``processing_time_ms``, ``metadata`` (the seed's ``key=value;`` string))
-  first, then ``experiment_id``, ``descriptor``, ``keypoint_set`` and every other column of
-  ``comparison.csv`` (intervals included).
+  ``precision_at_1``, ``precision_at_5``, ``mean_average_precision``, ``processing_time_ms``,
+  ``metadata`` (the seed's ``key=value;`` string)) first, then ``experiment_id``, ``descriptor``,
+  ``keypoint_set``, the sweep settings (``sweep``, ``sweep:<path>``), the C++ DescriptorWorkbench's
+  other result columns that descbench computes (:data:`DW_ALIASES`), the workbench's own numbers
+  when ``verification.convention: workbench`` (``workbench_*`` and the workbench's retrieval
+  counts, :data:`WORKBENCH_FIRST`), and every other column of ``comparison.csv`` (intervals
+  included).
+
+  **A column named like one of the workbench's ``results`` columns holds the workbench's quantity**
+  (:data:`DW_COLUMNS` lists each such column and what it holds): ``mean_average_precision`` is the
+  workbench's (``recordResults``: ``true_map_macro_by_scene``, or ``true_map_micro`` where that is
+  not > 0), not the legacy matching precision it held until issue 18 (that one is
+  ``mean_precision``; README's demo: sift 0.9076 -> 0.8968, rootsift 0.9185 -> 0.9084);
+  ``retrieval_num_true_positives`` / ``retrieval_num_hard_negatives`` are the workbench's counts
+  (only with ``verification.convention: workbench``; descbench's own are ``*_descbench``).
 - ``keypoint_sets``: ``keypoint_stats.csv`` (counts, sizes, coverage, repeatability, spec).
 - ``significance``: ``significance.csv`` (paired comparisons).
 
@@ -28,13 +39,68 @@ import sqlite3
 import subprocess
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
+from descbench.errors import DataError
 from descbench.fileops import atomic_path
 
 SEED_COLUMNS = ["true_map_micro", "true_map_macro", "viewpoint_map", "illumination_map", "keypoint_verification_ap",
                 "keypoint_retrieval_ap", "precision_at_1", "precision_at_5", "mean_average_precision",
                 "processing_time_ms", "metadata"]
+
+# The workbench's (F-Sossi/DescriptorWorkbench, src/database/schema.sql, table ``results``) column
+# names that descbench fills from a column of its own table of the same quantity (its definition
+# in descbench.metrics.aggregate): workbench name -> comparison.csv column.
+DW_ALIASES = {
+    "true_map_macro": "true_map_macro_by_scene",
+    "true_map_micro_with_zeros": "true_map_micro_including_zeros",
+    # the workbench leaves out a scene whose queries all have R = 0 here (and only here); descbench counts it as 0
+    "true_map_macro_with_zeros": "true_map_macro_by_scene_including_zeros",
+    "viewpoint_map_with_zeros": "viewpoint_map_including_zeros",
+    "illumination_map_with_zeros": "illumination_map_including_zeros",
+}
+
+# With verification.convention: workbench, right after the identification: the workbench's own
+# numbers, where a reader of the database looks first (present ones only, in this order).
+WORKBENCH_FIRST = ["workbench_verification_map", "workbench_retrieval_map", "workbench_verification_viewpoint_map",
+                   "workbench_verification_illumination_map", "workbench_retrieval_viewpoint_map",
+                   "workbench_retrieval_illumination_map", "retrieval_num_true_positives", "retrieval_num_hard_negatives"]
+
+# Every column of the workbench's ``results`` table (schema v3.4) that descbench's ``results`` may
+# hold, with what it holds here. A name of the workbench's schema not listed here must not appear
+# in descbench's table (build_database raises): a workbench name means the workbench's quantity.
+DW_RESULTS_SCHEMA = (
+    "id", "experiment_id", "true_map_macro", "true_map_micro", "true_map_macro_with_zeros", "true_map_micro_with_zeros",
+    "image_retrieval_map", "viewpoint_map", "illumination_map", "viewpoint_map_with_zeros", "illumination_map_with_zeros",
+    "keypoint_verification_ap", "verification_viewpoint_ap", "verification_illumination_ap", "keypoint_retrieval_ap",
+    "retrieval_viewpoint_ap", "retrieval_illumination_ap", "retrieval_num_true_positives", "retrieval_num_hard_negatives",
+    "retrieval_num_distractors", "mean_average_precision", "legacy_mean_precision", "precision_at_1", "precision_at_5",
+    "recall_at_1", "recall_at_5", "total_matches", "total_keypoints", "processing_time_ms", "timestamp",
+    "descriptor_time_cpu_ms", "descriptor_time_gpu_ms", "match_time_cpu_ms", "match_time_gpu_ms", "total_pipeline_cpu_ms",
+    "total_pipeline_gpu_ms", "metadata",
+)
+DW_COLUMNS = {
+    "experiment_id": "this database's experiments.experiment_id",
+    "true_map_micro": "mean AP over queries with R >= 1",
+    "true_map_macro": "= true_map_macro_by_scene",
+    **{k: f"= {v}" for k, v in DW_ALIASES.items() if k != "true_map_macro"},
+    "viewpoint_map": "macro over v_ scenes", "illumination_map": "macro over i_ scenes",
+    "keypoint_verification_ap": "descbench's verification.candidates / ap_convention "
+                                "(the workbench's: workbench_verification_map)",
+    "verification_viewpoint_ap": "as keypoint_verification_ap, v_ scenes",
+    "verification_illumination_ap": "as keypoint_verification_ap, i_ scenes",
+    "keypoint_retrieval_ap": "descbench's per-query three-tier AP (the workbench's pooled one: workbench_retrieval_map)",
+    "retrieval_viewpoint_ap": "as keypoint_retrieval_ap, v_ scenes",
+    "retrieval_illumination_ap": "as keypoint_retrieval_ap, i_ scenes",
+    "retrieval_num_true_positives": "the workbench's +1 count (verification.convention: workbench only)",
+    "retrieval_num_hard_negatives": "the workbench's 0 count (verification.convention: workbench only)",
+    "retrieval_num_distractors": "-1 count: queries x drawn distractors",
+    "mean_average_precision": "the workbench's rule: true_map_macro_by_scene, true_map_micro where that is not > 0",
+    "precision_at_1": "fraction of R >= 1 queries ranked first", "precision_at_5": "the same within 5",
+    "recall_at_1": "= precision_at_1 (R = 1)", "recall_at_5": "= precision_at_5 (R = 1)",
+    "processing_time_ms": "wall time of the scoring jobs", "metadata": "the seed's key=value; string",
+}
 
 
 def git_commit(directory: Path) -> str:
@@ -51,17 +117,31 @@ def git_commit(directory: Path) -> str:
 
 
 def results_rows(comparison: pd.DataFrame, experiment_id: int) -> pd.DataFrame:
-    """The ``results`` table: the seed's columns first, then identification, then everything else."""
+    """The ``results`` table: the seed's columns first, then identification and sweep settings, the
+    workbench's other columns (:data:`DW_ALIASES`), its own numbers (:data:`WORKBENCH_FIRST`), then
+    everything else."""
     t = comparison.copy()
     t["true_map_macro"] = t["true_map_macro_by_scene"]
-    t["mean_average_precision"] = t["mean_precision"] if "mean_precision" in t.columns else float("nan")
+    macro, micro = t["true_map_macro_by_scene"], t.get("true_map_micro", pd.Series(np.nan, index=t.index))
+    t["mean_average_precision"] = macro.where(macro > 0, micro)  # the workbench's recordResults
     for c in SEED_COLUMNS:
         if c not in t.columns:
             t[c] = float("nan")
+    for dw, ours in DW_ALIASES.items():
+        if dw not in SEED_COLUMNS and ours in t.columns:
+            t[dw] = t[ours]
     t.insert(0, "experiment_id", experiment_id)
     ident = ["experiment_id", "descriptor", "keypoint_set"]
-    rest = [c for c in t.columns if c not in SEED_COLUMNS and c not in ident and c != "true_map_macro_by_scene"]
-    return t[SEED_COLUMNS + ident + ["true_map_macro_by_scene"] + rest]
+    aliases = [c for c in DW_ALIASES if c not in SEED_COLUMNS and c in t.columns]
+    first = [c for c in WORKBENCH_FIRST if c in t.columns]
+    sweeps = [c for c in t.columns if c == "sweep" or c.startswith("sweep:")]  # descbench.sweeps.sweep_columns
+    lead = SEED_COLUMNS + ident + sweeps + ["true_map_macro_by_scene"] + aliases + first
+    out = t[lead + [c for c in t.columns if c not in lead]]
+    foreign = sorted(set(out.columns) & set(DW_RESULTS_SCHEMA) - set(DW_COLUMNS))
+    if foreign:
+        raise ValueError(f"results table: {foreign} are the C++ workbench's column names for its own quantities; "
+                         "give descbench's column another name or declare it in descbench.report.database.DW_COLUMNS")
+    return out
 
 
 def build_database(out: Path, report_dir: Path, experiment: dict) -> None:
@@ -69,6 +149,10 @@ def build_database(out: Path, report_dir: Path, experiment: dict) -> None:
     dataset, config, versions, git_commit, n_scenes (inputs_sha256 is read from keypoint_stats)."""
     report_dir = Path(report_dir)
     comparison = pd.read_csv(report_dir / "comparison.csv")
+    if "retrieval_num_true_positives" in comparison.columns and "retrieval_num_positives_descbench" not in comparison.columns:
+        # written before issue 18: that name held descbench's count, not the workbench's
+        raise DataError(f"{report_dir / 'comparison.csv'} was written by an older descbench (its retrieval_num_true_positives "
+                        "is descbench's count, not the workbench's); rebuild the report first: snakemake --forcerun report")
     stats = pd.read_csv(report_dir / "keypoint_stats.csv")
     sig = pd.read_csv(report_dir / "significance.csv")
     exp = pd.DataFrame([{

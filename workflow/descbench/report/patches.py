@@ -5,10 +5,12 @@ per task (``results/<exp>/report/patches/``).
   task file (``<split>_easy_illum`` ...: the mean over its pairs of the per-pair AP, vl_pr with
   NumPositives = patches) and their mean; patch and image retrieval (seed 003): the mAP (mean
   over queries) averaged over the task files of each jitter (pool sizes x seeds). Fractions.
-* ``hpatches_benchmark.{csv,md,html}``: one row per (descriptor, split), in percent as
-  hpatches-benchmark's ``results.py`` prints them: verification ``avg_balanced`` (ROC AUC) and
-  ``avg_imbalanced`` (AP), matching ``avg`` (and ``avg_i`` / ``avg_v``), retrieval ``avg``, and
-  every e/h/t case.
+* ``hpatches_benchmark.{csv,md,html}``: one row per (descriptor, split), in percent (x100 of
+  what hpatches-benchmark's ``hpatches_results.py`` prints): verification ``avg_balanced`` (ROC
+  AUC) and ``avg_imbalanced`` (AP) over the printed cases, matching ``matching_map`` (its printed
+  mean: every sequence weighs the same), retrieval ``retrieval_map`` (its printed mean over the
+  jitters at the largest pool size), every printed e/h/t cell, and the other aggregates under
+  names that say what they are (:func:`hpbench_table`).
 * ``patches_map.{png,svg}``: both benchmarks' headline numbers per descriptor (colours as in
   the other figures: :func:`descbench.report.plots.descriptor_colours`).
 
@@ -24,6 +26,7 @@ import numpy as np
 import pandas as pd
 
 from descbench import io
+from descbench.errors import DataError
 from descbench.fileops import atomic_path
 from descbench.report.table import html_page
 
@@ -62,27 +65,55 @@ def hbench_table(rows: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 
 def hpbench_table(tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
-    """Descriptor -> its ``hpatches_benchmark.parquet`` (tidy, percent) -> one row per split."""
+    """Descriptor -> its ``hpatches_benchmark.parquet`` (tidy, percent) -> one row per split.
+
+    Columns, headline first (:mod:`descbench.patches.hpbench`, the ``summarise_*`` functions):
+    ``verification_balanced_auc`` / ``verification_imbalanced_ap`` (mean of the 6 printed cases),
+    ``matching_map`` (``hpatches_results.py``'s printed mean: all sequences weigh the same),
+    ``retrieval_map`` (its printed ``mean`` row at the largest pool size); then the printed cells
+    (``verification_<protocol>_<negatives>_<jitter>``, ``matching_map_<jitter>``,
+    ``retrieval_map_<jitter>`` at the largest pool, ``retrieval_map_pool<k>`` = the ``mean`` row);
+    then the other aggregates under their own names: ``matching_map_mean_of_types`` (the mean of
+    ``matching_map_i`` and ``matching_map_v``, the headline before issue 18),
+    ``matching_map_<i|v>[_<jitter>]`` (per sequence type, ``results.py``) and
+    ``retrieval_map_mean_over_pools`` (the mean over the pool sizes, the headline before issue 18).
+    """
     out = []
     for name, df in tables.items():
         for split in dict.fromkeys(df.split):
             d = df[df.split == split]
             r = {"descriptor": name, "split": split}
             v = d[d.task == "verification"]
+            m = d[d.task == "matching"]
+            rt = d[d.task == "retrieval"]
+            for task, rows, named in (("matching", m, "map_mean_of_types"), ("retrieval", rt, "map_mean_over_pools")):
+                if len(rows) and not (rows.metric == named).any():
+                    raise DataError(f"the hpatches-benchmark {task} rows of descriptor {name!r} (split {split!r}) have "
+                                    f"no '{named}' row: they were evaluated before issue 18 changed the headline "
+                                    f"definitions, so their 'map' row means something else; re-evaluate them "
+                                    f"(snakemake --forcerun patch_evaluate)")
             for row in v[v.level == "summary"].itertuples():
                 r[f"verification_{row.protocol}_{row.metric}"] = row.value
-            m = d[d.task == "matching"]
-            for row in m[m.level == "summary"].itertuples():
-                r["matching_map" if row.seq_type == "all" else f"matching_map_{row.seq_type}"] = row.value
-            rt = d[d.task == "retrieval"]
-            for row in rt[rt.level == "summary"].itertuples():
+            for row in m[(m.level == "summary") & (m.seq_type == "all") & (m.metric == "map")].itertuples():
+                r["matching_map"] = row.value
+            for row in rt[(rt.level == "summary") & (rt.metric == "map")].itertuples():
                 r["retrieval_map"] = row.value
             for row in v[v.level == "case"].itertuples():
                 r[f"verification_{row.protocol}_{row.negatives}_{JITTER[row.jitter]}"] = row.value
-            for row in m[m.level == "case"].itertuples():
-                r[f"matching_map_{row.seq_type}_{JITTER[row.jitter]}"] = row.value
-            for row in rt[rt.level == "case"].itertuples():
+            for row in m[(m.level == "case") & (m.seq_type == "all")].itertuples():
+                r[f"matching_map_{JITTER[row.jitter]}"] = row.value
+            for row in rt[(rt.level == "case") & (rt.metric == "map")].itertuples():
                 r[f"retrieval_map_{JITTER[row.jitter]}"] = row.value
+            for row in rt[(rt.level == "detail") & (rt.jitter == "all")].itertuples():
+                r[f"retrieval_map_pool{int(row.pool_size)}"] = row.value
+            for row in m[(m.level == "summary") & (m.metric == "map_mean_of_types")].itertuples():
+                r["matching_map_mean_of_types"] = row.value
+            for row in m[(m.level == "summary") & (m.seq_type != "all")].itertuples():
+                r[f"matching_map_{row.seq_type}"] = row.value
+            for row in m[(m.level == "case") & (m.seq_type != "all")].itertuples():
+                r[f"matching_map_{row.seq_type}_{JITTER[row.jitter]}"] = row.value
+            for row in rt[(rt.level == "summary") & (rt.metric == "map_mean_over_pools")].itertuples():
+                r["retrieval_map_mean_over_pools"] = row.value
             out.append(r)
     return pd.DataFrame(out)
 

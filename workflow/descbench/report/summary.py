@@ -3,7 +3,9 @@ the cases that are not plain results (empty images, metrics without data, fewer 
 than configured, pairs without matches), and where every output is.
 
 Pure text from the report files; nothing is recomputed, so the summary says exactly what the
-files say.
+files say. Sweep variants are shown with their settings (``sweep``, ``sweep:<path>``) and, with
+``verification.convention: workbench``, the C++ workbench's own numbers (``workbench_*``) after
+descbench's, each group explained by a legend line (:func:`column_notes`, shared with comparison.md).
 """
 
 from __future__ import annotations
@@ -15,6 +17,42 @@ import pandas as pd
 
 SUMMARY_COLUMNS = ["descriptor", "keypoint_set", "true_map_micro", "viewpoint_map", "illumination_map",
                    "keypoint_verification_ap", "mma_at_3", "homography_accuracy_at_3"]
+
+# With verification.convention: workbench, the C++ DescriptorWorkbench's own numbers are shown too
+# (terminal and comparison.md), after descbench's, under their own names and with a legend line.
+WORKBENCH_COLUMNS = ["workbench_verification_map", "workbench_retrieval_map"]
+
+
+def sweep_column_names(columns) -> list[str]:
+    """The sweep columns of a table (descbench.sweeps.sweep_columns: ``sweep`` and
+    ``sweep:<path>``), in table order."""
+    return [c for c in columns if c == "sweep" or str(c).startswith("sweep:")]
+
+
+def sweep_cell(v) -> str:
+    """A sweep setting as written in the config: ``-`` where the row is no sweep's variant."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return "-"
+    if isinstance(v, float):
+        return f"{v:g}"
+    return str(v)
+
+
+def column_notes(columns) -> list[str]:
+    """One line per column group shown beside descbench's own metrics (sweep settings, the
+    workbench's numbers): what it is, so that a reader of the terminal or comparison.md needs no
+    other file."""
+    notes = []
+    if sweep_column_names(columns):
+        notes.append("sweep, sweep:<path>: the sweep (config `sweeps:`) that made the row's variant and the "
+                     "setting it gives each swept path; - = not a sweep variant")
+    if any(c in columns for c in WORKBENCH_COLUMNS):
+        notes.append("workbench_*: the C++ DescriptorWorkbench's own keypoint verification / retrieval numbers "
+                     "(verification.convention: workbench: one pooled list per scene, every keypoint of images 2..6 "
+                     "and the distractors, +1 for every keypoint at the nearest distance to H q within tau_px, mean over "
+                     "scenes); "
+                     "keypoint_verification_ap and keypoint_retrieval_ap stay descbench's definitions")
+    return notes
 
 
 def _fmt(v) -> str:
@@ -84,12 +122,18 @@ def run_summary(report_dir: Path, distractor_scenes: int | None = None) -> str:
     if not csv.exists():
         return ""
     table = pd.read_csv(csv)
-    cols = [c for c in SUMMARY_COLUMNS if c in table.columns]
+    sweeps = sweep_column_names(table.columns)
+    cols = ([c for c in SUMMARY_COLUMNS[:2] if c in table.columns] + sweeps
+            + [c for c in SUMMARY_COLUMNS[2:] + WORKBENCH_COLUMNS if c in table.columns])
     shown = table[cols]
-    widths = {c: max(len(c), *(len(_fmt(v)) for v in shown[c])) for c in cols}
+    cell = {c: (sweep_cell if c in sweeps else _fmt) for c in cols}
+    widths = {c: max(len(c), *(len(cell[c](v)) for v in shown[c])) for c in cols}
     lines = ["", "descbench results (" + str(csv) + "):", "  " + "  ".join(c.ljust(widths[c]) for c in cols)]
     for _, r in shown.iterrows():
-        lines.append(("  " + "  ".join(_fmt(r[c]).ljust(widths[c]) for c in cols)).rstrip())
+        lines.append(("  " + "  ".join(cell[c](r[c]).ljust(widths[c]) for c in cols)).rstrip())
+    legend = column_notes(cols)
+    if legend:
+        lines += [""] + [f"  {n}" for n in legend]
     notes = degenerate_notes(table, distractor_scenes)
     if notes:
         lines += ["", "Not plain results:"] + [f"  - {n}" for n in notes]

@@ -4,6 +4,11 @@ Laid out like the seed's tables: descriptor, keypoint set, mAP, viewpoint, illum
 queries, R=0 excluded, then every other aggregate; every column is named after its metric (see
 :mod:`descbench.metrics.aggregate`). ``processing_time_ms`` (sum of the scoring jobs' wall time)
 is in the CSV and Markdown only: wall time is not reproducible and Parquet files are bit-identical.
+Sweep variants carry their settings (``sweep``, ``sweep:<path>``, :func:`descbench.sweeps.sweep_columns`)
+right after the identification, in every format; with ``verification.convention: workbench`` the
+Markdown also shows the C++ workbench's own ``workbench_verification_map`` / ``workbench_retrieval_map``
+after the task headlines. Either adds a legend line under the Markdown table
+(:func:`descbench.report.summary.column_notes`).
 """
 
 from __future__ import annotations
@@ -27,7 +32,7 @@ from descbench.metrics.aggregate import (
 )
 from descbench.config import effective_config, learned_weights
 from descbench.paths import SCORE_TASK_REGISTRY, ResultPaths, TaskSummary, task_hook
-from descbench.report.summary import degenerate_notes
+from descbench.report.summary import WORKBENCH_COLUMNS, column_notes, degenerate_notes, sweep_cell, sweep_column_names
 from descbench.sweeps import sweep_columns
 
 LEAD_COLUMNS = [
@@ -36,12 +41,14 @@ LEAD_COLUMNS = [
 ]
 
 
-def markdown_columns() -> list[str]:
-    """The columns Markdown shows when they exist (tasks can be disabled): the lead columns, each
-    scoring task's ``headline`` (descbench.paths.SCORE_TASK_REGISTRY, in order), then empty images
-    and the wall time."""
+def markdown_columns(table_columns=()) -> list[str]:
+    """The columns Markdown shows when they exist (tasks can be disabled): the lead columns (with
+    the sweep columns of ``table_columns`` after the identification), each scoring task's
+    ``headline`` (descbench.paths.SCORE_TASK_REGISTRY, in order), the C++ workbench's own numbers
+    (``verification.convention: workbench``), then empty images and the wall time."""
     # "weights": only where a learned network is involved (descbench.config.learned_weights), then on every row
-    return (LEAD_COLUMNS[:2] + ["weights"] + LEAD_COLUMNS[2:] + [c for t in SCORE_TASK_REGISTRY.values() for c in t.headline]
+    return (LEAD_COLUMNS[:2] + ["weights"] + sweep_column_names(table_columns) + LEAD_COLUMNS[2:]
+            + [c for t in SCORE_TASK_REGISTRY.values() for c in t.headline] + WORKBENCH_COLUMNS
             + ["empty_images", "processing_time_ms"])
 
 
@@ -275,18 +282,22 @@ def _cell(c: str, v) -> str:
 
 
 def to_markdown(table: pd.DataFrame) -> str:
-    cols = [c for c in markdown_columns() if c in table.columns]
+    """The comparison table's Markdown (:func:`markdown_columns`), then one legend line per group
+    of columns that are not descbench's own metrics (sweep settings, the workbench's numbers)."""
+    cols = [c for c in markdown_columns(table.columns) if c in table.columns]
+    sweeps = set(sweep_column_names(cols))
     shown = ["true_map_micro (95 % CI)" if c == "true_map_micro" and "true_map_micro_ci_low" in table.columns else c for c in cols]
     lines = ["| " + " | ".join(shown) + " |", "|" + "|".join("---" for _ in cols) + "|"]
     for _, r in table.iterrows():
         cells = []
         for c in cols:
-            cell = _cell(c, r[c])
+            cell = sweep_cell(r[c]).replace("|", "\\|") if c in sweeps else _cell(c, r[c])
             if c == "true_map_micro" and "true_map_micro_ci_low" in table.columns:
                 cell += f" [{_cell(c, r['true_map_micro_ci_low'])}, {_cell(c, r['true_map_micro_ci_high'])}]"
             cells.append(cell)
         lines.append("| " + " | ".join(cells) + " |")
-    return "\n".join(lines) + "\n"
+    legend = column_notes(cols)
+    return "\n".join(lines) + "\n" + ("\n" + "".join(f"{n}\n" for n in legend) if legend else "")
 
 
 def html_page(title: str, table: pd.DataFrame) -> str:

@@ -1,0 +1,605 @@
+"""Memory (``mem_mb``) and runtime (``runtime``, minutes) of each job, for Snakemake's resources.
+
+A cluster (SLURM) kills a job that uses more memory than it asked for, and one that runs past its
+time; a job that asks for far more waits longer in the queue and blocks a node. The keypoint,
+descriptor, score and patch-descriptor jobs therefore ask for what their inputs need:
+``mem_mb`` and ``runtime`` from the image sizes and keypoint counts of the job's scenes, through
+models fitted to measurements of the real job commands (``benchmarks/bench_resources.py``; the
+tables and the fits: ``benchmarks/README.md``, section "Job memory and runtime models
+(bench_resources.py)"). The rules call :func:`keypoint_job`, :func:`descriptor_job`,
+:func:`score_job` and :func:`patch_job`.
+
+**Cheap.** Snakemake evaluates resources when it builds the DAG (and again when a job's inputs
+are ready), once per job, so nothing here decodes an image: an image's size is read from its
+file header (PNM, PNG, JPEG, BMP, TIFF; :func:`image_size`), a few hundred bytes, and remembered
+per file (path, size, modification time).
+
+**Images not there yet** (HPatches before its download, the demo before its generation): a
+documented default size per dataset, :data:`DEFAULT_IMAGE_SIZE` (the demo's bound: its longer side
+is at most ``descbench.datasets.demo.MAX_SIDE`` = 640 px; HPatches: 2400 x 1800, an assumed bound
+above its largest images, which are the 8 sequences larger than 1600 x 1200 that the D2-Net
+convention drops). Snakemake evaluates a job's resources again when the job is about to run (its
+inputs then exist), so a keypoint job of a run that downloads HPatches is sized from the real
+images. A file whose header is not understood is taken as :data:`UNREADABLE_PIXELS_PER_BYTE` pixels
+per byte of the file (at least the default size): the job itself then reports the file.
+
+**Keypoint counts** are not known before detection. When the keypoint file of a scene exists
+(a descriptor or score job about to run, or a rerun) and was written for the set's current spec
+(its recorded params), its counts per image are used. Otherwise they are modelled per image as
+``min(cap, density * area inside the border)``: ``density`` per detector
+(:data:`KEYPOINT_DENSITY`, keypoints per megapixel), ``cap`` the set's ``max_keypoints`` and the
+detector's own limit (SIFT and ORB ``n_features``, GFTT ``max_corners``, KeyNet
+``num_features``); a derived set is its source's count after its ``per_image_top_n_by_size``
+filters (the other filters are taken as keeping every keypoint), an intersection the smaller of
+its sources'.
+
+**The models** (per scene of the job's batch; the constants below, from the README's fit):
+
+* memory of a scene: ``base + mb_per_mp * (largest image, MP) + mb_per_kkp * (the scene's
+  keypoints / 1000)``; the job's ``mem_mb`` is the largest over its scenes (scenes run one after
+  the other) times :data:`MEM_SAFETY`, rounded up to 100 MB;
+* runtime: ``base_s + sum over scenes (s_per_mp * scene MP + s_per_kkp * scene keypoints / 1000)``
+  (score: ``s_per_mpair * sum_k N_1 N_k / 1e6``, scaled by the descriptor's width / 128), times
+  :data:`RUNTIME_FACTOR`, in minutes rounded up, at least :data:`MIN_RUNTIME_MIN`.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import math
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+
+from descbench.datasets import experiment_name
+from descbench.datasets.demo import MAX_SIDE as DEMO_MAX_SIDE
+from descbench.datasets.layout import N_IMAGES, scene_files
+from descbench.errors import DescbenchError
+from descbench.io import META_KEY
+
+# ----------------------------------------------------------------------------- constants
+# Measured and fitted in benchmarks/README.md, "Job memory and runtime models (bench_resources.py)"
+# (peak RSS of the real job commands, os.wait4; wall time on a shared, loaded 2-core machine):
+# change them there first (rerun benchmarks/bench_resources.py) and keep both in step.
+
+#: Memory asked for = the model's estimate times this (the fits' scatter, other OpenCV/torch builds).
+MEM_SAFETY = 1.25
+#: Runtime asked for = the model's estimate times this (slower nodes, shared file systems).
+RUNTIME_FACTOR = 2.0
+#: No job asks for less (minutes): start-up, imports and file systems vary more than the work.
+MIN_RUNTIME_MIN = 5
+#: No job asks for less memory (MB; the smallest job measured peaks at 158 MB).
+MIN_MEM_MB = 500
+
+#: (width, height) assumed for an image that does not exist yet, per dataset.
+DEFAULT_IMAGE_SIZE = {"demo": (DEMO_MAX_SIDE, DEMO_MAX_SIDE), "hpatches": (2400, 1800)}
+#: Any other dataset (a folder scene whose images cannot be located): 27 MP.
+UNKNOWN_IMAGE_SIZE = (6000, 4500)
+#: An image whose header is not understood: pixels per byte of its file (a photograph's JPEG
+#: takes about 0.1-0.5 bytes per pixel, a PNG or PPM more).
+UNREADABLE_PIXELS_PER_BYTE = 10
+
+#: Keypoints per megapixel (inside the border) assumed before detection, per detector: about twice
+#: the median over the 8 demo photographs (their image 1, default parameters; README's table
+#: gives min / median / max). Used only until the set's keypoint file exists.
+KEYPOINT_DENSITY = {"sift": 10000, "surf": 3000, "orb": 6000, "brisk": 16000, "akaze": 8000, "kaze": 9000,
+                    "gftt": 8000, "fast": 50000, "keynet": 10000}
+#: Detectors without a measured density (locked, precomputed: files made elsewhere).
+DEFAULT_DENSITY = 10000
+
+
+@dataclass(frozen=True)
+class Model:
+    """One job kind's fitted model (module docstring): memory in MB, time in seconds."""
+
+    base_mb: float
+    mb_per_mp: float = 0.0  # per megapixel of the scene's largest image
+    mb_per_kkp: float = 0.0  # per 1000 keypoints of the scene (6 images)
+    base_s: float = 0.0  # once per job: start-up and imports
+    s_per_mp: float = 0.0  # per megapixel of every image of the batch
+    s_per_kkp: float = 0.0  # per 1000 keypoints of the batch
+
+
+# Keypoint jobs, per detector (the job reads each image, detects, filters, writes). The keypoint term
+# is not fitted (the upscaled scenes keep ~12,000 keypoints): 0.2 MB per 1000 keypoints of the scene,
+# 5 x the ~40 bytes per keypoint of the scene's arrays (OpenCV's keypoint objects of one image
+# included). sift and keynet:
+# fitted to whole jobs (sift 0.26-27 MP: 194-6,189 MB; keynet 0.26-1 MP); the others: one-image
+# children at 1 and 4 MP (kaze 559 -> 2,073 MB; akaze, surf, orb, brisk, gftt, fast below or near
+# the 250 MB their child's imports take), slopes rounded up.
+DETECTOR_MODELS = {
+    "sift": Model(base_mb=160, mb_per_mp=230, mb_per_kkp=0.2, base_s=2, s_per_mp=0.7),
+    "keynet": Model(base_mb=460, mb_per_mp=580, mb_per_kkp=0.2, base_s=5, s_per_mp=20),
+    "kaze": Model(base_mb=160, mb_per_mp=520, mb_per_kkp=0.2, base_s=2, s_per_mp=2.0),
+    "akaze": Model(base_mb=160, mb_per_mp=120, mb_per_kkp=0.2, base_s=2, s_per_mp=0.6),
+    "surf": Model(base_mb=250, mb_per_mp=130, mb_per_kkp=0.2, base_s=5, s_per_mp=1.5),
+    "orb": Model(base_mb=160, mb_per_mp=40, mb_per_kkp=0.2, base_s=2, s_per_mp=0.2),
+    "brisk": Model(base_mb=160, mb_per_mp=40, mb_per_kkp=0.2, base_s=2, s_per_mp=0.2),
+    "gftt": Model(base_mb=160, mb_per_mp=40, mb_per_kkp=0.2, base_s=2, s_per_mp=0.2),
+    "fast": Model(base_mb=160, mb_per_mp=40, mb_per_kkp=0.2, base_s=2, s_per_mp=0.2),
+}
+#: A detector without its own model.
+DEFAULT_DETECTOR_MODEL = DETECTOR_MODELS["sift"]
+#: Sets that read keypoints from files (locked, precomputed; measured: locked 158 -> 328 MB from
+#: 0.26 to 27 MP, the image read for its size) or from other sets (derived sets).
+FILE_KEYPOINT_MODEL = Model(base_mb=160, mb_per_mp=7, mb_per_kkp=2.0, base_s=2, s_per_mp=0.03, s_per_kkp=0.02)
+
+# Descriptor jobs, per family kind. "sift": OpenCV SIFT's compute on keypoints that reach its first,
+# 2x upsampled octave (as on any photograph): 217 -> 3,436 MB from 0.26 to 27 MP; the OpenCV families
+# without a measurement of their own use it, kaze/akaze their detector's slope. "learned": HardNet
+# (random weights, CPU, one thread) 777-859 MB plus 3.5 MB per 1000 keypoints, 2.3 s per 1000
+# keypoints; batch_mem_mb (default 256) is added per job. "files": families that read descriptor
+# files (precomputed, composite).
+DESCRIPTOR_MODELS = {
+    "sift": Model(base_mb=170, mb_per_mp=125, mb_per_kkp=1.2, base_s=2, s_per_mp=0.25, s_per_kkp=0.02),
+    "kaze": Model(base_mb=170, mb_per_mp=520, mb_per_kkp=1.2, base_s=2, s_per_mp=2.0, s_per_kkp=0.02),
+    "akaze": Model(base_mb=170, mb_per_mp=120, mb_per_kkp=1.2, base_s=2, s_per_mp=0.6, s_per_kkp=0.02),
+    "learned": Model(base_mb=600, mb_per_mp=6, mb_per_kkp=4.0, base_s=15, s_per_mp=0.1, s_per_kkp=2.5),
+    "files": Model(base_mb=200, mb_per_kkp=2.0, base_s=2, s_per_kkp=0.05),
+}
+#: Families whose job holds a network (torch or cv2.dnn), and their time per keypoint relative to
+#: HardNet's (taken as proportional to the forward pass's memory per patch, README "Learned
+#: features": HardNet 272 KiB, HardNet8 368, SOSNet 400, HyNet 528, TFeat 176; onnx: unknown, 2).
+LEARNED_FAMILIES = {"hardnet": 1.0, "hardnet8": 1.35, "sosnet": 1.5, "hynet": 2.0, "tfeat": 1.0, "onnx": 2.0}
+#: Families that read descriptor files instead of images.
+FILE_FAMILIES = frozenset({"precomputed", "composite"})
+#: Families that describe each channel of the colour image (3 passes).
+COLOUR_FAMILIES = frozenset({"rgbsift", "dsprgbsift"})
+#: Families whose compute builds KAZE's / AKAZE's nonlinear scale space.
+KAZE_FAMILIES = {"kaze": "kaze", "akaze_kaze": "kaze", "akaze": "akaze"}
+
+# Score jobs: memory per 1000 keypoints of the scene's largest image (measured 298 / 541 / 971 MB at
+# 1,000 / 4,000 / 16,000 keypoints per image), time per million descriptor comparisons (sum over the
+# scene's 5 pairs of N_1 * N_k, 128 dimensions; measured 0.024 s), plus the two chunk_mb blocks.
+SCORE_MODEL = Model(base_mb=250, mb_per_kkp=45.0, base_s=3)
+SCORE_S_PER_MPAIR = 0.03
+
+# Patch-descriptor jobs (one patch sequence: 16 strips of 65 x 65 patches; measured on the demo's
+# 500 patches per strip: sift 198 MB / 5.8 s, hardnet 678 MB / 26 s).
+PATCH_MODELS = {"sift": Model(base_mb=200, base_s=2, s_per_kkp=0.5), "learned": Model(base_mb=600, base_s=15, s_per_kkp=1.5)}
+#: Bytes per patch held by a patch job (the strip's 65 x 65 pixels, its rows, working copies).
+PATCH_BYTES = 10000
+#: Patches per strip assumed for a sequence that is not generated by this run (hpatches-release,
+#: a folder): an assumed bound above hpatches-release's sequences.
+PATCHES_PER_STRIP = 5000
+N_STRIPS = 16
+
+
+# ----------------------------------------------------------------------------- image headers
+
+
+def image_size(path: Path | str) -> tuple[int, int] | None:
+    """(width, height) of an image from its file header, without decoding it; ``None`` when the
+    header is not one this reads (binary and ASCII PNM/PAM, PNG, JPEG, BMP, TIFF/BigTIFF, told by
+    their first bytes as OpenCV does, not by the file name) or the file cannot be read."""
+    p = Path(path)
+    try:
+        st = p.stat()
+    except OSError:
+        return None
+    return _header_size(str(p), st.st_size, st.st_mtime_ns)
+
+
+@functools.lru_cache(maxsize=65536)
+def _header_size(path: str, size: int, mtime_ns: int) -> tuple[int, int] | None:
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(32)
+            if head[:2] in (b"P1", b"P2", b"P3", b"P4", b"P5", b"P6", b"P7"):
+                out = _pnm_size(head + fh.read(4096))
+            elif head[:8] == b"\x89PNG\r\n\x1a\n":
+                out = _png_size(head)
+            elif head[:2] == b"\xff\xd8":
+                out = _jpeg_size(fh)
+            elif head[:2] == b"BM":
+                out = _bmp_size(head)
+            elif head[:4] in (b"II*\x00", b"MM\x00*", b"II+\x00", b"MM\x00+"):
+                out = _tiff_size(fh, head)
+            else:
+                out = None
+    except (OSError, struct.error, ValueError, IndexError):
+        return None
+    if out is None or out[0] <= 0 or out[1] <= 0:
+        return None
+    return int(out[0]), int(out[1])
+
+
+def _pnm_size(data: bytes) -> tuple[int, int] | None:
+    if data[:2] == b"P7":  # PAM: WIDTH / HEIGHT lines up to ENDHDR
+        fields = {}
+        for line in data.split(b"\n")[1:]:
+            parts = line.split()
+            if parts and parts[0] == b"ENDHDR":
+                break
+            if len(parts) >= 2:
+                fields[parts[0]] = parts[1]
+        return int(fields[b"WIDTH"]), int(fields[b"HEIGHT"])
+    tokens, i = [], 2
+    while len(tokens) < 2 and i < len(data):
+        c = data[i : i + 1]
+        if c == b"#":  # a comment runs to the end of the line
+            j = data.find(b"\n", i)
+            i = len(data) if j < 0 else j + 1
+        elif c.isspace():
+            i += 1
+        else:
+            j = i
+            while j < len(data) and data[j : j + 1].isdigit():
+                j += 1
+            if j == i:
+                return None
+            tokens.append(int(data[i:j]))
+            i = j
+    return (tokens[0], tokens[1]) if len(tokens) == 2 else None
+
+
+def _png_size(head: bytes) -> tuple[int, int] | None:
+    if head[12:16] != b"IHDR":
+        return None
+    return struct.unpack(">II", head[16:24])
+
+
+# SOF markers: baseline, extended, progressive, lossless (Huffman or arithmetic); not DHT (C4),
+# JPG (C8) or DAC (CC).
+_SOF = frozenset(range(0xC0, 0xD0)) - {0xC4, 0xC8, 0xCC}
+
+
+def _jpeg_size(fh) -> tuple[int, int] | None:
+    fh.seek(2)
+    while True:
+        b = fh.read(1)
+        while b and b != b"\xff":  # garbage between segments
+            b = fh.read(1)
+        while b == b"\xff":  # fill bytes
+            b = fh.read(1)
+        if not b:
+            return None
+        marker = b[0]
+        if marker == 0x01 or 0xD0 <= marker <= 0xD8:  # no length
+            continue
+        if marker in (0xD9, 0xDA):  # end of image / start of scan before any frame header
+            return None
+        length = struct.unpack(">H", fh.read(2))[0]
+        if marker in _SOF:
+            _precision, h, w = struct.unpack(">BHH", fh.read(5))
+            return w, h
+        fh.seek(length - 2, os.SEEK_CUR)
+
+
+def _bmp_size(head: bytes) -> tuple[int, int] | None:
+    dib = struct.unpack("<I", head[14:18])[0]
+    if dib == 12:  # BITMAPCOREHEADER
+        return struct.unpack("<HH", head[18:22])
+    w, h = struct.unpack("<ii", head[18:26])
+    return w, abs(h)  # a negative height is a top-down bitmap
+
+
+def _tiff_size(fh, head: bytes) -> tuple[int, int] | None:
+    e = "<" if head[:2] == b"II" else ">"
+    big = struct.unpack(e + "H", head[2:4])[0] == 43
+    if big:
+        ifd = struct.unpack(e + "Q", head[8:16])[0]
+        fh.seek(ifd)
+        n = struct.unpack(e + "Q", fh.read(8))[0]
+        entry, value_at = 20, 12
+    else:
+        ifd = struct.unpack(e + "I", head[4:8])[0]
+        fh.seek(ifd)
+        n = struct.unpack(e + "H", fh.read(2))[0]
+        entry, value_at = 12, 8
+    data = fh.read(entry * min(n, 4096))
+    found = {}
+    for i in range(min(n, len(data) // entry)):
+        rec = data[i * entry : (i + 1) * entry]
+        tag, typ = struct.unpack(e + "HH", rec[:4])
+        if tag in (256, 257):
+            if typ == 3:  # SHORT
+                found[tag] = struct.unpack(e + "H", rec[value_at : value_at + 2])[0]
+            elif typ == 4:  # LONG
+                found[tag] = struct.unpack(e + "I", rec[value_at : value_at + 4])[0]
+            elif typ == 16:  # LONG8 (BigTIFF)
+                found[tag] = struct.unpack(e + "Q", rec[value_at : value_at + 8])[0]
+    if 256 in found and 257 in found:
+        return found[256], found[257]
+    return None
+
+
+# ----------------------------------------------------------------------------- scenes
+
+
+def default_image_size(cfg: dict) -> tuple[int, int]:
+    """The (width, height) assumed for an image of ``cfg``'s dataset that does not exist yet."""
+    return DEFAULT_IMAGE_SIZE.get(cfg.get("dataset"), UNKNOWN_IMAGE_SIZE)
+
+
+def scene_image_sizes(scene_dir: Path | str, default: tuple[int, int]) -> list[tuple[int, int]]:
+    """(width, height) of the scene's 6 images from their headers; ``default`` for every image of a
+    scene folder that does not exist or is not complete yet; an unreadable header: its file's
+    bytes times :data:`UNREADABLE_PIXELS_PER_BYTE` pixels (square), at least ``default``."""
+    try:
+        st = Path(scene_dir).stat()
+    except OSError:
+        return [default] * N_IMAGES
+    images = _scene_images(str(scene_dir), st.st_mtime_ns)
+    if images is None:
+        return [default] * N_IMAGES
+    out = []
+    for p in map(Path, images):
+        size = image_size(p)
+        if size is None:
+            try:
+                px = p.stat().st_size * UNREADABLE_PIXELS_PER_BYTE
+            except OSError:
+                px = 0
+            side = math.isqrt(max(px, default[0] * default[1]))
+            size = (side, side)
+        out.append(size)
+    return out
+
+
+@functools.lru_cache(maxsize=16384)
+def _scene_images(scene_dir: str, mtime_ns: int) -> tuple[str, ...] | None:
+    """The scene's 6 image paths (``scene_files``), remembered per folder state (adding, removing or
+    renaming a file changes the folder's modification time); ``None`` for a folder that is not a
+    complete scene (a download in progress: the job itself says what is wrong)."""
+    try:
+        return tuple(str(p) for p in scene_files(scene_dir).images)
+    except (DescbenchError, OSError):
+        return None
+
+
+# ----------------------------------------------------------------------------- keypoint counts
+
+
+def _detector_cap(spec: dict) -> int | None:
+    p = spec.get("params") or {}
+    det = spec["detector"]
+    cap = None
+    if det in ("sift", "orb") and (p.get("n_features") or 0) > 0:
+        cap = int(p["n_features"])
+    elif det == "gftt" and (p.get("max_corners") or 0) > 0:
+        cap = int(p["max_corners"])
+    elif det == "keynet" and p.get("num_features"):
+        cap = int(p["num_features"])
+    return cap
+
+
+def modelled_keypoints(kpsets: dict, kpset: str, size: tuple[int, int], _seen: tuple = ()) -> int:
+    """Keypoints of one image of ``size`` = (width, height) in set ``kpset``, before detection
+    (module docstring: density x area inside the border, capped)."""
+    if kpset in _seen:  # a cycle is a config error reported elsewhere; never loop here
+        return 0
+    spec = kpsets[kpset]
+    if "detector" in spec:
+        b = spec.get("border_px", 40)
+        area_mp = max(0, size[0] - 2 * b) * max(0, size[1] - 2 * b) / 1e6
+        n = math.ceil(KEYPOINT_DENSITY.get(spec["detector"], DEFAULT_DENSITY) * area_mp)
+        for cap in (spec.get("max_keypoints"), _detector_cap(spec)):
+            if cap is not None:
+                n = min(n, int(cap))
+        return n
+    seen = (*_seen, kpset)
+    if "intersection" in spec:
+        n = min(modelled_keypoints(kpsets, s, size, seen) for s in spec["intersection"]["sources"])
+    else:
+        n = modelled_keypoints(kpsets, spec["source"], size, seen)
+    for f in spec.get("filters") or []:
+        if "per_image_top_n_by_size" in f:
+            n = min(n, int(f["per_image_top_n_by_size"]))
+    return n
+
+
+def observed_keypoints(cfg: dict, kpset: str, scene: str) -> list[int] | None:
+    """Keypoints per image (1..6) of the scene's keypoint file of ``kpset`` when it exists and was
+    written for the set's current spec (its recorded params); ``None`` otherwise."""
+    root = Path(cfg.get("results_dir", "results")) / experiment_name(cfg) / "keypoints" / kpset
+    if not root.is_dir():
+        return None
+    for path in sorted(root.glob(f"batch*/{scene}.parquet")):
+        try:
+            st = path.stat()
+        except OSError:
+            continue
+        counts, params = _file_counts(str(path), st.st_size, st.st_mtime_ns)
+        if counts is not None and params == json.dumps({"keypoint_set": kpset, **cfg["keypoint_sets"][kpset]}, sort_keys=True):
+            return counts
+    return None
+
+
+@functools.lru_cache(maxsize=16384)
+def _file_counts(path: str, size: int, mtime_ns: int) -> tuple[list[int] | None, str | None]:
+    """(keypoints per image, recorded params as sorted JSON) of a keypoint file: its footer and
+    its int8 ``image`` column only."""
+    try:
+        import numpy as np
+        import pyarrow.parquet as pq
+
+        f = pq.ParquetFile(path)
+        meta = json.loads((f.schema_arrow.metadata or {}).get(META_KEY, b"{}"))
+        image = f.read(columns=["image"]).column("image").to_numpy()
+        counts = np.bincount(image.astype(np.int64), minlength=N_IMAGES + 1)[1 : N_IMAGES + 1]
+        return [int(c) for c in counts], json.dumps(meta.get("params"), sort_keys=True)
+    except Exception:  # noqa: BLE001 - an unreadable file is "not known": the model is used
+        return None, None
+
+
+def scene_keypoints(cfg: dict, kpset: str, scene_dir: Path | str, sizes: list[tuple[int, int]]) -> list[int]:
+    """Keypoints per image of one scene: the file's counts if current, else the model's."""
+    observed = observed_keypoints(cfg, kpset, Path(scene_dir).name)
+    if observed is not None:
+        return observed
+    return [modelled_keypoints(cfg["keypoint_sets"], kpset, s) for s in sizes]
+
+
+# ----------------------------------------------------------------------------- the jobs
+
+
+def _resources(mem_mb: float, seconds: float) -> dict:
+    mem = max(MIN_MEM_MB, int(math.ceil(MEM_SAFETY * mem_mb / 100.0)) * 100)
+    runtime = max(MIN_RUNTIME_MIN, int(math.ceil(RUNTIME_FACTOR * seconds / 60.0)))
+    return {"mem_mb": mem, "runtime": runtime}
+
+
+def _batch(model: Model, scenes: list[tuple[list[tuple[int, int]], list[int]]], kp_time_factor: float = 1.0,
+           mp_time_factor: float = 1.0) -> tuple[float, float]:
+    """(memory MB, seconds) of a batch: per scene (image sizes, keypoints per image)."""
+    mem, secs = 0.0, model.base_s
+    for sizes, counts in scenes:
+        mps = [w * h / 1e6 for w, h in sizes]
+        kkp = sum(counts) / 1000.0
+        mem = max(mem, model.base_mb + model.mb_per_mp * max(mps) + model.mb_per_kkp * kkp)
+        secs += mp_time_factor * model.s_per_mp * sum(mps) + kp_time_factor * model.s_per_kkp * kkp
+    return mem, secs
+
+
+def _scenes(cfg: dict, kpset: str, scene_dirs: list[Path], counts: bool = True):
+    default = default_image_size(cfg)
+    out = []
+    for d in scene_dirs:
+        sizes = scene_image_sizes(d, default)
+        out.append((sizes, scene_keypoints(cfg, kpset, d, sizes) if counts else [0] * N_IMAGES))
+    return out
+
+
+def keypoint_job(cfg: dict, kpset: str, scene_dirs: list[Path]) -> dict:
+    """``{"mem_mb", "runtime"}`` of the keypoint job of set ``kpset`` on ``scene_dirs`` (one batch)."""
+    spec = cfg["keypoint_sets"][kpset]
+    scenes = [(sizes, [modelled_keypoints(cfg["keypoint_sets"], kpset, s) for s in sizes])
+              for sizes in (scene_image_sizes(d, default_image_size(cfg)) for d in scene_dirs)]
+    det = spec.get("detector")
+    if det is None or det in ("locked", "precomputed"):
+        model = FILE_KEYPOINT_MODEL
+    else:
+        model = DETECTOR_MODELS.get(det, DEFAULT_DETECTOR_MODEL)
+    return _resources(*_batch(model, scenes))
+
+
+def _leaves(spec: dict) -> list[tuple[str, float, float, float]]:
+    """The families a descriptor job runs, as (model kind, time factor per keypoint, time factor
+    per pixel, extra MB): a stack runs its parts one after the other, a pooled (dsp) family its
+    base at every scale, a colour family 3 channels, dspsift its scales per keypoint; a learned
+    family holds its ``batch_mem_mb`` more; the python family (user code) counts twice SIFT's time."""
+    family, params = spec.get("family", "sift"), spec.get("params") or {}
+    if family == "stack":
+        return [leaf for part in params.get("parts") or [{"family": "sift"}] for leaf in _leaves(part)] or _leaves({"family": "sift"})
+    if family == "dsp":
+        n = len(params.get("scales") or [1.0, 1.5, 2.0])
+        return [(kind, kf * n, pf * n, extra) for kind, kf, pf, extra in _leaves(params.get("base") or {"family": "sift"})]
+    if family in LEARNED_FAMILIES:
+        return [("learned", LEARNED_FAMILIES[family], 1.0, float(params.get("batch_mem_mb") or 0))]
+    if family in FILE_FAMILIES:
+        return [("files", 1.0, 1.0, 0.0)]
+    kind = KAZE_FAMILIES.get(family, "sift")
+    kf = pf = 3.0 if family in COLOUR_FAMILIES else 1.0
+    if family in ("dspsift", "dsprgbsift"):
+        kf *= len(params.get("scales") or [0.0] * 10)  # dong_soatto's default: 10 scales
+    if family == "python":
+        kf, pf = 2.0, 2.0
+    return [(kind, kf, pf, 0.0)]
+
+
+def descriptor_job(cfg: dict, kpset: str, descriptor: str, scene_dirs: list[Path]) -> dict:
+    """``{"mem_mb", "runtime"}`` of the descriptor job of ``descriptor`` on set ``kpset``: the
+    largest memory of its families (they run one after the other), the sum of their times."""
+    leaves = _leaves(cfg["descriptors"][descriptor])
+    scenes = _scenes(cfg, kpset, scene_dirs)
+    mem, secs = 0.0, 0.0
+    for kind, kf, pf, extra in leaves:
+        m, t = _batch(DESCRIPTOR_MODELS[kind], scenes, kp_time_factor=kf, mp_time_factor=pf)
+        mem, secs = max(mem, m + extra), secs + t
+    return _resources(mem, secs)
+
+
+def descriptor_width(cfg: dict, descriptor: str, _seen: tuple = ()) -> int:
+    """Dimensions a descriptor's rows are compared in (an estimate for the score time; at least
+    128 is assumed for every 128-D float and every binary family)."""
+    spec = cfg["descriptors"][descriptor]
+    params = spec.get("params") or {}
+    if spec["family"] == "composite":
+        if params.get("aggregation", "concatenate") == "concatenate":
+            comps = [c["descriptor"] for c in params.get("components") or []
+                     if c.get("descriptor") in cfg["descriptors"] and c["descriptor"] not in _seen]
+            return sum(descriptor_width(cfg, c, (*_seen, descriptor)) for c in comps) or 128
+        return int(params.get("output_dimension") or 128)
+    return _width_of(spec)
+
+
+def _width_of(spec: dict) -> int:
+    family, params = spec.get("family"), spec.get("params") or {}
+    if family in COLOUR_FAMILIES:
+        return 384
+    if family == "surf":
+        return 128 if params.get("extended") else 64
+    if family == "dsp":
+        return _width_of(params.get("base") or {"family": "sift"})
+    if family == "stack":
+        return sum(_width_of(p) for p in params.get("parts") or []) or 128
+    return 128
+
+
+def score_job(cfg: dict, kpset: str, descriptor: str, scene_dirs: list[Path]) -> dict:
+    """``{"mem_mb", "runtime"}`` of the score job of (``kpset``, ``descriptor``) on ``scene_dirs``:
+    memory from the largest image's keypoints and the two ``scoring.chunk_mb`` blocks, time from
+    the descriptor comparisons of the scene's 5 pairs (and, with ``verification.distractors_per_scene:
+    all``, of each query against every distractor image's keypoints)."""
+    width = max(1.0, descriptor_width(cfg, descriptor) / 128.0)
+    chunk_mb = (cfg.get("scoring") or {}).get("chunk_mb", 64)
+    ver = cfg.get("verification") or {}
+    all_distractors = ver.get("enabled") and ver.get("distractors_per_scene") == "all"
+    mem, secs = 0.0, SCORE_MODEL.base_s
+    for _sizes, counts in _scenes(cfg, kpset, scene_dirs):
+        mem = max(mem, SCORE_MODEL.base_mb + 2 * chunk_mb + SCORE_MODEL.mb_per_kkp * width * max(counts) / 1000.0)
+        pairs = sum(counts[0] * n for n in counts[1:])
+        if all_distractors:  # one image of each distractor scene, about this scene's size
+            pairs += counts[0] * int(ver.get("distractor_scenes") or 0) * max(counts)
+        secs += SCORE_S_PER_MPAIR * width * pairs / 1e6
+    return _resources(mem, secs)
+
+
+def patch_job(cfg: dict, descriptor: str) -> dict:
+    """``{"mem_mb", "runtime"}`` of one patch-descriptor job (one sequence's 16 strips) of
+    ``descriptor``: ``patches.generate.max_patches`` patches per strip for generated patches,
+    :data:`PATCHES_PER_STRIP` otherwise (hpatches-release, a folder, CSV files)."""
+    patches = cfg.get("patches") or {}
+    if patches.get("source", "generated") == "generated":
+        n = int((patches.get("generate") or {}).get("max_patches") or PATCHES_PER_STRIP)
+    else:
+        n = PATCHES_PER_STRIP
+    leaves = _leaves(cfg["descriptors"].get(descriptor) or {"family": "sift"})
+    total = N_STRIPS * n
+    mem, secs = 0.0, 0.0
+    for kind, kf, _pf, extra in leaves:
+        model = PATCH_MODELS["learned" if kind == "learned" else "sift"]
+        mem = max(mem, model.base_mb + total * PATCH_BYTES / 1e6 + extra)
+        secs += model.base_s + kf * model.s_per_kkp * total / 1000.0
+    return _resources(mem, secs)
+
+
+def estimate_for_measurement(row: dict) -> dict | None:
+    """The model's ``{"mem_mb", "runtime"}`` for one measurement of benchmarks/bench_resources.py
+    (a scene of 6 images of ``row["side"]`` px squared, its measured keypoints), so that the
+    benchmark prints every measured job next to its estimate; ``None`` for rows it does not model."""
+    side, job, what = row.get("side"), row.get("job"), row.get("what")
+    if not isinstance(side, int) or "kp_scene" not in row:
+        return None
+    sizes = [(side, side)] * N_IMAGES
+    per_image = [row["kp_scene"] // N_IMAGES] * N_IMAGES
+    per_image[0] = row["kp_scene"] - sum(per_image[1:])
+    scenes = [(sizes, per_image)]
+    if job == "keypoints":
+        model = FILE_KEYPOINT_MODEL if what == "locked" else DETECTOR_MODELS.get(what, DEFAULT_DETECTOR_MODEL)
+        return _resources(*_batch(model, scenes))
+    if job == "descriptors":
+        mem, secs = 0.0, 0.0
+        for kind, kf, pf, extra in _leaves({"family": what, "params": {"batch_mem_mb": 256} if what in LEARNED_FAMILIES else {}}):
+            m, t = _batch(DESCRIPTOR_MODELS[kind], scenes, kp_time_factor=kf, mp_time_factor=pf)
+            mem, secs = max(mem, m + extra), secs + t
+        return _resources(mem, secs)
+    if job == "score":
+        n = [row["kp_max"]] * N_IMAGES  # the measured pairs, as N_1 * N_k with N_k = N_1
+        mem = SCORE_MODEL.base_mb + 2 * 64 + SCORE_MODEL.mb_per_kkp * row["kp_max"] / 1000.0
+        secs = SCORE_MODEL.base_s + SCORE_S_PER_MPAIR * row.get("pairs_gkp2", sum(n[0] * k for k in n[1:]) / 1e6)
+        return _resources(mem, secs)
+    return None
