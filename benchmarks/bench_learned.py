@@ -52,12 +52,15 @@ float32 GEMM rate of this CPU (``torch.mm`` of 2048 x 2048 matrices, best of 7 a
 **memory** (one child per configuration, ``--memory-repeats`` runs each): hardnet rows for
 ``--memory-keypoints`` (default 20,000) keypoints of the same image, ``threads: 1``, eager, for
 each ``batch_mem_mb`` of ``--batch-mem`` (16, 64, 256, 1024) through ``compute_descriptors`` (the
-job's peak); three baselines that stop earlier: ``net`` (imports, net loaded, image read,
-keypoints built), ``patches`` (+ the sampled float32 patch array, kept alive), ``warm`` (+ one
-1-patch forward pass); and, per ``batch_mem_mb``, the **forward alone**: patches sampled, a
-1-patch forward, then the peak is reset (``echo 5 > /proc/self/clear_refs``) and
-``kornia_nets.forward`` runs on all patches: its peak over the RSS just before it. Peak = the
-child's ``ru_maxrss`` from ``os.wait4`` (and its own ``VmHWM``, which agrees).
+job's peak, ``full``); baselines that stop earlier: ``net`` (imports, net loaded, image read,
+keypoints built) and ``warm`` (+ one patch sampled and through the net: torch's one-time set-up);
+optionally ``patches`` (``net`` + every patch of the image sampled at once and kept, as
+``describe_image`` did before commit 5314be4); and, per ``batch_mem_mb``, the **forward alone**
+(``forward``): all patches sampled, a 1-patch forward, then the peak is reset (``echo 5 >
+/proc/self/clear_refs``) and ``kornia_nets.forward`` runs on all patches: its peak over the RSS
+just before it. Peak = the child's ``ru_maxrss`` from ``os.wait4`` (and its own ``VmHWM``, which
+agrees; after the reset only ``VmHWM`` is the forward's). ``--mmap-threshold`` sets glibc's
+``MALLOC_MMAP_THRESHOLD_`` in the children.
 
 **fusion**: ``config/fusion_study.yaml`` with ``weights: random`` (KeyNet ``weights_seed: 1``, as
 tests/test_fusion_study.py) copied into a fresh work folder and run by ``snakemake --cores 2
@@ -384,11 +387,11 @@ def child_memory(spec: dict) -> dict:
     mark("net_image_keypoints")
     keep = []
     stage = spec["stage"]
-    if stage in ("patches", "warm"):
+    if stage == "patches":  # every patch of the image sampled at once (what describe_image did before 5314be4)
         keep.append(ps.sample_patches(grey, kps, KN.convention(params)))
         mark("patches")
-    if stage == "warm":
-        KN.forward("hardnet", keep[0][:1], params)
+    if stage == "warm":  # torch / oneDNN one-time set-up: one patch through the net
+        KN.forward("hardnet", ps.sample_patches(grey, kps.take(np.arange(1)), KN.convention(params)), params)
         mark("warm")
     rows = None
     forward_peak = None
@@ -548,7 +551,7 @@ def cmd_memory(a, tmp: Path, report: dict) -> None:
     image = prepare_image(tmp)
     mems = [float(x) for x in a.batch_mem.split(",")]
     want = a.memory_stages.split(",")
-    cases = [{"stage": s} for s in ("net", "patches", "warm") if s in want] + [
+    cases = [{"stage": s} for s in ("net", "warm", "patches") if s in want] + [
         {"stage": st, "batch_mem_mb": b} for st in ("full", "forward") if st in want for b in mems]
     env = {"MALLOC_MMAP_THRESHOLD_": str(a.mmap_threshold)} if a.mmap_threshold else None
     self_rss = proc_status_kib("VmHWM") / 1024
@@ -825,8 +828,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--memory-keypoints", type=int, default=20000, help="memory: keypoints (default 20000)")
     ap.add_argument("--batch-mem", default="16,64,256,1024", help="memory: batch_mem_mb values")
     ap.add_argument("--memory-repeats", type=int, default=1, help="memory: runs per configuration (median; default 1)")
-    ap.add_argument("--memory-stages", default="net,patches,warm,full,forward",
-                    help="memory: which children (baselines net, patches, warm; full = the job's path; forward = the net alone)")
+    ap.add_argument("--memory-stages", default="net,warm,full,forward",
+                    help="memory: which children: baselines net, warm (and patches: every patch sampled at once); "
+                         "full = the job's path; forward = the net alone")
     ap.add_argument("--mmap-threshold", type=int, default=0, metavar="BYTES",
                     help="memory: MALLOC_MMAP_THRESHOLD_ for the children (0: unset, glibc's dynamic threshold)")
     ap.add_argument("--standin", type=Path, help="fusion: a stand-in folder (make_hpatches_standin.py) instead of the demo")
