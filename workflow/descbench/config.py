@@ -601,9 +601,10 @@ def learned_weights(cfg: dict, kpset: str | None, descriptor: str) -> str:
     if spec["family"] == "composite" and kpset is not None:
         from descbench.descriptors.composite import resolve_components
 
+        # a component's set is paired with the scored one (same intersection sources), so the
+        # scored set's detectors are already every component's: only its descriptor is new
         for c in resolve_components(spec["params"], kpset, cfg["descriptors"], cfg["keypoint_sets"]):
             walk(c["params"], c["descriptor"])
-            walk_set(c["keypoint_set"])
     return "; ".join(found)
 
 
