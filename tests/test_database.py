@@ -122,6 +122,45 @@ def test_workbench_convention_numbers_come_first(report_dir, tmp_path):
     assert r.retrieval_num_true_positives.iloc[0] == 58328 and r.retrieval_num_positives_descbench.iloc[0] == 42345
 
 
+def test_bojanic_workbench_names_hold_the_workbench_values_under_its_convention(report_dir, tmp_path):
+    # verification.convention: workbench computed the workbench's pooled per-scene APs: its column
+    # names hold them; descbench's own (Bojanic's nearest candidates, per-query retrieval AP) and
+    # their intervals move to *_descbench
+    _comparison(report_dir, workbench_verification_map=[0.11, 0.21], workbench_retrieval_map=[0.12, 0.22],
+                workbench_verification_viewpoint_map=[0.13, 0.23], workbench_verification_illumination_map=[0.14, 0.24],
+                workbench_retrieval_viewpoint_map=[0.15, 0.25], workbench_retrieval_illumination_map=[0.16, 0.26],
+                verification_viewpoint_ap=[0.61, 0.51], retrieval_illumination_ap=[0.41, 0.31],
+                keypoint_verification_ap_ci_low=[0.55, 0.45], keypoint_verification_ap_ci_high=[0.65, 0.55])
+    build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+    r = _results(tmp_path / "r.sqlite")
+    assert r.keypoint_verification_ap.tolist() == [0.11, 0.21] and r.keypoint_retrieval_ap.tolist() == [0.12, 0.22]
+    assert r.verification_viewpoint_ap.tolist() == [0.13, 0.23] and r.verification_illumination_ap.tolist() == [0.14, 0.24]
+    assert r.retrieval_viewpoint_ap.tolist() == [0.15, 0.25] and r.retrieval_illumination_ap.tolist() == [0.16, 0.26]
+    assert r.keypoint_verification_ap_descbench.tolist() == [0.6, 0.5]
+    assert r.keypoint_retrieval_ap_descbench.tolist() == [0.4, 0.3]
+    assert r.verification_viewpoint_ap_descbench.tolist() == [0.61, 0.51]
+    assert r.retrieval_illumination_ap_descbench.tolist() == [0.41, 0.31]
+    assert r.keypoint_verification_ap_descbench_ci_low.tolist() == [0.55, 0.45]
+    assert r.keypoint_verification_ap_descbench_ci_high.tolist() == [0.65, 0.55]
+    assert "keypoint_verification_ap_ci_low" not in r.columns  # an interval of descbench's value, not of the workbench's
+    cols = r.columns.tolist()
+    assert cols[:len(SEED_COLUMNS)] == SEED_COLUMNS
+    # the workbench's viewpoint / illumination columns right after its own numbers, before descbench's other columns
+    lead = cols.index("workbench_retrieval_illumination_map") + 1  # the last of WORKBENCH_FIRST given here
+    assert cols[lead:lead + 4] == ["verification_viewpoint_ap", "verification_illumination_ap", "retrieval_viewpoint_ap",
+                                   "retrieval_illumination_ap"]
+
+
+def test_bojanic_workbench_names_are_null_without_its_convention(report_dir, tmp_path):
+    # the default convention does not compute the workbench's quantity: its names are NULL, never descbench's value
+    build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+    with sqlite3.connect(tmp_path / "r.sqlite") as con:
+        rows = con.execute("SELECT keypoint_verification_ap, keypoint_retrieval_ap, verification_viewpoint_ap, "
+                           "retrieval_illumination_ap, keypoint_verification_ap_descbench, keypoint_retrieval_ap_descbench "
+                           "FROM results ORDER BY descriptor").fetchall()
+    assert rows == [(None, None, None, None, 0.5, 0.3), (None, None, None, None, 0.6, 0.4)]
+
+
 def test_sweep_settings_follow_the_identification(report_dir, tmp_path):
     _comparison(report_dir, sweep=[np.nan, "grid"], **{"sweep:border_px": [np.nan, 20]})
     build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)

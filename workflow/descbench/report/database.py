@@ -24,7 +24,11 @@ Tables (rebuilt from the report files every time, so the database is a pure func
   not > 0), not the legacy matching precision it held until issue 18 (that one is
   ``mean_precision``; README's demo: sift 0.9076 -> 0.8968, rootsift 0.9185 -> 0.9084);
   ``retrieval_num_true_positives`` / ``retrieval_num_hard_negatives`` are the workbench's counts
-  (only with ``verification.convention: workbench``; descbench's own are ``*_descbench``).
+  (only with ``verification.convention: workbench``; descbench's own are ``*_descbench``); so are
+  ``keypoint_verification_ap`` / ``keypoint_retrieval_ap`` and their viewpoint / illumination
+  columns (:data:`DW_BOJANIC`: the workbench's pooled per-scene APs, NULL unless
+  ``verification.convention: workbench``; descbench's own, Bojanic's definition, are
+  ``keypoint_verification_ap_descbench`` etc., since issue 18).
 - ``keypoint_sets``: ``keypoint_stats.csv`` (counts, sizes, coverage, repeatability, spec).
 - ``significance``: ``significance.csv`` (paired comparisons).
 
@@ -61,6 +65,22 @@ DW_ALIASES = {
     "illumination_map_with_zeros": "illumination_map_including_zeros",
 }
 
+# The workbench's keypoint verification / retrieval columns (seed 000's Bojanic columns) and the
+# descbench column that holds the workbench's quantity (computed only with verification.convention:
+# workbench; NULL otherwise). descbench's own values of another definition (Bojanic's nearest-
+# neighbour candidates, per-query retrieval AP; descbench.metrics.aggregate.verification_summary)
+# keep their comparison.csv name with the suffix _descbench here (their intervals too), so no
+# column of this table holds a workbench name with another meaning.
+DW_BOJANIC = {
+    "keypoint_verification_ap": "workbench_verification_map",
+    "verification_viewpoint_ap": "workbench_verification_viewpoint_map",
+    "verification_illumination_ap": "workbench_verification_illumination_map",
+    "keypoint_retrieval_ap": "workbench_retrieval_map",
+    "retrieval_viewpoint_ap": "workbench_retrieval_viewpoint_map",
+    "retrieval_illumination_ap": "workbench_retrieval_illumination_map",
+}
+DESCBENCH_SUFFIX = "_descbench"
+
 # With verification.convention: workbench, right after the identification: the workbench's own
 # numbers, where a reader of the database looks first (present ones only, in this order).
 WORKBENCH_FIRST = ["workbench_verification_map", "workbench_retrieval_map", "workbench_verification_viewpoint_map",
@@ -86,13 +106,8 @@ DW_COLUMNS = {
     "true_map_macro": "= true_map_macro_by_scene",
     **{k: f"= {v}" for k, v in DW_ALIASES.items() if k != "true_map_macro"},
     "viewpoint_map": "macro over v_ scenes", "illumination_map": "macro over i_ scenes",
-    "keypoint_verification_ap": "descbench's verification.candidates / ap_convention "
-                                "(the workbench's: workbench_verification_map)",
-    "verification_viewpoint_ap": "as keypoint_verification_ap, v_ scenes",
-    "verification_illumination_ap": "as keypoint_verification_ap, i_ scenes",
-    "keypoint_retrieval_ap": "descbench's per-query three-tier AP (the workbench's pooled one: workbench_retrieval_map)",
-    "retrieval_viewpoint_ap": "as keypoint_retrieval_ap, v_ scenes",
-    "retrieval_illumination_ap": "as keypoint_retrieval_ap, i_ scenes",
+    **{k: f"= {v} (verification.convention: workbench; NULL otherwise; descbench's own: {k}{DESCBENCH_SUFFIX})"
+       for k, v in DW_BOJANIC.items()},
     "retrieval_num_true_positives": "the workbench's +1 count (verification.convention: workbench only)",
     "retrieval_num_hard_negatives": "the workbench's 0 count (verification.convention: workbench only)",
     "retrieval_num_distractors": "-1 count: queries x drawn distractors",
@@ -116,11 +131,26 @@ def git_commit(directory: Path) -> str:
         return "unknown"
 
 
+def workbench_bojanic_columns(comparison: pd.DataFrame) -> pd.DataFrame:
+    """``comparison`` with :data:`DW_BOJANIC`'s names holding the workbench's quantity: descbench's
+    column ``<name>`` (and ``<name>_ci_low`` / ``_ci_high``) renamed ``<name>_descbench`` (``..._ci_low``),
+    then ``<name>`` = the workbench's column, NaN (NULL) where the run did not compute it."""
+    renamed = {}
+    for dw in DW_BOJANIC:
+        for tail in ("", "_ci_low", "_ci_high"):
+            if dw + tail in comparison.columns:
+                renamed[dw + tail] = dw + DESCBENCH_SUFFIX + tail
+    t = comparison.rename(columns=renamed)
+    for dw, workbench in DW_BOJANIC.items():
+        t[dw] = t[workbench] if workbench in t.columns else float("nan")
+    return t
+
+
 def results_rows(comparison: pd.DataFrame, experiment_id: int) -> pd.DataFrame:
     """The ``results`` table: the seed's columns first, then identification and sweep settings, the
     workbench's other columns (:data:`DW_ALIASES`), its own numbers (:data:`WORKBENCH_FIRST`), then
     everything else."""
-    t = comparison.copy()
+    t = workbench_bojanic_columns(comparison)
     t["true_map_macro"] = t["true_map_macro_by_scene"]
     macro, micro = t["true_map_macro_by_scene"], t.get("true_map_micro", pd.Series(np.nan, index=t.index))
     t["mean_average_precision"] = macro.where(macro > 0, micro)  # the workbench's recordResults
@@ -133,9 +163,10 @@ def results_rows(comparison: pd.DataFrame, experiment_id: int) -> pd.DataFrame:
     t.insert(0, "experiment_id", experiment_id)
     ident = ["experiment_id", "descriptor", "keypoint_set"]
     aliases = [c for c in DW_ALIASES if c not in SEED_COLUMNS and c in t.columns]
+    bojanic = [c for c in DW_BOJANIC if c not in SEED_COLUMNS]
     first = [c for c in WORKBENCH_FIRST if c in t.columns]
     sweeps = [c for c in t.columns if c == "sweep" or c.startswith("sweep:")]  # descbench.sweeps.sweep_columns
-    lead = SEED_COLUMNS + ident + sweeps + ["true_map_macro_by_scene"] + aliases + first
+    lead = SEED_COLUMNS + ident + sweeps + ["true_map_macro_by_scene"] + aliases + first + bojanic
     out = t[lead + [c for c in t.columns if c not in lead]]
     foreign = sorted(set(out.columns) & set(DW_RESULTS_SCHEMA) - set(DW_COLUMNS))
     if foreign:
