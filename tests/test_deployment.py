@@ -390,3 +390,55 @@ def test_snakemake_deploys_the_env_file_as_it_is(tmp_path):
         assert refs == [], f"{copy}: {refs}: a path in an env file resolves against Snakemake's copy, not the checkout"
         conda_pins(copy)
     assert ENV_FILE in deployed
+
+
+STAND_IN_ACTIVATE = r'''# A stand-in for conda's activate script (sourced by Snakemake: `source BASE/bin/activate '<env>'; <job>`):
+# records the env and the job's command (this shell's command line), then lets the job run on the
+# test's interpreter (the stand-in envs install nothing).
+printf '%s\t%s\n' "$1" "$(tr '\0' ' ' < /proc/$$/cmdline)" >> ACTIVATIONS
+export PATH="PYBIN:$PATH"
+'''
+
+
+@pytest.mark.e2e
+@pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads the job's command line from /proc")
+def test_each_job_runs_in_its_env(tmp_path):
+    """Per-job conda envs (workflow/rules/common.smk descriptor_env / keypoint_env): under
+    `--software-deployment-method conda`, a learned family's job (hardnet) and a learned detector's
+    (keynet) run in envs/learned.yaml's env, every other job (sift's) in envs/descbench.yaml's; seen by
+    Snakemake's own activation of each job (a stand-in conda and activate script), on one scene."""
+    base = tmp_path / "conda"
+    (base / "bin").mkdir(parents=True)
+    log, activations = tmp_path / "conda-calls.jsonl", tmp_path / "activations.tsv"
+    conda = base / "bin" / "conda"
+    conda.write_text(STAND_IN_CONDA.replace("PYTHON", sys.executable).replace("LOG", str(log)).replace("BASE", str(base)))
+    conda.chmod(0o755)
+    (base / "bin" / "activate").write_text(
+        STAND_IN_ACTIVATE.replace("ACTIVATIONS", str(activations)).replace("PYBIN", str(Path(sys.executable).parent)))
+    work = tmp_path / "work"
+    work.mkdir()
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg["scenes"] = ["v_coins"]
+    cfg["keypoint_sets"] = {"sift": {"detector": "sift", "max_keypoints": 300},
+                            "kn": {"detector": "keynet", "max_keypoints": 300,
+                                   "params": {"weights": "random", "weights_seed": 1, "num_features": 300}}}
+    cfg["descriptors"] = {"sift": {"family": "sift", "keypoint_sets": ["sift"]},
+                          "hardnet": {"family": "hardnet", "keypoint_sets": ["kn"], "params": {"weights": "random"}}}
+    (work / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    env = {**os.environ, "PATH": f"{base / 'bin'}{os.pathsep}{os.environ['PATH']}"}
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(work), "--cores", "2",
+           "--software-deployment-method", "conda", "--until", "descriptors"]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
+    env_files = {p.read_bytes(): p.name for p in ENVS.glob("*.yaml")}
+    used = {}
+    for line in activations.read_text().splitlines():
+        prefix, job = line.split("\t", 1)
+        command = re.search(r"-m descbench (\S+)", job).group(1)
+        name = re.search(r"--name (\S+)", job)
+        kind = f"{command}:{name.group(1)}" if command in ("keypoints", "descriptors") else command
+        used.setdefault(kind, set()).add(env_files[Path(prefix + ".yaml").read_bytes()])
+    assert used["keypoints:kn"] == {"learned.yaml"} and used["descriptors:hardnet"] == {"learned.yaml"}, used
+    assert used["keypoints:sift"] == {"descbench.yaml"} and used["descriptors:sift"] == {"descbench.yaml"}, used
+    others = {k: v for k, v in used.items() if not k.startswith(("keypoints:", "descriptors:"))}
+    assert others and all(v == {"descbench.yaml"} for v in others.values()), used

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from descbench import io
-from descbench.config import job_resources, model_files
+from descbench.config import job_resources, needs_learned_extra, model_files
 from descbench.descriptors.composite import aggregate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -121,6 +121,15 @@ def test_learned_jobs_ask_for_their_threads_and_a_gpu_only_for_cuda():
     assert job_resources(nested) == {"threads": 2, "gpu": 1}
     # a params key named threads elsewhere (not a torch family's) is not a job's threads
     assert job_resources({"threads": 8}) == {"threads": 1, "gpu": 0}
+
+
+def test_jobs_that_import_the_learned_extra_are_told_apart():
+    # picks the job's conda env (envs/learned.yaml); checked through Snakemake in tests/test_deployment.py
+    assert not needs_learned_extra({}) and not needs_learned_extra({"threads": 8})
+    assert needs_learned_extra({"weights": "random", "device": "auto", "threads": 1})
+    assert needs_learned_extra({"base": {"family": "hardnet", "params": {"device": "cpu", "threads": 2}}, "scales": [1, 2]})
+    assert needs_learned_extra({"model": "m.onnx", "backend": "onnxruntime"})
+    assert not needs_learned_extra({"model": "m.onnx", "backend": "opencv"})  # OpenCV's dnn: the base env
 
 
 def test_model_and_weight_files_are_rule_inputs():

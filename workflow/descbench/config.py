@@ -537,28 +537,39 @@ def check_folders(folders: dict[str, Path | str]) -> None:
 # ----------------------------------------------------------------------------- job resources
 
 
+def _param_mappings(node):
+    """Every mapping in a params tree (the node itself, nested bases and components), depth first."""
+    if isinstance(node, dict):
+        yield node
+        for v in node.values():
+            yield from _param_mappings(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _param_mappings(v)
+
+
+def _is_torch_runtime(node: dict) -> bool:
+    # descbench.torchrt's params (every torch family and keynet carry both, filled from the schema)
+    return "device" in node and "threads" in node
+
+
 def job_resources(params: dict) -> dict:
     """Snakemake ``threads`` and ``gpu`` of a job whose spec holds ``params``: the learned families'
     params (torch: a mapping with ``device`` and ``threads``, found at any depth: a pooled or
     stacked base included) ask for ``threads`` CPU threads (the largest) and one GPU when a
     ``device`` is ``cuda`` (``auto`` asks for none: it uses a GPU where the job's node has one;
     set ``cuda`` to have a cluster give the job one: the SLURM executor plugin reads ``gpu``)."""
-    threads, gpu = 1, 0
+    torch = [n for n in _param_mappings(params) if _is_torch_runtime(n)]
+    return {"threads": max([1, *(int(n["threads"]) for n in torch)]),
+            "gpu": int(any(n["device"] == "cuda" for n in torch))}
 
-    def walk(node):
-        nonlocal threads, gpu
-        if isinstance(node, dict):
-            if "device" in node and "threads" in node:
-                threads = max(threads, int(node["threads"]))
-                gpu = max(gpu, int(node["device"] == "cuda"))
-            for v in node.values():
-                walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
 
-    walk(params)
-    return {"threads": threads, "gpu": gpu}
+def needs_learned_extra(params: dict) -> bool:
+    """Whether a job whose spec holds ``params`` imports the ``learned`` extra (pyproject.toml):
+    a torch family or detector at any depth (:func:`job_resources`' mappings), or an onnx model run
+    by ``backend: onnxruntime`` (the opencv backend is OpenCV's own). Picks the job's conda env
+    (``envs/learned.yaml`` instead of ``envs/descbench.yaml``; workflow/rules/common.smk)."""
+    return any(_is_torch_runtime(n) or n.get("backend") == "onnxruntime" for n in _param_mappings(params))
 
 
 # ----------------------------------------------------------------------------- learned weights

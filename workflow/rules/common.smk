@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from descbench.config import (check_folders, combinations, effective_config, job_resources, learned_weights, model_files,
+                              needs_learned_extra,
                               score_job_sections,
                               type_command_line_values, validate_config)
 from descbench.keypoints.sets import global_top_n, root_detector_spec, set_sources
@@ -101,6 +102,9 @@ CFG_REPORT = {k: v for k, v in CFG.items() if k != "patches"}
 WARMUP_FLAG = Path(CFG["results_dir"]) / ".numba_warmup.done"
 HPATCHES_FLAG = str(Path(CFG["data_dir"]) / "hpatches" / "validated.flag")
 ENV = "../../envs/descbench.yaml"
+# The env of the jobs that import the learned extra (torch, kornia, onnxruntime): the same pins plus
+# those (tests/test_deployment.py); picked per job by descriptor_env / keypoint_env / patch_env.
+LEARNED_ENV = "../../envs/learned.yaml"
 # The numba kernel cache may live elsewhere (clusters): an extra assignment for the rules'
 # `export NUMBA_NUM_THREADS={threads} {params.numba_cache}` (numba's pool follows the job's threads).
 NUMBA_CACHE = f"NUMBA_CACHE_DIR={shlex.quote(str(Path(EXE['numba_cache_dir']).resolve()))}" if EXE["numba_cache_dir"] else ""
@@ -398,6 +402,22 @@ def descriptor_resources(wildcards):
 
 def keypoint_resources(wildcards):
     return job_resources(CFG["keypoint_sets"][wildcards.kpset].get("params", {}))
+
+
+def descriptor_env(wildcards):
+    """The conda env of a descriptor job: envs/learned.yaml for a learned family (descbench.config.needs_learned_extra)."""
+    return LEARNED_ENV if needs_learned_extra(CFG["descriptors"][wildcards.descriptor].get("params", {})) else ENV
+
+
+def keypoint_env(wildcards):
+    """The conda env of a keypoint job: envs/learned.yaml for a learned detector (keynet)."""
+    return LEARNED_ENV if needs_learned_extra(CFG["keypoint_sets"][wildcards.kpset].get("params", {})) else ENV
+
+
+def patch_env(wildcards):
+    """The conda env of a patch-describing job (a descriptor of the config, or a CSV import: the base env)."""
+    spec = CFG["descriptors"].get(wildcards.pdesc)
+    return LEARNED_ENV if spec is not None and needs_learned_extra(spec.get("params", {})) else ENV
 
 
 # Cluster resources of the heavy jobs (descbench.jobresources: mem_mb and runtime in minutes from the

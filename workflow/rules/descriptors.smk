@@ -33,7 +33,7 @@ rule descriptors:
         runtime=lambda wc, attempt: descriptor_job(wc)["runtime"] * attempt,
         gpu=lambda wc: descriptor_resources(wc)["gpu"],
     conda:
-        ENV
+        descriptor_env
     shell:
         "{params.descbench} descriptors --results-root {params.results_root} --scene-root {params.scene_root} "
         "--batches {params.batches:q} --batch {wildcards.batch} --keypoint-set {wildcards.kpset} "

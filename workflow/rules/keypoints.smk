@@ -30,7 +30,7 @@ rule keypoints:
         runtime=lambda wc, attempt: keypoint_job(wc)["runtime"] * attempt,
         gpu=lambda wc: keypoint_resources(wc)["gpu"],
     conda:
-        ENV
+        keypoint_env
     shell:
         "{params.descbench} keypoints --results-root {params.results_root} --scene-root {params.scene_root} "
         "--batches {params.batches:q} --batch {wildcards.batch} --name {wildcards.kpset} --spec {params.spec:q} "

@@ -77,7 +77,7 @@ if PATCHES_ON:
             mem_mb=lambda wc, attempt: patch_job(wc)["mem_mb"] * attempt,
             runtime=lambda wc, attempt: patch_job(wc)["runtime"] * attempt,
         conda:
-            ENV
+            patch_env
         shell:
             "{params.descbench} patches describe --patch-dir {params.patch_dir} --out {output} --name {wildcards.pdesc} "
             "{params.how} > {log} 2>&1"
