@@ -108,6 +108,19 @@ def upscale_scene(src: Path, dst: Path, side: int) -> None:
             write_homography(dst / f"H_1_{k}", S @ read_homography(src / f"H_1_{k}") @ np.linalg.inv(S))
 
 
+def scene_data(src: Path, data: Path, side: int, distractor_scene: bool = True) -> Path:
+    """``data``: the demo's ``BIG`` scene of ``src`` at ``side`` x ``side`` (upscaled; copied at its
+    own side) and, with ``distractor_scene``, ``SMALL`` as it is. A scene already there is kept:
+    the work folder is reused between runs."""
+    if side != SRC_SIDE:
+        upscale_scene(src / BIG, data / BIG, side)
+    elif not (data / BIG).exists():
+        shutil.copytree(src / BIG, data / BIG)
+    if distractor_scene and not (data / SMALL).exists():
+        shutil.copytree(src / SMALL, data / SMALL)
+    return data
+
+
 def locked_keypoints(path_pattern: Path, scene_dir: Path, n: int, border: int = 40, seed: int = 0) -> None:
     """Per-image CSV files of ``n`` synthetic keypoints (see the module docstring)."""
     import cv2
@@ -251,14 +264,7 @@ def size_series(work: Path, src: Path, sizes_mp: list[float], keynet_max_mp: flo
     for mp in sizes_mp:
         side = int(round(math.sqrt(mp * 1e6)))
         label = f"size{side}"
-        data = work / "data" / label
-        if side == SRC_SIDE:
-            if not (data / BIG).exists():
-                shutil.copytree(src / BIG, data / BIG)
-        else:
-            upscale_scene(src / BIG, data / BIG, side)
-        if not (data / SMALL).exists():
-            shutil.copytree(src / SMALL, data / SMALL)
+        data = scene_data(src, work / "data" / label, side)
         kpsets = {"sift": {"detector": "sift"}}
         if mp <= keynet_max_mp:
             kpsets["keynet"] = KEYNET
@@ -272,19 +278,8 @@ def size_series(work: Path, src: Path, sizes_mp: list[float], keynet_max_mp: flo
             rows.append({**base, "job": "keypoints", "what": kpset, "kp_max": max(n), "kp_scene": sum(n), **r})
             print(rows[-1], flush=True)
         exp.keypoints("sift", SMALL)
-        n = exp.counts("sift", BIG)
-        kp = {"kp_max": max(n), "kp_scene": sum(n)}
-        for desc in ("sift", "rootsift", "hardnet"):
-            if desc == "rootsift" and mp > rootsift_max_mp:
-                continue
-            r = exp.descriptors("sift", desc, BIG)
-            rows.append({**base, "job": "descriptors", "what": desc, **kp, **r})
-            print(rows[-1], flush=True)
-        exp.descriptors("sift", "sift", SMALL)
-        exp.distractors("sift", "sift")
-        r = exp.score("sift", "sift", BIG)
-        rows.append({**base, "job": "score", "what": "sift", **kp, "pairs_gkp2": pair_products(n), **r})
-        print(rows[-1], flush=True)
+        descs = ["sift", "hardnet"] if mp > rootsift_max_mp else ["sift", "rootsift", "hardnet"]
+        rows += descriptor_and_score_rows(exp, "sift", descs, base)
     return rows
 
 
@@ -293,16 +288,31 @@ def pair_products(n: list[int]) -> float:
     return round(sum(n[0] * nk for nk in n[1:]) / 1e6, 3)
 
 
+def descriptor_and_score_rows(exp: Experiment, kpset: str, descs: list[str], base: dict) -> list[dict]:
+    """Measured on ``BIG`` with keypoint set ``kpset`` (its keypoint jobs already run): the
+    descriptor job of each of ``descs``, in that order, then sift's score job, one row each
+    (``base`` plus the job, its keypoint counts and the measurement), printed as it is measured.
+    The score job needs ``SMALL``'s sift descriptors and the distractor bank: run first, not
+    measured."""
+    n = exp.counts(kpset, BIG)
+    kp = {"kp_max": max(n), "kp_scene": sum(n)}
+    rows = []
+    for desc in descs:
+        r = exp.descriptors(kpset, desc, BIG)
+        rows.append({**base, "job": "descriptors", "what": desc, **kp, **r})
+        print(rows[-1], flush=True)
+    exp.descriptors(kpset, "sift", SMALL)
+    exp.distractors(kpset, "sift")
+    r = exp.score(kpset, "sift", BIG)
+    rows.append({**base, "job": "score", "what": "sift", **kp, "pairs_gkp2": pair_products(n), **r})
+    print(rows[-1], flush=True)
+    return rows
+
+
 def count_series(work: Path, src: Path, counts: list[int], side: int, hardnet_max: int) -> list[dict]:
     rows = []
     label = f"count{side}"
-    data = work / "data" / label
-    if side != SRC_SIDE:
-        upscale_scene(src / BIG, data / BIG, side)
-    elif not (data / BIG).exists():
-        shutil.copytree(src / BIG, data / BIG)
-    if not (data / SMALL).exists():
-        shutil.copytree(src / SMALL, data / SMALL)
+    data = scene_data(src, work / "data" / label, side)
     mps = scene_megapixels(data / BIG)
     for n in counts:
         pattern = work / "locked" / f"n{n}" / "{scene}_{image}.csv"
@@ -315,19 +325,7 @@ def count_series(work: Path, src: Path, counts: list[int], side: int, hardnet_ma
         base = {"series": "count", "side": side, "megapixels": round(max(mps), 3), "megapixels_scene": round(sum(mps), 3)}
         exp.keypoints(kpset, BIG)
         exp.keypoints(kpset, SMALL)
-        nk = exp.counts(kpset, BIG)
-        kp = {"kp_max": max(nk), "kp_scene": sum(nk)}
-        for desc in ("sift", "hardnet"):
-            if desc == "hardnet" and n > hardnet_max:
-                continue
-            r = exp.descriptors(kpset, desc, BIG)
-            rows.append({**base, "job": "descriptors", "what": desc, **kp, **r})
-            print(rows[-1], flush=True)
-        exp.descriptors(kpset, "sift", SMALL)
-        exp.distractors(kpset, "sift")
-        r = exp.score(kpset, "sift", BIG)
-        rows.append({**base, "job": "score", "what": "sift", **kp, "pairs_gkp2": pair_products(nk), **r})
-        print(rows[-1], flush=True)
+        rows += descriptor_and_score_rows(exp, kpset, ["sift"] if n > hardnet_max else ["sift", "hardnet"], base)
     return rows
 
 
@@ -339,14 +337,7 @@ def descsize_series(work: Path, src: Path, sides: list[int], n: int) -> list[dic
     rows = []
     for side in sides:
         label = f"size{side}"
-        data = work / "data" / label
-        if side == SRC_SIDE:
-            if not (data / BIG).exists():
-                shutil.copytree(src / BIG, data / BIG)
-        else:
-            upscale_scene(src / BIG, data / BIG, side)
-        if not (data / SMALL).exists():
-            shutil.copytree(src / SMALL, data / SMALL)
+        data = scene_data(src, work / "data" / label, side)
         pattern = work / "locked" / f"{label}-n{n}" / "{scene}_{image}.csv"
         locked_keypoints(pattern, data / BIG, n)
         kpset = f"locked{n}"
@@ -414,11 +405,7 @@ def detector_series(work: Path, src: Path, sides: list[int]) -> list[dict]:
     cfg["keypoint_sets"] = {d: {"detector": d} for d in OTHER_DETECTORS + ("sift",)}
     cfg = validate_config(cfg, REPO / "workflow" / "schemas" / "config.schema.yaml")
     for side in sides:
-        data = work / "data" / f"size{side}"
-        if side != SRC_SIDE:
-            upscale_scene(src / BIG, data / BIG, side)
-        elif not (data / BIG).exists():
-            shutil.copytree(src / BIG, data / BIG)
+        data = scene_data(src, work / "data" / f"size{side}", side, distractor_scene=False)
         image = data / BIG / "1.ppm"
         for det in OTHER_DETECTORS + ("sift",):
             if det == "surf":  # compile the numba kernels into the cache first (a job loads them)

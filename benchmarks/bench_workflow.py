@@ -314,7 +314,9 @@ def num(x) -> float:
         return 0.0
 
 
-JOB_LINE = re.compile(r"descbench: (\S+) done in ([0-9.]+) s wall, ([0-9.]+) s CPU, max RSS ([0-9]+) MiB")
+#: The last line of a successful job's log (``python -m descbench`` writes it from ``getrusage``).
+#: Not ``JOB_LINE``: that name is the watcher's job announcement above, which this must not replace.
+JOB_LOG_LINE = re.compile(r"descbench: (\S+) done in ([0-9.]+) s wall, ([0-9.]+) s CPU, max RSS ([0-9]+) MiB")
 
 
 def job_lines(logs: Path):
@@ -322,7 +324,7 @@ def job_lines(logs: Path):
     ``logs`` that has one (a job still running or failed has none)."""
     for p in sorted(logs.rglob("*.log")):
         m = None
-        for m in JOB_LINE.finditer(p.read_text(errors="replace")):
+        for m in JOB_LOG_LINE.finditer(p.read_text(errors="replace")):
             pass
         if m is not None:
             yield p, m

@@ -44,7 +44,7 @@ sometimes differ by a few pixels, which does not change the cost).
 Determinism: every random draw of a scene comes from ``demo.scene_rng("standin:<scene>", seed)``
 (SHA-256 of seed and name, never Python's ``hash``), scenes do not share RNG state, and OpenCV
 runs single-threaded in each worker, so the same ``--seed`` gives the same bytes whatever
-``--jobs`` is. Files are written atomically by the demo's writers.
+``--jobs`` is. Files are written atomically by the writers the demo uses.
 """
 
 from __future__ import annotations
@@ -64,7 +64,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))  # the package next to this script, not an installed one
 
 from descbench.datasets import demo  # noqa: E402
-from descbench.datasets.layout import TARGET_IMAGES  # noqa: E402
+from descbench.datasets.layout import TARGET_IMAGES, write_homography  # noqa: E402
 
 #: The 8 HPatches sequences larger than 1600 x 1200 (the D2-Net subset drops them).
 LARGE_SCENES = frozenset({
@@ -200,7 +200,7 @@ def generate_scene(scene: str, out: Path, seed: int) -> tuple[str, int, int]:
             H = np.eye(3)
             img = demo._photometric(img1, k, rng)
         demo._write_image(scene_dir / f"{k}.ppm", img)
-        demo._write_homography(scene_dir / f"H_1_{k}", H)
+        write_homography(scene_dir / f"H_1_{k}", H)
     return scene, w, h
 
 

@@ -21,8 +21,8 @@ import pytest
 from descbench import io, stages
 from descbench.errors import DataError
 from descbench.keypoints.locked import DW_IMAGE_FILES, FIELDS, load_locked, locked_file, octave_mode
-from descbench.report.experiments import (DW, DW_COLUMNS, DW_PREFIX, compare_experiments, read_workbench_results,
-                                          to_markdown)
+from descbench.report.experiments import (DW, DW_COLUMNS, DW_NOT_COMPUTED, DW_PREFIX, compare_experiments,
+                                          read_workbench_results, to_markdown)
 
 DATA = Path(__file__).resolve().parent / "data" / "dw"
 FOLDER = DATA / "export_csv"
@@ -276,6 +276,41 @@ def test_workbench_results_table_dump_with_verification(tmp_path):
     for theirs, (ours, _) in DW_COLUMNS.items():
         assert ours in t.columns and (theirs == ours or DW_PREFIX + theirs not in t.columns)
     assert {"dw:id", "dw:metadata", "dw:legacy_mean_precision", "dw:total_pipeline_cpu_ms"} <= set(t.columns)
+
+
+def test_workbench_column_map_in_full():
+    """Every workbench column's descbench name, in the order the Markdown correspondence and the
+    not-a-results-CSV message list them; the with-zeros twins' and per-category columns'
+    quantities; the columns whose -1 is 'not computed'."""
+    assert [(theirs, ours) for theirs, (ours, _) in DW_COLUMNS.items()] == [
+        ("true_map_micro", "true_map_micro"), ("true_map_macro", "true_map_macro_by_scene"),
+        ("true_map_micro_with_zeros", "true_map_micro_including_zeros"),
+        ("true_map_macro_with_zeros", "true_map_macro_by_scene_including_zeros"),
+        ("viewpoint_map", "viewpoint_map"), ("illumination_map", "illumination_map"),
+        ("viewpoint_map_with_zeros", "viewpoint_map_including_zeros"),
+        ("illumination_map_with_zeros", "illumination_map_including_zeros"),
+        ("precision_at_1", "precision_at_1"), ("precision_at_5", "precision_at_5"),
+        ("recall_at_1", "recall_at_1"), ("recall_at_5", "recall_at_5"),
+        ("keypoint_verification_ap", "workbench_verification_map"),
+        ("verification_viewpoint_ap", "workbench_verification_viewpoint_map"),
+        ("verification_illumination_ap", "workbench_verification_illumination_map"),
+        ("keypoint_retrieval_ap", "workbench_retrieval_map"),
+        ("retrieval_viewpoint_ap", "workbench_retrieval_viewpoint_map"),
+        ("retrieval_illumination_ap", "workbench_retrieval_illumination_map"),
+        ("retrieval_num_true_positives", "retrieval_num_true_positives"),
+        ("retrieval_num_hard_negatives", "retrieval_num_hard_negatives"),
+        ("retrieval_num_distractors", "retrieval_num_distractors")]
+    assert DW_COLUMNS["true_map_macro"][1] == "mean over scenes of the scene's mean AP (R >= 1)"
+    assert DW_COLUMNS["true_map_macro_with_zeros"][1] == "true_map_macro with R = 0 queries counted as AP 0"
+    assert DW_COLUMNS["illumination_map"][1] == "true_map_macro over illumination scenes"
+    assert DW_COLUMNS["illumination_map_with_zeros"][1] == "illumination_map with R = 0 queries counted as AP 0"
+    assert DW_COLUMNS["keypoint_retrieval_ap"][1] == ("keypoint retrieval: mean over scenes of the pooled AP (labels 0 "
+                                                      "and -1 not relevant)")
+    assert DW_COLUMNS["verification_viewpoint_ap"][1] == "the same over viewpoint scenes"
+    assert DW_COLUMNS["retrieval_illumination_ap"][1] == "the same over illumination scenes"
+    assert DW_NOT_COMPUTED == ("keypoint_verification_ap", "verification_viewpoint_ap", "verification_illumination_ap",
+                               "keypoint_retrieval_ap", "retrieval_viewpoint_ap", "retrieval_illumination_ap",
+                               "image_retrieval_map")
 
 
 def test_markdown_names_each_rows_convention_and_the_column_correspondence(tmp_path):

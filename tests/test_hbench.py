@@ -6,6 +6,8 @@ Every evaluation is compared with a plain brute force written here: full distanc
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -312,6 +314,24 @@ def test_matching_labels_bad_input(tmp_path):
     p.write_text(good)
     with pytest.raises(DataError, match=r"3 labels for the 4 patches of s\.a"):
         hb.check_identity_labels(hb.read_matching_labels(p, pairs), {"s.a": 4})
+
+
+@pytest.mark.parametrize("reader, block, follows", [
+    (hb.read_matching_labels, "0,1\n0,1\n", "2 lines of patch indices (im_a's, then im_b's)"),
+    (hb.read_matching_results, "0,1\n1,2\n1,0\n3,4\n", "exactly 4 numeric lines"),
+])
+def test_pair_line_errors_of_both_readers(tmp_path, reader, block, follows):
+    """The .labels and .results readers' pair-line checks, messages in full: a numeric line where
+    a pair line belongs, and a pair written twice."""
+    p = tmp_path / "t.txt"
+    after = 2 + block.count("\n")  # the line after the first block
+    p.write_text("s.a,s.b\n" + block + "0,1\n")
+    with pytest.raises(DataError, match=re.escape(f"{p}, line {after}: expected a pair line 'im_a,im_b', found '0,1'; "
+                                                  f"each pair needs its pair line followed by {follows}") + "$"):
+        reader(p)
+    p.write_text(("s.a,s.b\n" + block) * 2)
+    with pytest.raises(DataError, match=re.escape(f"{p}, line {after}: pair s.a,s.b repeats line 1; write each pair once") + "$"):
+        reader(p)
 
 
 def test_tasks_step_writes_matching_labels_and_evaluation_checks_them(tmp_path):

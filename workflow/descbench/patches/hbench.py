@@ -344,14 +344,7 @@ def read_matching_labels(path, benchmark_pairs: Sequence[Pair] | None = None) ->
     where: dict[Pair, int] = {}
     for pos in range(0, len(lines), 3):
         lineno, text = lines[pos]
-        if not _is_pair_line(text):
-            raise DataError(f"{path}, line {lineno}: expected a pair line 'im_a,im_b', found {text[:60]!r}; each pair "
-                            "needs its pair line followed by 2 lines of patch indices (im_a's, then im_b's)")
-        toks = _fields(text)
-        pair = (toks[0], toks[1])
-        if pair in out:
-            raise DataError(f"{path}, line {lineno}: pair {pair[0]},{pair[1]} repeats line {where[pair]}; "
-                            "write each pair once")
+        pair = _pair_header(text, path, lineno, where, "2 lines of patch indices (im_a's, then im_b's)")
         body = lines[pos + 1: pos + 3]
         if len(body) < 2 or any(_is_pair_line(t) for _, t in body):
             raise DataError(f"{path}, line {lineno}: pair {pair[0]},{pair[1]} needs 2 lines of patch indices (im_a's, "
@@ -481,6 +474,20 @@ def _is_pair_line(text: str) -> bool:
     return len(toks) == 2 and all(_STRIP_RE.fullmatch(t) and not _is_number(t) for t in toks)
 
 
+def _pair_header(text: str, path, lineno: int, seen: Mapping[Pair, int], follows: str) -> Pair:
+    """The pair of the pair line ``text`` (line ``lineno``) that starts a block of a ``.labels`` or
+    ``.results`` file. DataError when the line is no pair line (``follows``: the lines each pair
+    line needs after it) or its pair is in ``seen`` (pair -> its line): written twice."""
+    if not _is_pair_line(text):
+        raise DataError(f"{path}, line {lineno}: expected a pair line 'im_a,im_b', found {text[:60]!r}; "
+                        f"each pair needs its pair line followed by {follows}")
+    toks = _fields(text)
+    pair = (toks[0], toks[1])
+    if pair in seen:
+        raise DataError(f"{path}, line {lineno}: pair {pair[0]},{pair[1]} repeats line {seen[pair]}; write each pair once")
+    return pair
+
+
 def _is_number(tok: str) -> bool:
     try:
         float(tok)
@@ -541,17 +548,12 @@ def read_matching_results(path, n_patches: Mapping[str, int] | None = None,
     lines = _content_lines(_read_lines(path, "matching results"))
     known = None if benchmark_pairs is None else set(benchmark_pairs)
     out: dict[Pair, PairMatches] = {}
+    where: dict[Pair, int] = {}
     pos = 0
     while pos < len(lines):
         lineno, text = lines[pos]
-        if not _is_pair_line(text):
-            raise DataError(f"{path}, line {lineno}: expected a pair line 'im_a,im_b', found {text[:60]!r}; "
-                            "each pair needs its pair line followed by exactly 4 numeric lines")
-        toks = _fields(text)
-        pair = (toks[0], toks[1])
-        if pair in out:
-            raise DataError(f"{path}, line {lineno}: pair {pair[0]},{pair[1]} repeats line {out[pair].line}; "
-                            "write each pair once")
+        pair = _pair_header(text, path, lineno, where, "exactly 4 numeric lines")
+        where[pair] = lineno
         if known is not None and pair not in known:
             raise DataError(f"{path}, line {lineno}: pair {pair[0]},{pair[1]} is not in the benchmark; "
                             "compute the results from the matching .benchmark file of this task")

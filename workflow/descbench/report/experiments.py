@@ -45,39 +45,50 @@ MD_EXTRA = ["true_map_macro_by_scene", "workbench_verification_map", "workbench_
 DESCBENCH, DW = "descbench", "DescriptorWorkbench"
 DW_PREFIX = "dw:"  # a workbench column without a descbench column of the same quantity
 
+_ZERO_AP = "with R = 0 queries counted as AP 0"
+_CATEGORIES = ("viewpoint", "illumination")  # its per-category columns
+
+
+def _with_zeros(maps: tuple[tuple[str, str, str], ...]) -> dict[str, tuple[str, str]]:
+    """The workbench's mAP columns ``maps`` ((its column, descbench's, quantity), over R >= 1
+    queries), then each one's ``<column>_with_zeros`` twin (R = 0 queries as AP 0) in the same
+    order: the workbench writes every mAP both ways, and lists them so."""
+    return {**{c: (to, what) for c, to, what in maps},
+            **{f"{c}_with_zeros": (f"{to}_including_zeros", f"{c} {_ZERO_AP}") for c, to, _ in maps}}
+
+
+def _pooled(kind: str, what: str) -> dict[str, tuple[str, str]]:
+    """The workbench's pooled-list metric ``kind`` (verification, retrieval; ``what`` its quantity):
+    the overall column, then one per scene category. Its definition differs from descbench's own
+    ``keypoint_<kind>_ap``, hence the ``workbench_`` names."""
+    return {f"keypoint_{kind}_ap": (f"workbench_{kind}_map", what),
+            **{f"{kind}_{cat}_ap": (f"workbench_{kind}_{cat}_map", f"the same over {cat} scenes") for cat in _CATEGORIES}}
+
+
+_DW_VERIFICATION = _pooled("verification", "keypoint verification: mean over scenes of the AP of the scene's pooled list")
+_DW_RETRIEVAL = _pooled("retrieval", "keypoint retrieval: mean over scenes of the pooled AP (labels 0 and -1 not relevant)")
+
 # The workbench's results columns (its DatabaseManager ``results`` table and ExperimentMetrics,
-# commit b834e17) -> descbench's column of the same quantity, and that quantity.
+# commit b834e17) -> descbench's column of the same quantity, and that quantity, in its order.
 DW_COLUMNS = {
-    "true_map_micro": ("true_map_micro", "mean AP over the queries with a relevant keypoint (R >= 1)"),
-    "true_map_macro": ("true_map_macro_by_scene", "mean over scenes of the scene's mean AP (R >= 1)"),
-    "true_map_micro_with_zeros": ("true_map_micro_including_zeros", "true_map_micro with R = 0 queries counted as AP 0"),
-    "true_map_macro_with_zeros": ("true_map_macro_by_scene_including_zeros",
-                                  "true_map_macro with R = 0 queries counted as AP 0"),
-    "viewpoint_map": ("viewpoint_map", "true_map_macro over viewpoint scenes"),
-    "illumination_map": ("illumination_map", "true_map_macro over illumination scenes"),
-    "viewpoint_map_with_zeros": ("viewpoint_map_including_zeros", "viewpoint_map with R = 0 queries counted as AP 0"),
-    "illumination_map_with_zeros": ("illumination_map_including_zeros",
-                                    "illumination_map with R = 0 queries counted as AP 0"),
+    **_with_zeros((("true_map_micro", "true_map_micro", "mean AP over the queries with a relevant keypoint (R >= 1)"),
+                   ("true_map_macro", "true_map_macro_by_scene", "mean over scenes of the scene's mean AP (R >= 1)"))),
+    **_with_zeros((("viewpoint_map", "viewpoint_map", "true_map_macro over viewpoint scenes"),
+                   ("illumination_map", "illumination_map", "true_map_macro over illumination scenes"))),
     "precision_at_1": ("precision_at_1", "fraction of R >= 1 queries whose relevant keypoint ranks first"),
     "precision_at_5": ("precision_at_5", "fraction of R >= 1 queries whose relevant keypoint ranks within 5"),
     "recall_at_1": ("recall_at_1", "recall within rank 1 (= precision_at_1: one relevant keypoint per query)"),
     "recall_at_5": ("recall_at_5", "recall within rank 5 (= precision_at_5: one relevant keypoint per query)"),
-    "keypoint_verification_ap": ("workbench_verification_map",
-                                 "keypoint verification: mean over scenes of the AP of the scene's pooled list"),
-    "verification_viewpoint_ap": ("workbench_verification_viewpoint_map", "the same over viewpoint scenes"),
-    "verification_illumination_ap": ("workbench_verification_illumination_map", "the same over illumination scenes"),
-    "keypoint_retrieval_ap": ("workbench_retrieval_map",
-                              "keypoint retrieval: mean over scenes of the pooled AP (labels 0 and -1 not relevant)"),
-    "retrieval_viewpoint_ap": ("workbench_retrieval_viewpoint_map", "the same over viewpoint scenes"),
-    "retrieval_illumination_ap": ("workbench_retrieval_illumination_map", "the same over illumination scenes"),
+    **_DW_VERIFICATION,
+    **_DW_RETRIEVAL,
     "retrieval_num_true_positives": ("retrieval_num_true_positives", "+1 labels of its keypoint retrieval lists"),
     "retrieval_num_hard_negatives": ("retrieval_num_hard_negatives", "0 labels (other keypoints of images 2..6)"),
     "retrieval_num_distractors": ("retrieval_num_distractors", "-1 labels (distractor keypoints)"),
 }
 DW_IDENTITY = {"experiment_name": "experiment", "dataset_name": "dataset", "descriptor_type": "descriptor"}
-# its columns where -1 means "not computed" (its defaults), and the counts it leaves 0 then
-DW_NOT_COMPUTED = ("keypoint_verification_ap", "verification_viewpoint_ap", "verification_illumination_ap",
-                   "keypoint_retrieval_ap", "retrieval_viewpoint_ap", "retrieval_illumination_ap", "image_retrieval_map")
+# its columns where -1 means "not computed" (its defaults: the pooled lists when verification or
+# retrieval is off, image retrieval), and the counts it leaves 0 then
+DW_NOT_COMPUTED = (*_DW_VERIFICATION, *_DW_RETRIEVAL, "image_retrieval_map")
 DW_RETRIEVAL_COUNTS = ("retrieval_num_true_positives", "retrieval_num_hard_negatives", "retrieval_num_distractors")
 # what its unmapped columns hold, for the notes (the others: see its DatabaseManager.cpp)
 DW_UNMAPPED_NOTES = {
