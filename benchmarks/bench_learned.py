@@ -34,11 +34,10 @@ with ``torch.onnx.export`` (TorchScript exporter, opset 17, dynamic batch axis) 
 folder; the path is the family with ``backend: opencv`` or ``onnxruntime`` (batch 512, the
 workbench's DNN patch convention); **net** is the family's loaded model alone (``OnnxNet.run``)
 on the normalised patches in batches of 512. OpenCV's dnn runs on ``cv2.setNumThreads(threads)``
-(``limit_threads`` sets it). The family creates its onnxruntime session without options, so
-onnxruntime sizes its pool by the physical cores (2 here) and pins the pool's threads to cores
-itself, ignoring the process's CPU affinity: for the ``onnxruntime`` rows the child makes that
-session with ``intra_op_num_threads = threads`` (:func:`set_ort_threads`), and one more row,
-``onnxruntime (default session)``, is the family exactly as it is.
+(``limit_threads`` sets it), and the family's onnxruntime session on ``intra_op_num_threads`` =
+that count with one inter-op thread (``onnx_net.session_options``; before that the family passed
+no options and onnxruntime took one thread per physical core, so this script wrapped the session
+to get the same settings and measured the unwrapped session as an extra row).
 
 Reported: median and best patches/s over the repeats, the CPU time / wall of the timed calls
 (cores used), patches/s per core (patches/s / threads), and each child's thread settings
@@ -221,8 +220,6 @@ def child_throughput(spec: dict) -> dict:
     where = f"descriptors.{family}.params"
     if family == "onnx":
         raw = {"model": spec["model"], "backend": spec["backend"]}
-        if spec["backend"] == "onnxruntime" and not spec.get("ort_default"):
-            set_ort_threads(threads)
     else:
         raw = {"weights": "random", "device": "cpu", "threads": threads, "engine": spec["engine"]}
         if spec.get("batch_mem_mb"):
@@ -248,7 +245,7 @@ def child_throughput(spec: dict) -> dict:
         facts = {"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS"), "affinity": sorted(os.sched_getaffinity(0)),
                  "cv2_threads": cv2.getNumThreads()}
         if spec["backend"] == "onnxruntime":
-            facts["ort_intra_op_threads"] = "onnxruntime default" if spec.get("ort_default") else threads
+            facts["ort_intra_op_threads"] = net.net.get_session_options().intra_op_num_threads
     else:
         net, _, dev = KN.net_for(family, params)
         conv = KN.convention(params)
@@ -275,29 +272,10 @@ def child_throughput(spec: dict) -> dict:
         timed(path, r_path)
         patches = timed(sample, r_sample)
         timed(lambda: net_alone(patches), r_net)
-    engine = spec.get("engine") or spec.get("backend") + (" (default session)" if spec.get("ort_default") else "")
+    engine = spec.get("engine") or spec.get("backend")
     return {"family": family, "engine": engine, "threads": threads, "keypoints": n,
             "batch": batch, "dim": int(rows.shape[1]), "warmup_s": t_warm, "path": r_path, "sampling": r_sample, "net": r_net,
             "facts": facts, "load_avg": os.getloadavg()}
-
-
-def set_ort_threads(threads: int) -> None:
-    """Make every ``onnxruntime.InferenceSession`` created without options use ``threads`` intra-op
-    threads (and 1 inter-op thread). The onnx family passes no options, so onnxruntime would size
-    its pool by the physical cores (2 here) and pin the pool's threads to cores itself, ignoring
-    the process's CPU affinity."""
-    import onnxruntime as ort
-
-    original = ort.InferenceSession
-
-    def session(path, sess_options=None, providers=None, **kw):
-        if sess_options is None:
-            sess_options = ort.SessionOptions()
-            sess_options.intra_op_num_threads = threads
-            sess_options.inter_op_num_threads = 1
-        return original(path, sess_options, providers=providers, **kw)
-
-    ort.InferenceSession = session
 
 
 def child_flops(spec: dict) -> dict:
@@ -468,9 +446,6 @@ def cmd_throughput(a, tmp: Path, report: dict) -> None:
         model = tmp / "hardnet_random.onnx"
         run_child({"kind": "export", "path": str(model)})
         configs += [{"family": "onnx", "backend": b, "threads": t, "model": str(model)} for b in backends for t in threads]
-        if "onnxruntime" in backends:  # the family as it is: onnxruntime's default session (its own pool of 2 here)
-            configs.append({"family": "onnx", "backend": "onnxruntime", "ort_default": True, "threads": max(threads),
-                            "model": str(model)})
     print(f"throughput: {a.keypoints} keypoints on {image.name} ({IMAGE_W} x {IMAGE_H}), {a.repeats} repeats after a warm-up, "
           f"each configuration in a fresh child pinned to `threads` CPUs")
     results = []

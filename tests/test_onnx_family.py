@@ -250,6 +250,35 @@ def test_backends_agree(models, ramp_png):
         np.testing.assert_allclose(ort, cv, rtol=1e-5, atol=1e-6, err_msg=m)
 
 
+@pytest.fixture
+def cv2_threads():
+    """OpenCV's thread count is process-wide: put it back after a test that sets it."""
+    before = cv2.getNumThreads()
+    yield
+    cv2.setNumThreads(before)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_onnxruntime_session_runs_on_the_jobs_threads(models, ramp_png, monkeypatch, cv2_threads, threads):
+    """A job's ``--threads`` (set through the CLI's limit_threads) becomes the session's intra-op
+    threads, with one inter-op thread; the provenance records it and the rows do not change."""
+    import threadpoolctl
+
+    from descbench.cli import limit_threads
+
+    monkeypatch.setattr(threadpoolctl, "threadpool_limits", lambda n: None)  # BLAS limits would outlive the test
+    rng = np.random.default_rng(5)
+    k = kps(*[(rng.uniform(3, 55), rng.uniform(3, 35), rng.uniform(2, 12), rng.uniform(0, 360)) for _ in range(9)])
+    p = params(models["full"], backend="onnxruntime")
+    cv2.setNumThreads(1)
+    one = rows(ramp_png, k, p)
+    limit_threads(threads, "descriptors")
+    opts = O.load_net(p, "descriptors.d.params.model").net.get_session_options()
+    assert (opts.intra_op_num_threads, opts.inter_op_num_threads) == (threads, 1)
+    assert O.onnx_runtime_provenance(p)["num_threads"] == threads
+    assert np.array_equal(rows(ramp_png, k, p), one)
+
+
 def test_no_keypoints_gives_zero_rows_of_the_models_width(models, ramp_png):
     assert rows(ramp_png, kps(), params(models["full"])).shape == (0, 6)
     assert rows(ramp_png, kps(), params(models["flat2d"])).shape == (0, N * N)
@@ -400,3 +429,19 @@ def test_hpatches_patches_refuse_what_a_resize_cannot_do(models):
     with pytest.raises(ConfigError, match=r"'descriptor\.angle': 30\.0; .*cannot rotate it"):
         describe_patches(patches, "onnx", p, angle=30.0)
     assert describe_patches(patches, "onnx", {**p, "rotate_to_upright": False}, angle=30.0).shape == (2, 32 * 32)
+
+
+@pytest.mark.parametrize("threads", [1, 3])
+def test_patch_describe_jobs_limit_opencvs_pool(tmp_path, monkeypatch, cv2_threads, threads):
+    """`descbench patches describe --threads N` (rule patch_descriptors) sets OpenCV's pool, which
+    the onnx family's sessions and OpenCV's own descriptors follow, as a sequence job's does."""
+    import threadpoolctl
+
+    from descbench import cli
+
+    monkeypatch.setattr(threadpoolctl, "threadpool_limits", lambda n: None)  # BLAS limits would outlive the test
+    cv2.setNumThreads(7)
+    # the thread limits come first; the missing patch folder then stops the command with a clear error
+    assert cli.main(["patches", "describe", "--patch-dir", str(tmp_path / "none"), "--out", str(tmp_path / "o.parquet"),
+                     "--name", "x", "--spec", '{"family": "sift"}', "--threads", str(threads)]) == 1
+    assert cv2.getNumThreads() == threads and O.job_threads() == threads

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -183,6 +184,19 @@ def test_other_tools_results_files_and_csv_descriptors(run, tmp_path):
     assert hb.loc["sift_csv"].equals(hb.loc["sift"])
     assert hp.loc["sift_csv"].equals(hp.loc["sift"])
     write_config(work, SMALL)  # the module's other tests see the fixture's config
+
+
+def test_patch_describe_jobs_run_on_their_threads(tmp_path):
+    """A patch-describing job is given its threads (a learned family's params.threads, else 1) and
+    passes them to the command (OpenCV's, BLAS's and onnxruntime's pools follow --threads)."""
+    write_config(tmp_path, {**SMALL, "descriptors": ["sift", "hardnet"]},
+                 descriptors={"sift": {"family": "sift"},
+                              "hardnet": {"family": "hardnet", "params": {"weights": "random", "device": "cpu", "threads": 3}}})
+    out = snakemake(tmp_path, "-n", "-p", "--cores", "4", "patch_report")
+    describe = [line for line in out.splitlines() if " patches describe " in line]
+    assert describe and all(re.search(r"--name (sift|hardnet) .*--threads (\d+) ", line) for line in describe), describe
+    threads = {re.search(r"--name (\S+)", line).group(1): re.search(r"--threads (\d+) ", line).group(1) for line in describe}
+    assert threads == {"sift": "1", "hardnet": "3"}
 
 
 def test_learned_families_through_the_patch_benchmarks(tmp_path):

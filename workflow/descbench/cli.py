@@ -114,7 +114,7 @@ def limit_threads(n: int, cmd: str) -> None:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(n)
-    if cmd in ("keypoints", "descriptors", "demo-scene"):
+    if cmd in ("keypoints", "descriptors", "demo-scene", "patches"):  # patches: only `describe` takes --threads
         import cv2
 
         cv2.setNumThreads(n)
@@ -283,6 +283,7 @@ def main(argv: list[str] | None = None) -> int:
     q.add_argument("--centre-keypoint", default="hpatches_benchmark")
     q.add_argument("--csv-root", type=Path, default=None)
     q.add_argument("--binary-packed", action="store_true")
+    q.add_argument("--threads", type=int, default=1, help="the job's threads (OpenCV's and BLAS's pools, onnxruntime's)")
     q = steps.add_parser("tasks", help="the task files of every enabled patch benchmark")
     q.add_argument("--patch-root", type=Path, required=True)
     q.add_argument("--sequences", required=True, help="JSON list")

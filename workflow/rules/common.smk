@@ -414,6 +414,12 @@ def keypoint_env(wildcards):
     return LEARNED_ENV if needs_learned_extra(CFG["keypoint_sets"][wildcards.kpset].get("params", {})) else ENV
 
 
+def patch_threads(wildcards):
+    """A patch-describing job's threads: a learned descriptor's params.threads, else 1 (a CSV import included)."""
+    spec = CFG["descriptors"].get(wildcards.pdesc)
+    return job_resources(spec.get("params", {}))["threads"] if spec is not None else 1
+
+
 def patch_env(wildcards):
     """The conda env of a patch-describing job (a descriptor of the config, or a CSV import: the base env)."""
     spec = CFG["descriptors"].get(wildcards.pdesc)

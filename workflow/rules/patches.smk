@@ -71,7 +71,8 @@ if PATCHES_ON:
             str(RES / "logs" / "patches" / "descriptors" / "{pdesc}" / "{seq}.log"),
         benchmark:
             str(RES / "benchmarks" / "patches" / "descriptors" / "{pdesc}" / "{seq}.tsv")
-        threads: 1
+        # a learned family: its params.threads (torch's CPU threads; onnxruntime and OpenCV follow --threads)
+        threads: patch_threads
         resources:
             # descbench.jobresources.patch_job: one sequence's 16 strips of patches (a learned family: its batch)
             mem_mb=lambda wc, attempt: patch_job(wc)["mem_mb"] * attempt,
@@ -80,7 +81,7 @@ if PATCHES_ON:
             patch_env
         shell:
             "{params.descbench} patches describe --patch-dir {params.patch_dir} --out {output} --name {wildcards.pdesc} "
-            "{params.how} > {log} 2>&1"
+            "{params.how} --threads {threads} > {log} 2>&1"
 
     # The task files of every benchmark, once per dataset (they depend on the patch counts only,
     # and for hpatches-benchmark's retrieval on the ref patches' contrast).

@@ -18,7 +18,9 @@ wrappers/DNNPatchWrapper.cpp``), read from its source and re-implemented:
    keypoints (the workbench batches 512) to input ``input_name`` (null: the graph's first input),
    and output ``output_name`` (null: its first output) is read. Backend ``opencv``
    (``cv2.dnn.readNetFromONNX``, OpenCV's own backend on the CPU, as the wrapper) or
-   ``onnxruntime`` (CPU provider; optional, ``pip install onnxruntime``).
+   ``onnxruntime`` (CPU provider; optional, ``pip install onnxruntime``). Both run on the job's
+   threads (:func:`job_threads`): OpenCV's pool, and an onnxruntime session with that many
+   intra-op threads and one inter-op thread.
 3. **Rows**: an output ``[B, C]`` or ``[B, C, 1, 1]`` is used as is; ``[B, C, H, W]`` is averaged
    over H and W (each channel's float64 sum / (H W), then float32, as the wrapper); anything else
    (another rank, a first dimension other than B, C = 0), a NaN/inf value, or a C that differs
@@ -100,10 +102,31 @@ PARAMS_SCHEMA = {"onnx": object_fragment(
 # ----------------------------------------------------------------------------- the network
 
 
+def job_threads() -> int:
+    """The job's thread count: OpenCV's (``cv2.getNumThreads``), which a job's ``--threads`` sets
+    (``descbench.cli.limit_threads``) and the opencv backend's dnn runs on, so the onnxruntime
+    backend follows the same count. At least 1 (``setNumThreads(0)`` means no pool)."""
+    import cv2
+
+    return max(1, cv2.getNumThreads())
+
+
+def session_options(ort, threads: int):
+    """onnxruntime ``SessionOptions`` with ``threads`` intra-op threads and one inter-op thread.
+    Without them onnxruntime starts one thread per physical core and pins them itself, whatever
+    the job's threads and CPU affinity; the graph runs sequentially (its default mode), so a second
+    (inter-op) pool would only idle."""
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads = int(threads)
+    opts.inter_op_num_threads = 1
+    return opts
+
+
 class OnnxNet:
     """A loaded ONNX model: ``run(x)`` maps a float32 blob ``[B, 1, n, n]`` to the raw output."""
 
-    def __init__(self, path: Path, backend: str, input_name: str | None, output_name: str | None, key: str):
+    def __init__(self, path: Path, backend: str, input_name: str | None, output_name: str | None, key: str,
+                 threads: int):
         self.path = path
         self.backend = backend
         self.input_name = input_name
@@ -125,7 +148,8 @@ class OnnxNet:
         else:
             ort = require_onnxruntime(key.removesuffix(".model") + ".backend")
             try:
-                self.net = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+                self.net = ort.InferenceSession(str(path), sess_options=session_options(ort, threads),
+                                                providers=["CPUExecutionProvider"])
             except Exception as exc:  # onnxruntime raises its own exception types, not importable by name
                 raise ConfigError(f"{key}: onnxruntime cannot load the ONNX model {path}: {_first_line(exc)}") from exc
             self.input_name = input_name or self.net.get_inputs()[0].name
@@ -161,21 +185,24 @@ def require_onnxruntime(key: str):
     return onnxruntime
 
 
+# ``threads`` is part of the key: a session keeps the thread count it was created with.
 @functools.lru_cache(maxsize=4)
-def _cached_net(path: str, stamp: tuple[int, int], backend: str, input_name, output_name, key: str) -> OnnxNet:
-    return OnnxNet(Path(path), backend, input_name, output_name, key)
+def _cached_net(path: str, stamp: tuple[int, int], backend: str, input_name, output_name, key: str,
+                threads: int) -> OnnxNet:
+    return OnnxNet(Path(path), backend, input_name, output_name, key, threads)
 
 
 def load_net(params: dict, key: str) -> OnnxNet:
-    """The network of ``params`` (cached per process by path, file size and mtime); ConfigError
-    naming ``key`` (the ``model`` key) when the file is missing or does not load."""
+    """The network of ``params`` on :func:`job_threads` threads (cached per process by path, file
+    size, mtime and threads); ConfigError naming ``key`` (the ``model`` key) when the file is
+    missing or does not load."""
     path = Path(params["model"])
     if not path.is_file():
         raise ConfigError(f"{key}: ONNX model file {path} does not exist (resolved: {path.resolve()}); give the path to "
                           "an exported .onnx file (descbench never substitutes another network)")
     st = path.stat()
     return _cached_net(str(path.resolve()), (st.st_size, st.st_mtime_ns), params["backend"], params["input_name"],
-                       params["output_name"], key)
+                       params["output_name"], key, job_threads())
 
 
 # ----------------------------------------------------------------------------- rows
@@ -337,13 +364,14 @@ def onnx_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
 
 
 def onnx_runtime_provenance(params: dict) -> dict:
-    """The model file's sha256, the backend and its version, the batch size."""
+    """The model file's sha256, the backend and its version, the batch size, and ``num_threads``
+    (:func:`job_threads`, what either backend runs on; the key the torch families record theirs under)."""
     import cv2
 
     from descbench.fileops import file_sha256
 
     out = {"model_sha256": file_sha256(Path(params["model"])), "backend": params["backend"], "batch_size": params["batch_size"],
-           "opencv": cv2.__version__}
+           "opencv": cv2.__version__, "num_threads": job_threads()}
     if params["backend"] == "onnxruntime":
         out["onnxruntime"] = require_onnxruntime("params.backend").__version__
     return out
