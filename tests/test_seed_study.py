@@ -4,6 +4,7 @@ study config (config/*.yaml) writes into a results folder of its own."""
 from __future__ import annotations
 
 import shutil
+import sqlite3
 import subprocess
 import sys
 from pathlib import Path
@@ -38,6 +39,14 @@ def test_seed_study_runs_with_one_command(tmp_path):
     assert set(zip(table.descriptor, table.keypoint_set)) == EXPECTED  # config.yaml's sets/descriptors not merged in
     for col in ("true_map_micro", "viewpoint_map", "illumination_map", "workbench_verification_map"):
         assert table[col].between(0, 1).all(), col
+    # results.sqlite: the workbench-named columns hold the workbench's numbers under its convention,
+    # descbench's own are *_descbench (descbench.report.database.DW_BOJANIC)
+    with sqlite3.connect(tmp_path / "results" / "seed_study" / "results.sqlite") as con:
+        db = pd.read_sql("SELECT * FROM results", con)
+    for dw, wb in (("keypoint_verification_ap", "workbench_verification_map"), ("keypoint_retrieval_ap", "workbench_retrieval_map"),
+                   ("retrieval_viewpoint_ap", "workbench_retrieval_viewpoint_map")):
+        assert db[dw].tolist() == db[wb].tolist() == table[wb].tolist(), dw
+    assert db.keypoint_verification_ap_descbench.tolist() == table.keypoint_verification_ap.tolist()
     stats = pd.read_csv(report / "keypoint_stats.csv").set_index("keypoint_set")
     assert list(stats.index) == ["sift_all", "sift_scale", "surf_all", "sift_surf_intersection", "surf_sift_intersection"]
     # the two sides of the intersection are row-aligned: same counts per image
