@@ -137,16 +137,28 @@ def _demo_workdir(tmp_path: Path, scenes=("i_rocket", "v_coins")) -> Path:
     return work
 
 
+def _venv_on_this_environment(venv: Path) -> Path:
+    """A new venv (its python returned) that also sees the site-packages of the Python running
+    the tests, so that nothing is downloaded: the dependencies, pip and setuptools come from there.
+    Not `--system-site-packages`: from a venv that would give the base interpreter's packages, not
+    the venv's (the tests may run in a venv, as README's commands allow)."""
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True, timeout=120)
+    vpy = venv / "bin" / "python"
+    purelib = subprocess.run([str(vpy), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                             capture_output=True, text=True, check=True).stdout.strip()
+    # a .pth line starting with `import` is run at start-up: addsitedir also reads those folders' .pth files
+    (Path(purelib) / "_tests_outer_environment.pth").write_text(
+        "import site; " + "; ".join(f"site.addsitedir({d!r})" for d in site.getsitepackages()) + "\n")
+    return vpy
+
+
 @pytest.mark.e2e
 def test_a_venv_snakemake_runs_the_demo_without_activating_the_venv(tmp_path):
     """`python -m venv`, `pip install -e .` into it, then `<venv>/bin/python -m snakemake --cores 2`
     (what `venv/bin/snakemake` runs) with a PATH whose `python` cannot run descbench: every job
     uses the venv's interpreter and the demo (2 scenes) finishes."""
     venv = tmp_path / "venv"
-    # --system-site-packages and --no-build-isolation: nothing is downloaded (the dependencies
-    # and setuptools come from the Python that runs the tests)
-    subprocess.run([sys.executable, "-m", "venv", "--system-site-packages", "--without-pip", str(venv)], check=True, timeout=120)
-    vpy = venv / "bin" / "python"
+    vpy = _venv_on_this_environment(venv)
     res = subprocess.run([str(vpy), "-m", "pip", "install", "--no-deps", "--no-build-isolation", "--no-index", "-q", "-e", str(ROOT)],
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stdout + res.stderr
