@@ -306,6 +306,24 @@ def test_score_job_by_hand(tmp_path):
     assert jr.score_job(alld, "sift", "sift", scenes[:1])["runtime"] == 12  # (3 + 111.5 + 223.0) * 2 = 675 s
 
 
+def test_dsp_width_is_the_bases_times_the_scales_when_concatenated(tmp_path):
+    """A dsp row is the base's width, len(scales) times that with aggregation concatenate (the
+    validated config: default scales filled); the score job scales with it."""
+    dsp = lambda base, **kw: {"family": "dsp", "params": {"base": base, **kw}}  # noqa: E731
+    cfg = config(descriptors={"sift": {"family": "sift"}, "avg": dsp({"family": "sift"}),
+                              "max": dsp({"family": "sift"}, aggregation="max", scales=[1, 2, 3, 4]),
+                              "cat": dsp({"family": "sift"}, aggregation="concatenate", scales=[1, 2, 3, 4]),
+                              "cat3": dsp({"family": "rgbsift"}, aggregation="concatenate"),
+                              "catsurf": dsp({"family": "surf"}, aggregation="concatenate", scales=[1, 2])})
+    widths = {d: jr.descriptor_width(cfg, d) for d in cfg["descriptors"]}
+    assert widths == {"sift": 128, "avg": 128, "max": 128, "cat": 512, "cat3": 3 * 384, "catsurf": 2 * 64}
+    scenes = [header_scene(tmp_path, "s0", 2000, 1500)]
+    # 4 x sift's time and keypoint memory (test_score_job_by_hand: 111.50 s, 45 * 27.264 MB per 128 columns):
+    # (250 + 128 + 4 * 1226.88) * 1.25 = 6606.9 -> 6700 MB; (3 + 4 * 111.50) * 2 = 898 s -> 15 min
+    assert jr.score_job(cfg, "sift", "cat", scenes) == {"mem_mb": 6700, "runtime": 15}
+    assert jr.score_job(cfg, "sift", "max", scenes) == jr.score_job(cfg, "sift", "sift", scenes)
+
+
 def test_patch_job_by_hand():
     cfg = config(descriptors={"sift": {"family": "sift"}})
     # generated, max_patches 500: 16 x 500 = 8000 patches: 200 + 8000 * 10 kB = 280 MB -> 500 floor

@@ -3,8 +3,9 @@
 References are written here without the module under test: the base rows come from python-family
 callables whose rows are known functions of the keypoint (size, octave field, position, image),
 and the expected pooled rows from a plain numpy loop over the scales with the workbench's formula
-(``DomainSizePooling.cpp``): weighted mean of the per-scale rows (normalised / rooted before),
-then rooted / normalised after.
+(``DomainSizePooling.cpp``): weighted mean (or element-wise max / min, or the blocks side by side:
+``aggregateDescriptors``) of the per-scale rows (normalised / rooted before), then rooted /
+normalised after.
 """
 
 from __future__ import annotations
@@ -141,6 +142,27 @@ def reference(rows_at, scales, weights, before="none", after="l2", root="none"):
     return norm_rows(pooled, after)
 
 
+def reference_unweighted(rows_at, scales, aggregation, before="none", after="l2", root="none"):
+    """max / min / concatenate as a plain loop (``aggregateDescriptors``): every scale unweighted;
+    element by element the largest / smallest value, or the scales' blocks side by side in the
+    listed order; then rooted / normalised after over the whole row."""
+    blocks = []
+    for a in scales:
+        d = norm_rows(rows_at(a).astype(np.float64), before)
+        blocks.append(signed_root(d) if root == "before" else d)
+    if aggregation == "concatenate":
+        pooled = np.hstack(blocks)
+    else:
+        pick = max if aggregation == "max" else min
+        pooled = blocks[0].copy()
+        for d in blocks[1:]:
+            for i, j in np.ndindex(*d.shape):
+                pooled[i, j] = pick(pooled[i, j], d[i, j])
+    if root == "after":
+        pooled = signed_root(pooled)
+    return norm_rows(pooled, after)
+
+
 def size_rows_at(kps):
     return lambda a: size_rows(None, kps_of(kps.x, kps.y, (kps.size.astype(np.float32) * np.float32(a)).astype(np.float32)))
 
@@ -170,6 +192,69 @@ def test_pooled_rows_equal_the_plain_loop(small_image, weighting, before, after,
     np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
 
 
+@pytest.mark.parametrize("weighting", sorted(WEIGHTINGS))
+def test_the_default_aggregation_is_the_weighted_mean_bit_for_bit(small_image, weighting):
+    """No aggregation key = aggregation average = the weighted mean of the plain loop, to the bit
+    (float64 sums in scale order, one division by the weight sum), with the module's own weights
+    (pinned by hand below); the rows of configs written before aggregation existed."""
+    extra, _ = WEIGHTINGS[weighting]
+    for before in ("none", "l1", "l2"):
+        for after in ("none", "l1", "l2"):
+            for root in ("none", "before", "after"):
+                params = {"base": py("size_rows"), "scales": SCALES, **extra, "normalise_before": before,
+                          "normalise_after": after, "rootsift": root}
+                weights = P.scale_weights(check_descriptor_params("dsp", params, "p"))
+                want = reference(size_rows_at(HAND_KPS), SCALES, weights, before, after, root).astype(np.float32)
+                got = dsp(params, small_image, HAND_KPS)
+                assert np.array_equal(got, want), (before, after, root)
+                assert np.array_equal(dsp({**params, "aggregation": "average"}, small_image, HAND_KPS), got)
+
+
+@pytest.mark.parametrize("root", ["none", "before", "after"])
+@pytest.mark.parametrize("after", ["none", "l1", "l2"])
+@pytest.mark.parametrize("before", ["none", "l1", "l2"])
+@pytest.mark.parametrize("aggregation", ["max", "min", "concatenate"])
+def test_unweighted_aggregations_equal_the_plain_loop(small_image, aggregation, before, after, root):
+    got = dsp({"base": py("size_rows"), "scales": SCALES, "aggregation": aggregation, "normalise_before": before,
+               "normalise_after": after, "rootsift": root}, small_image, HAND_KPS)
+    want = reference_unweighted(size_rows_at(HAND_KPS), SCALES, aggregation, before, after, root)
+    assert got.dtype == np.float32 and got.shape == (3, 4 * len(SCALES) if aggregation == "concatenate" else 4)
+    np.testing.assert_allclose(got, want, rtol=2e-6, atol=1e-7)
+    if (before, after, root) == ("none", "none", "none"):  # no arithmetic: the base's values themselves
+        assert np.array_equal(got, want.astype(np.float32))
+
+
+def test_max_min_concatenate_by_hand(small_image):
+    """One keypoint of size 2 at scales listed [2, 0.5, 1]: size_rows (s, -1, s^2, 3/s) at sizes 4,
+    1, 2 are (4, -1, 16, 0.75), (1, -1, 1, 3), (2, -1, 4, 1.5)."""
+    kps = kps_of([20.0], [20.0], [2.0])
+    run = lambda agg, **kw: dsp({"base": py("size_rows"), "scales": [2.0, 0.5, 1.0], "aggregation": agg,  # noqa: E731
+                                 "normalise_after": "none", **kw}, small_image, kps)
+    np.testing.assert_array_equal(run("max"), [[4.0, -1.0, 16.0, 3.0]])
+    np.testing.assert_array_equal(run("min"), [[1.0, -1.0, 1.0, 0.75]])
+    # concatenate: block j is scale scales[j], in the order listed (not sorted)
+    blocks = [[4.0, -1.0, 16.0, 0.75], [1.0, -1.0, 1.0, 3.0], [2.0, -1.0, 4.0, 1.5]]
+    np.testing.assert_array_equal(run("concatenate"), [sum(blocks, [])])
+    # normalise_after: the whole concatenated row (L2 norm sqrt(308.8125)), not each block
+    np.testing.assert_allclose(run("concatenate", normalise_after="l2"), [np.array(sum(blocks, [])) / math.sqrt(308.8125)],
+                               rtol=1e-6)
+    # unit blocks before, unit row after: each block has L2 norm 1/sqrt(3)
+    unit = run("concatenate", normalise_before="l2", normalise_after="l2").reshape(3, 4)
+    np.testing.assert_allclose(np.linalg.norm(unit, axis=1), [3 ** -0.5] * 3, rtol=1e-6)
+    # rootsift after: L1 over the whole row (21.75 + 6 + 8.5 = 36.25), then the signed root of each entry
+    rooted = run("concatenate", rootsift="after")[0]
+    np.testing.assert_allclose(rooted, np.sign(sum(blocks, [])) * np.sqrt(np.abs(sum(blocks, [])) / 36.25), rtol=1e-6)
+    # max after normalise_before l1 (row L1 norms 21.75, 6, 8.5): each column from another scale
+    np.testing.assert_allclose(run("max", normalise_before="l1"),
+                               [[2 / 8.5, -1 / 21.75, 16 / 21.75, 3 / 6]], rtol=1e-6)
+
+
+def test_concatenate_needs_one_width_at_every_scale(small_image):
+    """The workbench's hconcat would join rows of different widths; here the width is len(scales) x D."""
+    with pytest.raises(DataError, match=r"dsp scale 4\.0 \(base family 'python'.*4 columns, but 3 at scale 1\.0"):
+        dsp({"base": py("wider_when_large"), "scales": [1.0, 4.0], "aggregation": "concatenate"}, small_image, HAND_KPS)
+
+
 def test_weights_are_the_workbench_formulas_by_hand():
     """Numbers worked by hand: gaussian exp(-ln(a)^2 / (2 sigma^2)), triangular max(0, 1 - |ln a| / sigma)."""
     p = lambda **kw: {"scales": [0.5, 1.0, 2.0], "weighting": "uniform", "weight_sigma": 0.15, "weights": None, **kw}  # noqa: E731
@@ -184,6 +269,7 @@ def test_defaults_are_the_workbench_defaults():
     d = fragment_defaults(P.PARAMS_SCHEMA["dsp"])
     assert d["scales"] == [1.0, 1.5, 2.0] and d["weighting"] == "uniform" and d["weight_sigma"] == 0.15
     assert (d["normalise_before"], d["normalise_after"], d["rootsift"]) == ("none", "l2", "none")
+    assert d["aggregation"] == "average"
 
 
 def test_a_zero_weight_scale_is_not_computed(small_image):
@@ -196,7 +282,7 @@ def test_a_zero_weight_scale_is_not_computed(small_image):
 
 def test_one_scale_of_one_is_the_base_exactly(pristine, small_image):
     """scales [1], uniform, no normalisation: the base family's rows bit for bit (sift on a SIFT set,
-    whose own octave field is kept at a = 1; the python family)."""
+    whose own octave field is kept at a = 1; the python family), with every aggregation."""
     img = pristine / "1.ppm"
     kps = detect("sift", read_image(img), SIFT_SET["params"])
     kps = kps.take(np.arange(0, len(kps), 9))
@@ -204,7 +290,8 @@ def test_one_scale_of_one_is_the_base_exactly(pristine, small_image):
     for base in ({"family": "sift"}, {"family": "sift", "params": {"convention": "workbench"}}, py("size_rows")):
         want = compute_descriptors(base["family"], check_descriptor_params(base["family"], base.get("params"), "b"), img, kps,
                                    SIFT_SET, "b")
-        assert np.array_equal(dsp({"base": base, **one}, img, kps, SIFT_SET), want), base
+        for agg in P.AGGREGATIONS:
+            assert np.array_equal(dsp({"base": base, **one, "aggregation": agg}, img, kps, SIFT_SET), want), (base, agg)
 
 
 # ----------------------------------------------------------------------------- the octave field
@@ -300,6 +387,15 @@ def test_a_degenerate_scaled_size_names_the_scale(small_image):
     ({"base": {"family": "sift"}, "normalise_after": "max"}, r"normalise_after: 'max' is not one of"),
     ({"base": {"family": "sift"}, "colour": True}, r"colour applies to image: workbench_pyramid only"),
     ({"base": {"family": "sift"}, "image": "workbench_pyramid", "scales": [1, 16]}, r"scales: \[16\] lie beyond"),
+    ({"base": {"family": "sift"}, "aggregation": "max", "weights": [1, 2, 3]},
+     r"descriptors\.d\.params\.weights: aggregation 'max' does not weight the scales \(the workbench ignores scale weights "
+     r"unless it averages, and takes every scale\); remove weights, or use aggregation: average"),
+    ({"base": {"family": "sift"}, "aggregation": "min", "weights": [0, 0, 0]}, r"params\.weights: aggregation 'min' does not"),
+    ({"base": {"family": "sift"}, "aggregation": "concatenate", "weighting": "gaussian"},
+     r"params\.weighting: aggregation 'concatenate' does not weight the scales .*remove weighting"),
+    ({"base": {"family": "sift"}, "aggregation": "weighted_avg"},
+     r"aggregation: 'weighted_avg' is not one of 'average', 'max', 'min', 'concatenate'"),
+    ({"base": {"family": "sift"}, "aggregation": "concat"}, r"aggregation: 'concat' is not one of"),
 ])
 def test_bad_dsp_config_names_the_key(params, message):
     with pytest.raises(ConfigError, match=message):
@@ -391,6 +487,9 @@ def patches() -> np.ndarray:
     {"base": py("size_rows"), "weighting": "gaussian", "normalise_before": "l1"},
     {"base": {"family": "sift"}, "image": "workbench_pyramid", "scales": [0.85, 1.0, 2.0]},
     {"base": {"family": "surf"}, "scales": [1.0, 1.4]},
+    {"base": {"family": "sift"}, "aggregation": "concatenate", "rootsift": "after", "scales": [1.0, 1.5]},
+    {"base": {"family": "surf"}, "aggregation": "max", "normalise_before": "l2", "image": "workbench_pyramid",
+     "scales": [1.0, 2.0]},
 ])
 @pytest.mark.parametrize("sift_octave", ["size", "zero"])
 def test_patch_rows_equal_dsp_on_each_patch_as_an_image(patches, params, sift_octave):

@@ -476,6 +476,15 @@ def keypoint_job(cfg: dict, kpset: str, scene_dirs: list[Path]) -> dict:
     return _resources(*_batch(model, scenes))
 
 
+def _dsp_scale_count(params: dict) -> int:
+    """How many scales a dsp descriptor describes each keypoint at (left out: the schema's default)."""
+    if params.get("scales"):
+        return len(params["scales"])
+    from descbench.descriptors.pooling import PARAMS_SCHEMA  # the one place the default is declared
+
+    return len(PARAMS_SCHEMA["dsp"]["properties"]["scales"]["default"])
+
+
 def _leaves(spec: dict) -> list[tuple[str, float, float, float]]:
     """The families a descriptor job runs, as (model kind, time factor per keypoint, time factor
     per pixel, extra MB): a stack runs its parts one after the other, a pooled (dsp) family its
@@ -485,7 +494,7 @@ def _leaves(spec: dict) -> list[tuple[str, float, float, float]]:
     if family == "stack":
         return [leaf for part in params.get("parts") or [{"family": "sift"}] for leaf in _leaves(part)] or _leaves({"family": "sift"})
     if family == "dsp":
-        n = len(params.get("scales") or [1.0, 1.5, 2.0])
+        n = _dsp_scale_count(params)
         return [(kind, kf * n, pf * n, extra) for kind, kf, pf, extra in _leaves(params.get("base") or {"family": "sift"})]
     if family in LEARNED_FAMILIES:
         return [("learned", LEARNED_FAMILIES[family], 1.0, float(params.get("batch_mem_mb") or 0))]
@@ -532,8 +541,9 @@ def _width_of(spec: dict) -> int:
         return 384
     if family == "surf":
         return 128 if params.get("extended") else 64
-    if family == "dsp":
-        return _width_of(params.get("base") or {"family": "sift"})
+    if family == "dsp":  # aggregation concatenate: one base row per scale side by side
+        base = _width_of(params.get("base") or {"family": "sift"})
+        return base * _dsp_scale_count(params) if params.get("aggregation") == "concatenate" else base
     if family == "stack":
         return sum(_width_of(p) for p in params.get("parts") or []) or 128
     return 128

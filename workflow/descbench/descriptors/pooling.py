@@ -5,11 +5,13 @@ and ``pooling_utils.hpp``, options parsed in ``src/core/config/YAMLConfigLoader.
 ``src/include/thesis_project/types.hpp`` ``DescriptorParams``; described in
 ``docs/pooling_semantics.md``): a keypoint of size ``s`` is described by the ``base`` family at the
 sizes ``a s`` for every ``a`` in ``scales`` (position, angle and every other field kept) and the
-rows are averaged. With filled params, for each keypoint (row operations in float64, float32 out):
+rows are combined. With filled params, for each keypoint (row operations in float64, float32 out):
 
     w_a      = weight of scale a (below); scales with w_a = 0 are not computed (they add nothing)
     d_a      = root_before(norm_before(base rows at the keypoints of size a s))
-    pooled   = sum_a w_a d_a / sum_a w_a
+    pooled   = sum_a w_a d_a / sum_a w_a          (aggregation: average, the default)
+             | max_a d_a  /  min_a d_a            (max / min: element-wise over the scales)
+             | [d_a1, d_a2, ...]                  (concatenate: in the order of scales)
     row      = norm_after(root_after(pooled))
 
 ``normalise_before`` / ``normalise_after`` (``none`` | ``l1`` | ``l2``: each row divided by its L1
@@ -27,7 +29,25 @@ workbench's ``float`` scales): ``weighting: uniform`` ``w = 1``; ``gaussian``
 ``weights``, one number >= 0 per scale (its ``scale_weights``). Weights need not sum to 1: the
 pooled row is divided by their sum. The workbench applies weights only with
 ``pooling_aggregation: weighted_avg`` (its default ``average`` ignores them: ``w = 1``); here
-giving weights is that choice. Its other aggregations (max, min, concatenate) are not offered.
+giving weights is that choice (``aggregation: average`` with ``weights`` or a procedural
+``weighting`` is its ``weighted_avg``; there is no separate ``weighted_avg`` value).
+
+``aggregation`` (the workbench's ``pooling_aggregation``, ``PoolingAggregation`` in ``types.hpp``,
+applied by ``DomainSizePooling::aggregateDescriptors``): ``average`` (default, above), ``max`` /
+``min`` (``cv::max`` / ``cv::min`` of the scales' rows, element by element: each column the
+largest / smallest ``d_a`` value; rounding to float32 keeps the order, so the result differs from
+the workbench's float32 one only by the rounding of the normalisations) and ``concatenate``
+(``cv::hconcat``: the scales' ``d_a`` side by side in the order ``scales`` lists them, columns
+``j D .. (j + 1) D - 1`` scale ``scales[j]``, so a row has ``len(scales) x D`` columns for a base
+of ``D``). ``normalise_before`` and ``rootsift: before`` apply to each ``d_a`` as for an average;
+``rootsift: after`` and ``normalise_after`` to the aggregated row (for ``concatenate`` the whole
+concatenated row: its L1 / L2 norm over all blocks, as the workbench's ``normalizeRows`` of the
+``hconcat`` result). The workbench computes the weights with every aggregation but uses them only
+in ``weighted_avg``: with ``max``, ``min`` or ``concatenate`` it takes every scale unweighted (a
+weight of 0 does not drop the scale either). Here ``weights`` or a ``weighting`` other than
+``uniform`` with those aggregations is a ConfigError naming the key. Its other spellings
+(``avg``, ``concat``, ``weighted``) and any unknown value, which its
+``YAMLConfigLoader::stringToPoolingAggregation`` reads as ``average``, are ConfigErrors here.
 
 Scaled keypoints (:func:`scaled_keypoints`): ``size' = float32(size) * float32(a)`` in float32
 (C++ ``kp.size * alpha``). The ``octave`` field is kept, except on a keypoint set whose field is
@@ -63,8 +83,11 @@ Differences from the workbench, each a config or data error here where the workb
 silently: a scale <= 0 (it skips the scale), a scale listed twice (it counts it twice), a weight
 list of the wrong length (it falls back to the procedural weights), an all-zero weight sum (it
 returns the first scale's rows), a base that changes the row count or gives NaN at some scale (it
-returns no descriptors for the image). Sums are float64 (it accumulates float32), and a row is
-divided by any positive norm (``cv::normalize`` zeroes rows of norm <= DBL_EPSILON).
+returns no descriptors for the image), weights with ``max``, ``min`` or ``concatenate`` (it ignores
+them), a base whose width changes with the size under ``concatenate`` (its ``hconcat`` joins rows of
+any widths; here every scale gives ``D`` columns, so the width is ``len(scales) x D``). Sums are
+float64 (it accumulates float32), and a row is divided by any positive norm (``cv::normalize``
+zeroes rows of norm <= DBL_EPSILON).
 
 DSPSIFT's exact kernels (:mod:`descbench.descriptors.dspsift`) stay as they are; ``dsp`` is the
 generic path for families that have none. ``dsp`` over ``sift`` with ``convention: workbench`` is
@@ -95,6 +118,8 @@ NORMS = ("none", "l1", "l2")
 WEIGHTINGS = ("uniform", "gaussian", "triangular")
 ROOT_STAGES = ("none", "before", "after")
 IMAGES = ("original", "workbench_pyramid")
+# the workbench's pooling_aggregation values; average with weights is its weighted_avg
+AGGREGATIONS = ("average", "max", "min", "concatenate")
 # families that cannot be the base, and why
 REFUSED_BASES = {
     "dsp": "pooling a pooled descriptor pools over the products of the two scale lists; list all the scales (and "
@@ -124,6 +149,8 @@ PARAMS_SCHEMA = {"dsp": object_fragment(
     normalise_before={"enum": list(NORMS), "default": "none"},
     normalise_after={"enum": list(NORMS), "default": "l2"},
     rootsift={"enum": list(ROOT_STAGES), "default": "none"},
+    # how the scales' rows are combined (max, min, concatenate: unweighted)
+    aggregation={"enum": list(AGGREGATIONS), "default": "average"},
     image={"enum": list(IMAGES), "default": "original"},
     # workbench_pyramid only: the pyramid of the BGR image instead of the grey one
     colour={"type": "boolean", "default": False},
@@ -154,8 +181,9 @@ def scale_weights(params: dict) -> list[float]:
 def check_dsp(params: dict, where: str) -> dict:
     """Rules the schema cannot state: the base is a registered float family (its params checked
     and filled), not one of :data:`REFUSED_BASES`; scales distinct; explicit weights one per scale
-    and not with a procedural ``weighting``; a positive weight sum; ``colour`` and the pyramid's
-    scale range with ``image: workbench_pyramid`` only."""
+    and not with a procedural ``weighting``; no weights of either kind with an unweighted
+    ``aggregation``; a positive weight sum; ``colour`` and the pyramid's scale range with
+    ``image: workbench_pyramid`` only."""
     fam = params["base"]["family"]
     if fam in REFUSED_BASES:
         raise ConfigError(f"{where}.base.family: '{fam}' cannot be pooled by dsp: {REFUSED_BASES[fam]}")
@@ -167,6 +195,13 @@ def check_dsp(params: dict, where: str) -> dict:
     if len(set(map(float, scales))) != len(scales):
         raise ConfigError(f"{where}.scales: {scales} lists a scale twice; give each scale once (weight a scale with "
                           "weights)")
+    agg = params["aggregation"]
+    if agg != "average":
+        given = "weights" if params["weights"] is not None else "weighting" if params["weighting"] != "uniform" else None
+        if given:
+            raise ConfigError(f"{where}.{given}: aggregation '{agg}' does not weight the scales (the workbench ignores "
+                              f"scale weights unless it averages, and takes every scale); remove {given}, or use "
+                              "aggregation: average for a weighted average")
     if params["weights"] is not None:
         if len(params["weights"]) != len(scales):
             raise ConfigError(f"{where}.weights: {len(params['weights'])} weights for {len(scales)} scales {scales}; "
@@ -259,15 +294,25 @@ def signed_root(d: np.ndarray) -> np.ndarray:
 
 def pool_rows(rows: list[np.ndarray], weights: list[float], params: dict) -> np.ndarray:
     """The pooled float32 rows of the per-scale base rows ``rows`` with ``weights`` (module
-    docstring formula; rows and weights of zero-weight scales may be left out)."""
-    root = params["rootsift"]
+    docstring formula; rows and weights of zero-weight scales may be left out; ``max``, ``min``
+    and ``concatenate`` ignore ``weights``, which check_dsp keeps at 1)."""
+    root, agg = params["rootsift"], params["aggregation"]
     acc = None
+    per_scale = []
     for d, w in zip(rows, weights):
         d = normalise_rows(d, params["normalise_before"])
         if root == "before":
             d = signed_root(d)
-        acc = w * d if acc is None else acc + w * d
-    pooled = acc / sum(weights)
+        if agg == "average":
+            acc = w * d if acc is None else acc + w * d
+        else:
+            per_scale.append(d)
+    if agg == "average":
+        pooled = acc / sum(weights)
+    elif agg == "concatenate":
+        pooled = np.concatenate(per_scale, axis=1)
+    else:
+        pooled = (np.maximum if agg == "max" else np.minimum).reduce(per_scale)
     if root == "after":
         pooled = signed_root(pooled)
     return normalise_rows(pooled, params["normalise_after"]).astype(np.float32)
