@@ -396,34 +396,47 @@ def keypoint_model_files(wildcards):
     return model_files(spec.get("params", {})) if "detector" in spec else []
 
 
+def _descriptor_params(wildcards):
+    return CFG["descriptors"][wildcards.descriptor].get("params", {})
+
+
+def _keypoint_params(wildcards):
+    return CFG["keypoint_sets"][wildcards.kpset].get("params", {})
+
+
+def _patch_params(wildcards):
+    """A patch-describing job's descriptor params ({} for an hpatches-benchmark CSV import)."""
+    return (CFG["descriptors"].get(wildcards.pdesc) or {}).get("params", {})
+
+
+def _env(params):
+    """envs/learned.yaml for a job that imports the learned extra (descbench.config.needs_learned_extra), else envs/descbench.yaml."""
+    return LEARNED_ENV if needs_learned_extra(params) else ENV
+
+
 def descriptor_resources(wildcards):
-    return job_resources(CFG["descriptors"][wildcards.descriptor].get("params", {}))
+    return job_resources(_descriptor_params(wildcards))
 
 
 def keypoint_resources(wildcards):
-    return job_resources(CFG["keypoint_sets"][wildcards.kpset].get("params", {}))
+    return job_resources(_keypoint_params(wildcards))
 
 
 def descriptor_env(wildcards):
-    """The conda env of a descriptor job: envs/learned.yaml for a learned family (descbench.config.needs_learned_extra)."""
-    return LEARNED_ENV if needs_learned_extra(CFG["descriptors"][wildcards.descriptor].get("params", {})) else ENV
+    return _env(_descriptor_params(wildcards))
 
 
 def keypoint_env(wildcards):
-    """The conda env of a keypoint job: envs/learned.yaml for a learned detector (keynet)."""
-    return LEARNED_ENV if needs_learned_extra(CFG["keypoint_sets"][wildcards.kpset].get("params", {})) else ENV
+    return _env(_keypoint_params(wildcards))
 
 
 def patch_threads(wildcards):
-    """A patch-describing job's threads: a learned descriptor's params.threads, else 1 (a CSV import included)."""
-    spec = CFG["descriptors"].get(wildcards.pdesc)
-    return job_resources(spec.get("params", {}))["threads"] if spec is not None else 1
+    """A patch-describing job's threads: a learned descriptor's params.threads, else 1."""
+    return job_resources(_patch_params(wildcards))["threads"]
 
 
 def patch_env(wildcards):
-    """The conda env of a patch-describing job (a descriptor of the config, or a CSV import: the base env)."""
-    spec = CFG["descriptors"].get(wildcards.pdesc)
-    return LEARNED_ENV if spec is not None and needs_learned_extra(spec.get("params", {})) else ENV
+    return _env(_patch_params(wildcards))
 
 
 # Cluster resources of the heavy jobs (descbench.jobresources: mem_mb and runtime in minutes from the
