@@ -48,6 +48,7 @@ import pandas as pd
 
 from descbench.errors import DataError
 from descbench.fileops import atomic_path
+from descbench.report.experiments import DW_POOLED
 
 SEED_COLUMNS = ["true_map_micro", "true_map_macro", "viewpoint_map", "illumination_map", "keypoint_verification_ap",
                 "keypoint_retrieval_ap", "precision_at_1", "precision_at_5", "mean_average_precision",
@@ -71,14 +72,7 @@ DW_ALIASES = {
 # neighbour candidates, per-query retrieval AP; descbench.metrics.aggregate.verification_summary)
 # keep their comparison.csv name with the suffix _descbench here (their intervals too), so no
 # column of this table holds a workbench name with another meaning.
-DW_BOJANIC = {
-    "keypoint_verification_ap": "workbench_verification_map",
-    "verification_viewpoint_ap": "workbench_verification_viewpoint_map",
-    "verification_illumination_ap": "workbench_verification_illumination_map",
-    "keypoint_retrieval_ap": "workbench_retrieval_map",
-    "retrieval_viewpoint_ap": "workbench_retrieval_viewpoint_map",
-    "retrieval_illumination_ap": "workbench_retrieval_illumination_map",
-}
+DW_BOJANIC = {dw: ours for dw, (ours, _) in DW_POOLED.items()}  # the one map: descbench.report.experiments
 DESCBENCH_SUFFIX = "_descbench"
 
 # With verification.convention: workbench, right after the identification: the workbench's own

@@ -67,6 +67,9 @@ def _pooled(kind: str, what: str) -> dict[str, tuple[str, str]]:
 
 _DW_VERIFICATION = _pooled("verification", "keypoint verification: mean over scenes of the AP of the scene's pooled list")
 _DW_RETRIEVAL = _pooled("retrieval", "keypoint retrieval: mean over scenes of the pooled AP (labels 0 and -1 not relevant)")
+# its pooled-list columns -> (descbench's workbench_* column, quantity); also what results.sqlite's
+# columns of those names hold (descbench.report.database.DW_BOJANIC)
+DW_POOLED = {**_DW_VERIFICATION, **_DW_RETRIEVAL}
 
 # The workbench's results columns (its DatabaseManager ``results`` table and ExperimentMetrics,
 # commit b834e17) -> descbench's column of the same quantity, and that quantity, in its order.
@@ -79,8 +82,7 @@ DW_COLUMNS = {
     "precision_at_5": ("precision_at_5", "fraction of R >= 1 queries whose relevant keypoint ranks within 5"),
     "recall_at_1": ("recall_at_1", "recall within rank 1 (= precision_at_1: one relevant keypoint per query)"),
     "recall_at_5": ("recall_at_5", "recall within rank 5 (= precision_at_5: one relevant keypoint per query)"),
-    **_DW_VERIFICATION,
-    **_DW_RETRIEVAL,
+    **DW_POOLED,
     "retrieval_num_true_positives": ("retrieval_num_true_positives", "+1 labels of its keypoint retrieval lists"),
     "retrieval_num_hard_negatives": ("retrieval_num_hard_negatives", "0 labels (other keypoints of images 2..6)"),
     "retrieval_num_distractors": ("retrieval_num_distractors", "-1 labels (distractor keypoints)"),
@@ -88,7 +90,7 @@ DW_COLUMNS = {
 DW_IDENTITY = {"experiment_name": "experiment", "dataset_name": "dataset", "descriptor_type": "descriptor"}
 # its columns where -1 means "not computed" (its defaults: the pooled lists when verification or
 # retrieval is off, image retrieval), and the counts it leaves 0 then
-DW_NOT_COMPUTED = (*_DW_VERIFICATION, *_DW_RETRIEVAL, "image_retrieval_map")
+DW_NOT_COMPUTED = (*DW_POOLED, "image_retrieval_map")
 DW_RETRIEVAL_COUNTS = ("retrieval_num_true_positives", "retrieval_num_hard_negatives", "retrieval_num_distractors")
 # what its unmapped columns hold, for the notes (the others: see its DatabaseManager.cpp)
 DW_UNMAPPED_NOTES = {
