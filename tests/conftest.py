@@ -26,3 +26,21 @@ def scene(pristine: Path, tmp_path: Path) -> Path:
     dst = tmp_path / "data" / DEMO_SCENE
     shutil.copytree(pristine, dst)
     return dst
+
+
+def job_settings(printed: str, option: str, workdir: Path, line_has: str = "") -> list:
+    """The JSON that each job printed by ``snakemake -p`` reads for ``option`` (``--sections``,
+    ``--provenance``, ...): the workflow passes settings as spec files, ``--option @<file>``,
+    relative to the working directory ``workdir``. Only lines containing ``line_has``."""
+    import re
+    import shlex
+
+    from descbench.specfiles import read_spec
+
+    out = []
+    for line in printed.splitlines():
+        if line_has not in line:
+            continue
+        for m in re.finditer(rf"{re.escape(option)} @(\S+)", line):
+            out.append(read_spec(Path(workdir) / shlex.split(m.group(1))[0]))
+    return out

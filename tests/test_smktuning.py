@@ -1,4 +1,4 @@
-"""descbench.smktuning: Snakemake's re-evaluation timers are coalesced, nothing else changes."""
+"""descbench.smktuning: nothing of Snakemake is patched by default; the opt-in coalesces its re-evaluation timers."""
 
 import threading
 import time
@@ -45,17 +45,16 @@ def test_timer_is_a_daemon_so_exit_does_not_wait_for_it():
         t.cancel()
 
 
-def test_apply_patches_the_installed_snakemake():
+def test_the_opt_in_finds_what_it_replaces_in_the_installed_snakemake(monkeypatch):
     pytest.importorskip("snakemake")
-    import snakemake.benchmark as smk_benchmark
     from snakemake.scheduling.job_scheduler import JobScheduler
 
-    applied = smktuning.apply()
-    # The Snakemake this project pins has both attributes; if a new version renames them, this
-    # test says so instead of the optimisation silently disappearing.
-    assert applied == {"benchmark_interval": True, "single_reevaluation_timer": True}
+    # restored after the test: the test process's Snakemake stays as installed
+    monkeypatch.setattr(JobScheduler, "_schedule_reevalutation", JobScheduler._schedule_reevalutation)
+    # The Snakemake this project pins has the method; if a new version renames it, this test says
+    # so instead of the opt-in silently doing nothing.
+    assert smktuning.single_reevaluation_timer() is True
     assert JobScheduler._schedule_reevalutation is smktuning._coalesced_reevaluation
-    assert smk_benchmark.BENCHMARK_INTERVAL_SHORT >= smktuning.BENCHMARK_INTERVAL_S
 
 
 def test_scoring_jobs_import_numba_without_scipy_linalg_and_scipy_still_works():
@@ -88,11 +87,10 @@ def test_scoring_jobs_import_numba_without_scipy_linalg_and_scipy_still_works():
 
 
 def _no_patching(monkeypatch):
-    """configure() must not touch the test process's Snakemake: record what it would apply."""
+    """configure() must not touch the test process's Snakemake or signals: record what it would apply."""
     calls = []
-    monkeypatch.setattr(smktuning, "apply", lambda: calls.append("apply") or {"benchmark_interval": True,
-                                                                              "single_reevaluation_timer": True})
-    monkeypatch.setattr(smktuning, "stop_jobs_on_interrupt", lambda: calls.append("interrupt") or True)
+    monkeypatch.setattr(smktuning, "stop_jobs_on_sigint", lambda: calls.append("sigint") or True)
+    monkeypatch.setattr(smktuning, "single_reevaluation_timer", lambda: calls.append("timer") or True)
     return calls
 
 
@@ -105,48 +103,52 @@ def test_tested_versions_are_a_half_open_range(version, tested):
 
 def test_the_installed_snakemake_is_a_tested_one():
     """A new Snakemake in the environment: rerun this file, the e2e and SLURM tests on it, then move
-    TESTED_SNAKEMAKE (until then the adjustments are off there and the run says so)."""
+    TESTED_SNAKEMAKE (until then the opt-in adjustments are refused there and the run says so)."""
     import snakemake
 
     assert smktuning.is_tested(snakemake.__version__), snakemake.__version__
 
 
-def test_a_tested_version_gets_all_three_and_no_note(monkeypatch):
+@pytest.mark.parametrize("environ", [{}, {"DESCBENCH_SMK_TUNING": "0"}, {"DESCBENCH_SMK_TUNING": " OFF "}])
+def test_by_default_no_snakemake_internal_is_patched(monkeypatch, environ):
+    """Only the SIGINT handler (the signal module); Snakemake's methods stay its own, no note."""
+    from snakemake.scheduling.job_scheduler import JobScheduler
+
+    before = JobScheduler._schedule_reevalutation
     calls = _no_patching(monkeypatch)
-    rec = smktuning.configure("9.27.1", environ={})
-    assert calls == ["apply", "interrupt"]
-    assert rec == {"version": "9.27.1", "tested": ">=9.27.1,<9.28", "mode": "on", "note": None,
-                   "applied": {"benchmark_interval": True, "single_reevaluation_timer": True, "stop_jobs_on_interrupt": True}}
+    rec = smktuning.configure("9.27.1", environ=environ)
+    assert calls == ["sigint"] and JobScheduler._schedule_reevalutation is before
+    assert rec == {"version": "9.27.1", "tested": ">=9.27.1,<9.28", "mode": "off", "note": None,
+                   "applied": {"stop_jobs_on_interrupt": True, "single_reevaluation_timer": False}}
 
 
-def test_an_untested_version_gets_none_and_one_warning_line(monkeypatch):
-    calls = _no_patching(monkeypatch)
-    rec = smktuning.configure("9.28.0", environ={})
-    assert calls == []
-    assert not any(rec["applied"].values()) and rec["mode"] == "on"
-    note = rec["note"]
-    assert "\n" not in note and "9.28.0" in note and ">=9.27.1,<9.28" in note and "DESCBENCH_SMK_TUNING=force" in note
-
-
-@pytest.mark.parametrize("value", ["0", "off", " OFF "])
-def test_the_opt_out_applies_nothing(monkeypatch, value):
+@pytest.mark.parametrize("value", ["1", "on", " ON "])
+def test_the_opt_in_applies_on_a_tested_version(monkeypatch, value):
     calls = _no_patching(monkeypatch)
     rec = smktuning.configure("9.27.1", environ={"DESCBENCH_SMK_TUNING": value})
-    assert calls == [] and rec["mode"] == "off" and not any(rec["applied"].values())
-    assert "DESCBENCH_SMK_TUNING=0" in rec["note"]
+    assert calls == ["sigint", "timer"] and rec["mode"] == "on" and rec["note"] is None
+    assert rec["applied"] == {"stop_jobs_on_interrupt": True, "single_reevaluation_timer": True}
+
+
+def test_the_opt_in_on_an_untested_version_applies_nothing_and_says_so_in_one_line(monkeypatch):
+    calls = _no_patching(monkeypatch)
+    rec = smktuning.configure("9.28.0", environ={"DESCBENCH_SMK_TUNING": "1"})
+    assert calls == ["sigint"] and not rec["applied"]["single_reevaluation_timer"]
+    note = rec["note"]
+    assert "\n" not in note and "9.28.0" in note and ">=9.27.1,<9.28" in note and "DESCBENCH_SMK_TUNING=force" in note
 
 
 def test_force_applies_on_an_untested_version(monkeypatch):
     calls = _no_patching(monkeypatch)
     rec = smktuning.configure("9.30.2", environ={"DESCBENCH_SMK_TUNING": "force"})
-    assert calls == ["apply", "interrupt"] and rec["mode"] == "force" and all(rec["applied"].values())
+    assert calls == ["sigint", "timer"] and rec["mode"] == "force" and all(rec["applied"].values())
 
 
 def test_a_missing_attribute_is_said(monkeypatch):
-    monkeypatch.setattr(smktuning, "apply", lambda: {"benchmark_interval": True, "single_reevaluation_timer": False})
-    monkeypatch.setattr(smktuning, "stop_jobs_on_interrupt", lambda: True)
-    rec = smktuning.configure("9.27.1", environ={})
-    assert "single_reevaluation_timer" in rec["note"] and "benchmark_interval" not in rec["note"]
+    _no_patching(monkeypatch)
+    monkeypatch.setattr(smktuning, "single_reevaluation_timer", lambda: False)
+    rec = smktuning.configure("9.27.1", environ={"DESCBENCH_SMK_TUNING": "1"})
+    assert "_schedule_reevalutation" in rec["note"] and not rec["applied"]["single_reevaluation_timer"]
 
 
 def test_a_bad_switch_value_names_the_variable():

@@ -27,6 +27,7 @@ from descbench import cli, io, smktuning
 from descbench.config import check_folders, check_yaml_file, type_command_line_values, validate_config
 from descbench.errors import ConfigError, DataError
 from descbench.report.summary import run_stopped_hint
+from conftest import job_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -127,7 +128,7 @@ def test_nested_config_on_the_command_line_reaches_the_jobs(tmp_path: Path):
     header = (ROOT / "config.yaml").read_text().split("\n\n")[0]
     assert "--config 'scoring={tau_px: 5}'" in header
     out = snakemake(tmp_path, "-n", "-p", "--config", "scoring={tau_px: 5}", "matching={mma_thresholds: [1, 3]}")
-    sections = [json.loads(s) for s in re.findall(r"--sections '(\{.*?\})'", out)]
+    sections = job_settings(out, "--sections", tmp_path)
     assert sections and all(s["scoring"]["tau_px"] == 5 and s["scoring"]["gt"] == "closest_oriented" for s in sections), sections
     assert all(s["matching"]["mma_thresholds"] == [1, 3] for s in sections)
 
@@ -328,36 +329,40 @@ def test_run_stopped_hint_tells_interrupt_from_failure():
     assert "interrupted (SIGTERM)" in stopped and "failing job" not in stopped and "Rerun the same command" in stopped
 
 
-def test_this_snakemake_lets_interrupts_stop_the_jobs():
-    """If a Snakemake release renames what stop_jobs_on_interrupt adjusts, this says so."""
+def test_ctrl_c_handler_is_installed_with_the_signal_module_alone():
+    """The SIGINT handler is the workflow's own (no Snakemake attribute is replaced for it)."""
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         pytest.skip("signal handlers can only be installed from the main thread")
-    before = signal.getsignal(signal.SIGINT)
+    before, before_term = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
     from snakemake.scheduling.job_scheduler import JobScheduler
 
     original = JobScheduler.exit_gracefully
     try:
-        assert smktuning.stop_jobs_on_interrupt() is True
-        assert JobScheduler.exit_gracefully is smktuning._exit_stopping_jobs
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        assert smktuning.stop_jobs_on_sigint() is True
+        assert signal.getsignal(signal.SIGINT) is smktuning._on_interrupt
+        assert JobScheduler.exit_gracefully is original
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # a background job's ignored SIGINT stays ignored
+        assert smktuning.stop_jobs_on_sigint() is False
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN
+        assert smktuning.stop_jobs_on_sigterm() is True
+        assert signal.getsignal(signal.SIGTERM) is smktuning._on_interrupt
     finally:
         signal.signal(signal.SIGINT, before)
-        JobScheduler.exit_gracefully = original
+        signal.signal(signal.SIGTERM, before_term)
 
 
-def test_stop_local_jobs_signals_what_runs_under_each_job_shell(monkeypatch):
-    """The job's shell itself is not signalled (a SIGTERM would end it before descbench has
-    cleaned up); its children are, and the shell then exits with their status."""
-    from snakemake.shell import shell
-
+def test_stop_local_jobs_signals_what_runs_under_each_job_shell():
+    """The job's shell (a child of this process) is not signalled (a SIGTERM would end it before
+    descbench has cleaned up); its children are, and the shell then exits with their status."""
     job = subprocess.Popen(["bash", "-c", "sleep 30; exit 7"])
-    monkeypatch.setattr(shell, "_processes", {1: job})
     deadline = time.time() + 10
     while not psutil.Process(job.pid).children() and time.time() < deadline:
         time.sleep(0.05)
     t0 = time.time()
-    assert smktuning.stop_local_jobs(signal.SIGTERM) == 1
+    assert smktuning.stop_local_jobs(signal.SIGTERM) >= 1
     assert job.wait(timeout=10) == 7 and time.time() - t0 < 5  # sleep ended, bash ran on to `exit 7`
 
 
@@ -387,11 +392,14 @@ def test_a_job_interrupted_exits_with_one_line():
                                         "partial outputs removed")
 
 
-def _job_processes(marker: str) -> list[psutil.Process]:
+def _job_processes(workdir: Path, command: str = "") -> list[psutil.Process]:
+    """The jobs (their shells and descbench processes) of a run in ``workdir``, not Snakemake
+    itself; only those of the descbench ``command`` if given."""
     out = []
     for p in psutil.process_iter(["cmdline"]):
         try:
-            if any(marker in part for part in p.info["cmdline"] or []):
+            cmd = " ".join(p.info["cmdline"] or [])
+            if "descbench" in cmd and "snakemake" not in cmd and f" {command} " in f" {cmd} " and Path(p.cwd()) == workdir:
                 out.append(p)
         except psutil.Error:
             pass
@@ -419,7 +427,8 @@ def test_interrupting_a_local_run_stops_every_job(tmp_path: Path, how: str):
     try:
         logs = [tmp_path / f"results/demo/logs/descriptors/sift/slow/batch00{i}.log" for i in (0, 1)]
         deadline = time.time() + 300
-        while len([p for p in _job_processes(str(hold)) if p.name() != "bash"]) < 2 and time.time() < deadline:
+        while len([p for p in _job_processes(tmp_path, "descriptors")
+                   if p.name() != "bash"]) < 2 and time.time() < deadline:
             assert proc.poll() is None, terminal.read_text()[-3000:]
             time.sleep(0.2)
         assert all(log.exists() for log in logs), "the two descriptor jobs never started"
@@ -437,7 +446,7 @@ def test_interrupting_a_local_run_stops_every_job(tmp_path: Path, how: str):
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         time.sleep(0.5)
-        left = _job_processes(str(hold))
+        left = _job_processes(tmp_path)
         for p in left:
             p.kill()
     assert not left, f"jobs still running after the interrupt: {[p.pid for p in left]}"

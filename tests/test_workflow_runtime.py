@@ -20,6 +20,7 @@ import pytest
 import yaml
 
 from descbench import smktuning
+from conftest import job_settings
 
 ROOT = Path(__file__).resolve().parents[1]
 RULE_FILES = sorted((ROOT / "workflow" / "rules").glob("*.smk"))
@@ -93,26 +94,24 @@ def test_min_version_stops_an_older_snakemake(monkeypatch):
 
 
 @pytest.mark.e2e
-def test_the_report_records_what_smktuning_applied_and_the_opt_out_says_so(tmp_path):
+def test_the_report_records_what_smktuning_applied_and_the_opt_in_says_so(tmp_path):
     """The report job's --provenance (written to report/provenance.json params.snakemake) holds
-    the Snakemake version, the tested range, the mode and each adjustment; DESCBENCH_SMK_TUNING=0
-    applies none and says so in one line."""
+    the Snakemake version, the tested range, the mode and each adjustment: by default only the
+    SIGINT handler; DESCBENCH_SMK_TUNING=1 applies the opt-in adjustments too."""
     from snakemake import __version__ as installed
 
     write_config(tmp_path)
 
     def record(out: str) -> dict:
-        line = next(l for l in out.splitlines() if " -m descbench report " in l)
-        prov = re.search(r"--provenance '(\{.*?\})' --out-dir", line).group(1)
-        return json.loads(prov)["snakemake"]
+        return job_settings(out, "--provenance", tmp_path, " -m descbench")[0]["snakemake"]
 
-    on = record(snakemake(tmp_path, "-n", "-p"))
-    assert on == {"version": installed, "tested": ">=9.27.1,<9.28", "mode": "on",
-                  "applied": {"benchmark_interval": True, "single_reevaluation_timer": True, "stop_jobs_on_interrupt": True}}
-    out = snakemake(tmp_path, "-n", "-p", env={"DESCBENCH_SMK_TUNING": "0"})
-    off = record(out)
-    assert off["mode"] == "off" and not any(off["applied"].values())
-    assert sum(l.startswith("descbench: DESCBENCH_SMK_TUNING=0") for l in out.splitlines()) == 1
+    default = record(snakemake(tmp_path, "-n", "-p"))
+    assert default == {"version": installed, "tested": ">=9.27.1,<9.28", "mode": "off",
+                       "applied": {"stop_jobs_on_interrupt": True, "single_reevaluation_timer": False}}
+    out = snakemake(tmp_path, "-n", "-p", env={"DESCBENCH_SMK_TUNING": "1"})
+    on = record(out)
+    assert on["mode"] == "on" and all(on["applied"].values())
+    assert not any(l.startswith("descbench: DESCBENCH_SMK_TUNING") for l in out.splitlines())
     bad = snakemake(tmp_path, "-n", env={"DESCBENCH_SMK_TUNING": "maybe"}, ok=False)
     assert "DESCBENCH_SMK_TUNING='maybe'" in bad
 

@@ -20,9 +20,12 @@ signal.signal(signal.SIGTERM, signal.SIG_IGN)
 # sample the process tree and miss the end of a job's CPU time); not after an interrupt, whose
 # one line is the log's last.
 _ru = resource.getrusage(resource.RUSAGE_SELF)
+_args = sys.argv[1:]
+if _args[:1] == ["--error-fd"]:
+    _args = _args[2:]
 if code not in (128 + signal.SIGINT, 128 + signal.SIGTERM):
     print(
-        f"descbench: {sys.argv[1] if len(sys.argv) > 1 else ''} {'done' if code == 0 else f'failed (exit {code})'} "
+        f"descbench: {_args[0] if _args else ''} {'done' if code == 0 else f'failed (exit {code})'} "
         f"in {time.perf_counter() - _T0:.2f} s wall, "
         f"{_ru.ru_utime + _ru.ru_stime:.2f} s CPU, max RSS {_ru.ru_maxrss / 1024:.0f} MiB",
         file=sys.stderr,

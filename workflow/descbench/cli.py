@@ -18,6 +18,7 @@ import signal
 import sys
 from pathlib import Path
 
+from descbench import jobrecord
 from descbench.errors import DescbenchError
 
 
@@ -161,6 +162,9 @@ def warmup(out: Path) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="descbench")
+    ap.add_argument("--error-fd", type=int, default=None,
+                    help="also write a failure's one-line message to this file descriptor (the workflow's jobs: "
+                         "the terminal, while their output goes to the job's log)")
     sub = ap.add_subparsers(dest="cmd", required=True)
 
     p = sub.add_parser("demo-scene", help="generate one scene of the offline demo dataset")
@@ -315,25 +319,41 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("files", type=Path, nargs="+", help="config.yaml, then each --configfile, in Snakemake's order")
 
     a = None
+    record = None
     handlers = _install_interrupt_handlers()
     try:
         a = ap.parse_args(argv)
+        record = jobrecord.register_job()  # a job of a workflow run: a later run can stop it if this run is killed
         run(a)
     except Interrupted as exc:
         print(f"descbench: interrupted ({exc}) while running {_job_name(argv, a)}; partial outputs removed", file=sys.stderr)
         return 128 + exc.signum
     except DescbenchError as exc:
-        print(f"descbench: error: {exc}", file=sys.stderr)
+        _report_error(f"descbench: error: {exc}", a)
         return 1
     except OSError as exc:
         if exc.errno not in WRITE_ERRORS:
             raise
-        print(write_error_message(exc, _job_name(argv, a)), file=sys.stderr)
+        _report_error(write_error_message(exc, _job_name(argv, a)), a)
         return 1
     finally:
         for signum, handler in handlers.items():
             signal.signal(signum, handler)
+        if record is not None:
+            record.unlink(missing_ok=True)
     return 0
+
+
+def _report_error(message: str, a: argparse.Namespace | None) -> None:
+    """The one-line error: into the job's log (stderr) and, with ``--error-fd``, on the terminal,
+    where it then stands right above Snakemake's error block for the job."""
+    print(message, file=sys.stderr)
+    fd = getattr(a, "error_fd", None)
+    if fd is not None:
+        try:
+            os.write(fd, (message + "\n").encode("utf-8", "replace"))
+        except OSError:
+            pass  # not open (run by hand): the log has the message
 
 
 def _install_interrupt_handlers() -> dict:
@@ -348,10 +368,29 @@ def _install_interrupt_handlers() -> dict:
     return previous
 
 
+def json_arg(text: str):
+    """A JSON argument: the JSON itself, or ``@file``, a spec file holding it (the workflow's
+    jobs get their settings as files: descbench.specfiles). A missing or malformed file is an
+    error naming it."""
+    if not text.startswith("@"):
+        return json.loads(text)
+    from descbench.specfiles import read_spec
+
+    path = Path(text[1:])
+    try:
+        return read_spec(path)
+    except OSError as exc:
+        raise DescbenchError(f"cannot read the settings file {path} ({exc.strerror}); rerun the same snakemake command, "
+                             "which writes it again") from None
+    except ValueError as exc:
+        raise DescbenchError(f"the settings file {path} is not valid JSON ({exc}); delete it and rerun the same "
+                             "snakemake command, which writes it again") from None
+
+
 def _paths(a: argparse.Namespace):
     from descbench.paths import ResultPaths
 
-    batches = json.loads(a.batches)
+    batches = json_arg(a.batches)
     if getattr(a, "batch", None) is not None and a.batch not in batches:
         raise DescbenchError(f"--batch {a.batch!r} is not among --batches ({', '.join(batches)})")
     return ResultPaths(a.results_root, batches)
@@ -371,41 +410,41 @@ def run(a: argparse.Namespace) -> None:
 
         obtain(a.urls, a.sha256, a.data_dir, a.flag)
     elif a.cmd == "keypoints":
-        stages.detect_batch(_paths(a), a.scene_root, a.batch, a.name, json.loads(a.spec), a.cutoff)
+        stages.detect_batch(_paths(a), a.scene_root, a.batch, a.name, json_arg(a.spec), a.cutoff)
     elif a.cmd == "keypoint-cutoff":
-        stages.keypoint_cutoff(_paths(a), a.name, json.loads(a.spec), a.out)
+        stages.keypoint_cutoff(_paths(a), a.name, json_arg(a.spec), a.out)
     elif a.cmd == "keypoint-stats":
-        stages.keypoint_statistics(_paths(a), a.scene_root, dict(json.loads(a.keypoint_sets)), a.repeatability_px, a.out_dir)
+        stages.keypoint_statistics(_paths(a), a.scene_root, dict(json_arg(a.keypoint_sets)), a.repeatability_px, a.out_dir)
     elif a.cmd == "export-keypoints":
         stages.export_keypoints(_paths(a), a.name, a.out)
     elif a.cmd == "descriptors":
-        stages.describe_batch(_paths(a), a.scene_root, a.batch, a.keypoint_set, a.name, json.loads(a.spec),
-                              json.loads(a.keypoint_set_spec))
+        stages.describe_batch(_paths(a), a.scene_root, a.batch, a.keypoint_set, a.name, json_arg(a.spec),
+                              json_arg(a.keypoint_set_spec))
     elif a.cmd == "score":
-        stages.score_batch(_paths(a), a.scene_root, a.batch, a.keypoint_set, a.descriptor, json.loads(a.sections), a.features_of)
+        stages.score_batch(_paths(a), a.scene_root, a.batch, a.keypoint_set, a.descriptor, json_arg(a.sections), a.features_of)
     elif a.cmd == "distractors":
-        stages.build_distractor_bank(_paths(a), a.keypoint_set, a.descriptor, json.loads(a.verification), a.out, a.features_of)
+        stages.build_distractor_bank(_paths(a), a.keypoint_set, a.descriptor, json_arg(a.verification), a.out, a.features_of)
     elif a.cmd == "report":
         from descbench.paths import ResultPaths, scene_batches
         from descbench.report.table import entry_files, write
 
-        cfg, scenes = json.loads(a.config), json.loads(a.scenes)
+        cfg, scenes = json_arg(a.config), json_arg(a.scenes)
         paths = ResultPaths(a.results_root, scene_batches(scenes, cfg["execution"]["scenes_per_job"]))
-        entries = [entry_files(paths, ks, d, scenes, cfg) for ks, d in json.loads(a.combos)]
-        table = write(entries, cfg, a.out_dir, json.loads(a.provenance))
+        entries = [entry_files(paths, ks, d, scenes, cfg) for ks, d in json_arg(a.combos)]
+        table = write(entries, cfg, a.out_dir, json_arg(a.provenance))
         print(table.drop(columns=["metadata"]).to_string(index=False))
     elif a.cmd == "plots":
         from descbench.paths import ResultPaths, scene_batches
         from descbench.report.plots import make_figures
 
-        cfg, scenes = json.loads(a.config), json.loads(a.scenes)
+        cfg, scenes = json_arg(a.config), json_arg(a.scenes)
         paths = ResultPaths(a.results_root, scene_batches(scenes, cfg["execution"]["scenes_per_job"]))
-        make_figures(paths, [tuple(c) for c in json.loads(a.combos)], cfg, a.report_dir, a.out_dir)
+        make_figures(paths, [tuple(c) for c in json_arg(a.combos)], cfg, a.report_dir, a.out_dir)
     elif a.cmd == "database":
         from descbench import io
         from descbench.report.database import build_database, git_commit
 
-        cfg = json.loads(a.config)
+        cfg = json_arg(a.config)
         build_database(a.out, a.report_dir, {"name": a.name, "dataset": cfg["dataset"], "config": cfg, "versions": io.versions(),
                                               "git_commit": git_commit(a.workflow_dir), "n_scenes": a.n_scenes})
     elif a.cmd == "compare":
@@ -448,7 +487,7 @@ def run_patches(a: argparse.Namespace) -> None:
     from descbench.patches import stages as ps
 
     if a.step == "generate":
-        n = ps.generate(a.scene_dir, a.out_dir, json.loads(a.params))
+        n = ps.generate(a.scene_dir, a.out_dir, json_arg(a.params))
         print(f"{a.scene_dir.name}: {n} patches per strip -> {a.out_dir}")
     elif a.step == "download":
         from descbench.patches.download import obtain_patches
@@ -458,11 +497,11 @@ def run_patches(a: argparse.Namespace) -> None:
         if a.csv_root is not None:
             ps.import_csv(a.csv_root, a.patch_dir, a.out, a.name, a.binary_packed)
         else:
-            ps.describe(a.patch_dir, a.out, a.name, json.loads(a.spec), a.centre_keypoint)
+            ps.describe(a.patch_dir, a.out, a.name, json_arg(a.spec), a.centre_keypoint)
     elif a.step == "tasks":
-        ps.build_tasks(a.patch_root, json.loads(a.sequences), json.loads(a.config), a.out_dir)
+        ps.build_tasks(a.patch_root, json_arg(a.sequences), json_arg(a.config), a.out_dir)
     elif a.step == "evaluate":
-        ps.evaluate(a.tasks, a.files, a.name, json.loads(a.config), a.out_dir)
+        ps.evaluate(a.tasks, a.files, a.name, json_arg(a.config), a.out_dir)
     elif a.step == "hbench-eval":
         counts = json.loads(a.counts.read_text()) if a.counts else None
         table = ps.evaluate_hbench_files(a.tasks, a.results, counts)
@@ -473,7 +512,7 @@ def run_patches(a: argparse.Namespace) -> None:
     elif a.step == "report":
         from descbench.report.patches import write
 
-        hb, hp = write(a.eval_dirs, json.loads(a.names), a.out_dir, json.loads(a.weights) if a.weights else None)
+        hb, hp = write(a.eval_dirs, json_arg(a.names), a.out_dir, json_arg(a.weights) if a.weights else None)
         print(hb.to_string(index=False))
         print(hp.to_string(index=False))
 

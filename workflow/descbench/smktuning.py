@@ -1,51 +1,38 @@
-"""Adjustments of Snakemake's own behaviour, applied by ``workflow/rules/common.smk``.
+"""How the workflow meets Snakemake: interrupts, the jobs' interpreter, config merging, and one
+opt-in scheduler adjustment.
 
-The first two (:func:`apply`) change neither which jobs run, in which order they may run, nor any
-output; both only cut the CPU that Snakemake's main process spends on a run with many jobs
-(benchmarks/README.md, "Snakemake's own CPU", has the measurements). The third
-(:func:`stop_jobs_on_interrupt`) makes Ctrl-C and SIGTERM stop the run's jobs. Each is applied
-only if the Snakemake in use has exactly the attribute it adjusts; otherwise Snakemake's own
-behaviour is kept and the function says so in its return value.
+By default nothing of Snakemake is patched: a Snakemake upgrade is a version bump. What the
+workflow does on its own, with public interfaces only:
 
-1. ``benchmark:`` sampling every 5 s instead of 0.5 s (``snakemake.benchmark.BENCHMARK_INTERVAL_SHORT``).
-   Snakemake samples each job's process tree with psutil ``memory_full_info`` (it parses
-   ``/proc/<pid>/smaps_rollup``) in its own process: 45 % of its CPU on a 48-scene run, for jobs of
-   10-60 s. The wall time ``s`` of a benchmark file is exact either way; ``max_rss`` and
-   ``cpu_time`` are sampled values in any case.
+* **Ctrl-C and SIGTERM stop the run's jobs** (:func:`stop_jobs_on_sigint`, installed when
+  ``workflow/rules/common.smk`` is read, and :func:`stop_jobs_on_sigterm`, installed by the
+  workflow's ``onstart``, which Snakemake runs after its scheduler has set its own SIGTERM handler).
+  Snakemake 9's local executor, on SIGINT, stops scheduling and then waits for its running jobs,
+  which may take minutes, and on SIGTERM does the same on purpose. The workflow's handler (the
+  standard ``signal`` module) passes the signal on to the processes under each job's shell (the
+  children of this process, found with psutil): ``python -m descbench`` exits at once with one
+  line, removing its partial files, and the shell exits with its status. It then raises
+  ``KeyboardInterrupt``, exactly as Python's default handler does, so Snakemake ends the run as it
+  does on Ctrl-C (remote executors cancel their jobs then). A second signal kills the jobs (SIGKILL). :func:`interrupted` tells the
+  end-of-run message (``onerror``) that the run was interrupted, not failed. A SIGINT that the
+  shell ignores (a background ``&`` job) stays ignored.
 
-2. At most one pending re-evaluation timer (``JobScheduler._schedule_reevalutation``, sic).
-   Snakemake 9 starts a ``threading.Timer`` of ``--max-jobs-per-timespan``'s timespan (1 s) after
-   every scheduling round while jobs are ready, and every timer that fires runs another round,
-   which starts another timer. Each finished job starts a round, so every finished job adds a
-   timer chain that lives as long as any job is ready: in a 20-descriptor sweep, hundreds of
-   threads, hundreds of rounds per second over hundreds of ready jobs. A re-evaluation only has
-   to happen *some time* within the timespan after it was asked for (it lets the job-rate limiter
-   release jobs; a finished job triggers its own round anyway), so one pending timer serves every
-   request made while it waits. The timer is a daemon thread, so Snakemake's exit no longer waits
-   for timers left over from the last rounds.
+Opt-in, ``DESCBENCH_SMK_TUNING=1`` (or ``force`` on an untested Snakemake), because it replaces a
+private method of Snakemake's (:func:`configure`, :data:`TESTED_SNAKEMAKE`):
 
-3. Interrupts stop the run's jobs (:func:`stop_local_jobs`). Snakemake 9's local executor, on
-   SIGINT, only stops scheduling and then waits for its running jobs to finish (a job may take
-   minutes), and on SIGTERM ("graceful") does the same on purpose. Here both signals are passed on
-   to every running local job (the processes under each job's shell: ``python -m descbench``
-   exits at once with one line, removing its partial files) and then end the run as Ctrl-C does
-   (SIGTERM included: remote executors cancel their jobs then). A second signal kills the jobs
-   (SIGKILL). :func:`interrupted` tells the end-of-run message (``onerror``) that the run was
-   interrupted, not failed. A SIGINT that the shell ignores (a background ``&`` job) stays ignored.
-   Unlike the two above, this changes what a signal does, never what a finished run computes.
+* **One pending re-evaluation timer** (``JobScheduler._schedule_reevalutation``, sic). Snakemake 9
+   starts a ``threading.Timer`` of ``--max-jobs-per-timespan``'s timespan (1 s) after every
+   scheduling round while jobs are ready, and every timer that fires runs another round, which
+   starts another timer. In a sweep with hundreds of ready jobs that is hundreds of threads and
+   rounds per second in Snakemake's own process. One pending timer serves every request made while
+   it waits. Changes neither which jobs run nor any output.
 
-All three reach into Snakemake's internals (a private method among them), so :func:`configure`,
-which the workflow calls, applies them only on the Snakemake versions they were tested on
-(:data:`TESTED_SNAKEMAKE`); on another version it applies none and says so in one warning line.
-``DESCBENCH_SMK_TUNING=0`` turns all three off (Snakemake's own behaviour), ``=force`` applies them
-on an untested version too (each still only where Snakemake has exactly the attribute it adjusts).
-What was applied goes into the report's provenance (``report/provenance.json``,
-``params.snakemake``).
+What was applied goes into the report's provenance (``report/provenance.json``, ``params.snakemake``).
 
-Two more things the workflow needs from Snakemake live here, both pure functions:
-:func:`job_command`, how every rule starts ``python -m descbench`` (the interpreter that runs
-Snakemake, or a conda env's ``python``), and :func:`merged_entries` / :func:`merge_message`, the
-start-of-run line about Snakemake merging ``config.yaml`` into a ``--configfile``.
+Also here, both pure functions: :func:`job_command`, how every rule starts ``python -m descbench``
+(the interpreter that runs Snakemake, or a conda env's ``python``), and :func:`merged_entries` /
+:func:`merge_message`, the start-of-run line about Snakemake merging ``config.yaml`` into a
+``--configfile``.
 """
 
 from __future__ import annotations
@@ -57,11 +44,9 @@ import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-BENCHMARK_INTERVAL_S = 5
-
-# The Snakemake versions the adjustments were tested on: [first, last) (tests/test_smktuning.py and
-# the end-to-end tests run on the installed 9.27.1). A new Snakemake gets Snakemake's own behaviour
-# until someone reruns those tests on it and moves the bound.
+# The Snakemake versions the opt-in adjustments were tested on: [first, last) (tests/test_smktuning.py
+# and the end-to-end tests run on the installed 9.27.1). Another version gets Snakemake's own
+# behaviour unless DESCBENCH_SMK_TUNING=force.
 TESTED_SNAKEMAKE = ("9.27.1", "9.28")
 TUNING_ENV = "DESCBENCH_SMK_TUNING"
 
@@ -100,19 +85,21 @@ def stop_local_jobs(signum: int) -> int:
     """Send ``signum`` to the processes of every job this Snakemake process runs locally; return
     how many jobs were signalled.
 
-    A job is ``bash -c '...; python -m descbench ...'`` (``snakemake.shell.shell._processes``):
-    its descendants get the signal, not the shell itself, which a SIGTERM would end at once (the
-    job would look finished to Snakemake while descbench is still removing its partial files);
-    the shell then exits with descbench's status. A shell without a child yet gets the signal.
+    A local job is a child of this process, ``bash -c '...; python -m descbench ...'``: its
+    descendants get the signal, not the shell itself, which a SIGTERM would end at once (the job
+    would look finished to Snakemake while descbench is still removing its partial files); the
+    shell then exits with descbench's status. A shell without a child yet gets the signal.
     """
     import psutil
-    from snakemake.shell import shell
 
     n = 0
-    for proc in list(dict(getattr(shell, "_processes", {})).values()):
+    try:
+        shells = psutil.Process(os.getpid()).children()
+    except psutil.Error:
+        return 0
+    for shell in shells:
         try:
-            root = psutil.Process(proc.pid)
-            targets = root.children(recursive=True) or [root]
+            targets = shell.children(recursive=True) or [shell]
         except psutil.Error:
             continue
         for p in targets:
@@ -125,7 +112,7 @@ def stop_local_jobs(signum: int) -> int:
 
 
 def _on_interrupt(signum, frame=None) -> None:
-    """SIGINT / SIGTERM in Snakemake's main process: stop the local jobs, end the run like Ctrl-C."""
+    """SIGINT (or, opt-in, SIGTERM) in Snakemake's main process: stop the local jobs, end the run like Ctrl-C."""
     if _INTERRUPT["signal"] is not None:  # a second signal: the jobs did not stop, kill them
         stop_local_jobs(signal.SIGKILL)
         return
@@ -134,49 +121,36 @@ def _on_interrupt(signum, frame=None) -> None:
     raise KeyboardInterrupt
 
 
-def _exit_stopping_jobs(scheduler, *args) -> None:
-    """Replacement of ``JobScheduler.exit_gracefully`` (Snakemake's SIGTERM handler)."""
-    _on_interrupt(signal.SIGTERM)
-
-
-def stop_jobs_on_interrupt() -> bool:
-    """Adjustment 3: SIGINT and SIGTERM stop the run's local jobs. Installs the SIGINT handler (in
-    the main thread, unless SIGINT is ignored or already handled by someone else) and replaces
-    Snakemake's SIGTERM handler; returns whether this Snakemake allowed it."""
-    try:
-        from snakemake.scheduling.job_scheduler import JobScheduler
-        from snakemake.shell import shell
-    except ImportError:  # pragma: no cover - another Snakemake layout: keep its behaviour
-        return False
-    if not hasattr(JobScheduler, "exit_gracefully") or not isinstance(getattr(shell, "_processes", None), dict):
-        return False
+def stop_jobs_on_sigint() -> bool:
+    """Install the SIGINT handler that stops the run's local jobs (main thread only, unless SIGINT
+    is ignored or already handled by someone else); returns whether it is installed."""
     if threading.current_thread() is not threading.main_thread():
         return False
-    JobScheduler.exit_gracefully = _exit_stopping_jobs  # the scheduler installs it as its SIGTERM handler
     if signal.getsignal(signal.SIGINT) in (signal.default_int_handler, _on_interrupt):
         signal.signal(signal.SIGINT, _on_interrupt)
+        return True
+    return False
+
+
+def stop_jobs_on_sigterm() -> bool:
+    """Install the same handler for SIGTERM (main thread only; call it once Snakemake's scheduler
+    has installed its own, from the workflow's ``onstart``); returns whether it is installed."""
+    if threading.current_thread() is not threading.main_thread():
+        return False
+    signal.signal(signal.SIGTERM, _on_interrupt)
     return True
 
 
-def apply() -> dict[str, bool]:
-    """Apply adjustments 1 and 2 to the imported Snakemake; return which ones were applied."""
-    applied = {"benchmark_interval": False, "single_reevaluation_timer": False}
-    try:
-        import snakemake.benchmark as smk_benchmark
-    except ImportError:  # pragma: no cover - Snakemake without this module: keep its default
-        smk_benchmark = None
-    if smk_benchmark is not None and hasattr(smk_benchmark, "BENCHMARK_INTERVAL_SHORT"):
-        if smk_benchmark.BENCHMARK_INTERVAL_SHORT < BENCHMARK_INTERVAL_S:
-            smk_benchmark.BENCHMARK_INTERVAL_SHORT = BENCHMARK_INTERVAL_S
-        applied["benchmark_interval"] = True
+def single_reevaluation_timer() -> bool:
+    """The opt-in adjustment; returns whether this Snakemake has the method it replaces."""
     try:
         from snakemake.scheduling.job_scheduler import JobScheduler
     except ImportError:  # pragma: no cover - another Snakemake layout: keep its scheduler as is
-        JobScheduler = None
-    if JobScheduler is not None and hasattr(JobScheduler, "_schedule_reevalutation"):
-        JobScheduler._schedule_reevalutation = _coalesced_reevaluation
-        applied["single_reevaluation_timer"] = True
-    return applied
+        return False
+    if not hasattr(JobScheduler, "_schedule_reevalutation"):
+        return False
+    JobScheduler._schedule_reevalutation = _coalesced_reevaluation
+    return True
 
 
 def tested_range() -> str:
@@ -196,41 +170,39 @@ def is_tested(version: str) -> bool:
 
 
 def tuning_mode(environ: Mapping[str, str] | None = None) -> str:
-    """``DESCBENCH_SMK_TUNING``: ``on`` (unset, ``1``, ``on``: the tested versions only), ``off``
-    (``0``, ``off``) or ``force`` (any version). Another value is an error naming the variable."""
+    """``DESCBENCH_SMK_TUNING``: ``off`` (unset, ``0``, ``off``: Snakemake's own methods), ``on``
+    (``1``, ``on``: the opt-in adjustment, on the tested versions only) or ``force`` (any
+    version). Another value is an error naming the variable."""
     raw = (os.environ if environ is None else environ).get(TUNING_ENV)
-    value = "on" if raw is None else raw.strip().lower()
-    modes = {"": "on", "1": "on", "on": "on", "0": "off", "off": "off", "force": "force"}
+    value = "off" if raw is None else raw.strip().lower()
+    modes = {"": "off", "1": "on", "on": "on", "0": "off", "off": "off", "force": "force"}
     if value not in modes:
-        raise ValueError(f"environment variable {TUNING_ENV}={raw!r}: expected 0 (Snakemake's own behaviour), "
-                         "1 (default: descbench's adjustments on the tested Snakemake versions) or force")
+        raise ValueError(f"environment variable {TUNING_ENV}={raw!r}: expected 0 (default: Snakemake's own scheduler "
+                         "re-evaluation timers), 1 (descbench's adjustment, on the tested Snakemake versions) or force")
     return modes[value]
 
 
 def configure(version: str | None = None, environ: Mapping[str, str] | None = None) -> dict:
-    """Apply adjustments 1-3 if this Snakemake ``version`` (default: the imported one) is a tested
-    one and ``DESCBENCH_SMK_TUNING`` allows it; return the record for the provenance:
-    ``{"version", "tested", "mode", "applied": {name: bool}, "note"}``, where ``note`` is the
-    one warning line to print (None when everything was applied as tested)."""
+    """Install the SIGINT handler; apply the opt-in adjustment if ``DESCBENCH_SMK_TUNING`` asks for
+    it and this Snakemake ``version`` (default: the imported one) is a tested one (or ``force``);
+    return the record for the provenance: ``{"version", "tested", "mode", "applied": {name:
+    bool}, "note"}``, where ``note`` is the one warning line to print (None when everything asked
+    for was applied). ``stop_jobs_on_interrupt`` is the SIGINT handler; the workflow's onstart
+    adds the SIGTERM one."""
     if version is None:
         from snakemake import __version__ as version
     mode = tuning_mode(environ)
-    applied = {"benchmark_interval": False, "single_reevaluation_timer": False, "stop_jobs_on_interrupt": False}
+    applied = {"stop_jobs_on_interrupt": stop_jobs_on_sigint(), "single_reevaluation_timer": False}
     note = None
-    if mode == "off":
-        note = (f"descbench: {TUNING_ENV}=0: Snakemake's own scheduler, benchmark sampling and interrupt "
-                "handling (descbench.smktuning not applied)")
-    elif mode == "on" and not is_tested(version):
-        note = (f"descbench: Snakemake {version} is not among the versions descbench.smktuning was tested on "
-                f"({tested_range()}): not applied (Snakemake's own behaviour: Snakemake's process may use more CPU, "
-                f"Ctrl-C waits for running jobs); {TUNING_ENV}=force applies it anyway")
-    else:
-        applied.update(apply())
-        applied["stop_jobs_on_interrupt"] = stop_jobs_on_interrupt()
-        if not all(applied.values()):
-            missing = ", ".join(k for k, v in applied.items() if not v)
-            note = (f"descbench: this Snakemake ({version}) lacks what descbench.smktuning adjusts for {missing}: "
-                    "Snakemake's own behaviour there (more CPU in Snakemake's process, or Ctrl-C waits for running jobs)")
+    if mode == "on" and not is_tested(version):
+        note = (f"descbench: {TUNING_ENV}=1, but Snakemake {version} is not among the versions descbench.smktuning was "
+                f"tested on ({tested_range()}): not applied (Snakemake's own re-evaluation timers); "
+                f"{TUNING_ENV}=force applies it anyway")
+    elif mode in ("on", "force"):
+        applied["single_reevaluation_timer"] = single_reevaluation_timer()
+        if not applied["single_reevaluation_timer"]:
+            note = (f"descbench: this Snakemake ({version}) lacks JobScheduler._schedule_reevalutation, which "
+                    f"{TUNING_ENV} adjusts: Snakemake's own re-evaluation timers")
     return {"version": version, "tested": tested_range(), "mode": mode, "applied": applied, "note": note}
 
 

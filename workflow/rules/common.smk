@@ -18,11 +18,11 @@ from descbench import smktuning
 from snakemake.logging import logger
 
 
-# Snakemake's own CPU on runs with many jobs (benchmark sampling every 5 s, one pending scheduler
-# re-evaluation timer) and Ctrl-C / SIGTERM stopping the running jobs (then the onerror message says
-# "interrupted"): descbench.smktuning, applied only on the Snakemake versions it was tested on
-# (otherwise one warning line), off with DESCBENCH_SMK_TUNING=0; what was applied goes into the
-# report's provenance (SMK_TUNING, rule report). None of it changes which jobs run or any output.
+# Ctrl-C (and, from onstart on, SIGTERM) stops the running jobs: handlers of the signal module,
+# no Snakemake attribute touched. The opt-in adjustment of Snakemake's scheduler
+# (DESCBENCH_SMK_TUNING=1, tested Snakemake versions only) is off by default. What was applied
+# goes into the report's provenance (SMK_TUNING, rule report). descbench.smktuning. None of it
+# changes which jobs run or any output.
 try:
     SMK_TUNING = smktuning.configure()
 except ValueError as _exc:
@@ -43,6 +43,9 @@ DESCBENCH = smktuning.job_command(
     Path(workflow.basedir) / "workflow",
     in_container=bool(getattr(getattr(workflow, "modifier", None), "global_container_img", None)),
 )
+# A failing job's one-line error also goes to the terminal (fd 3: Snakemake's stderr, while the
+# job's own output goes to its log), so that it stands right above Snakemake's error block.
+DESCBENCH = f"3>&2 {DESCBENCH} --error-fd 3"
 
 
 # Snakemake merges a --configfile into config.yaml key by key: config.yaml's keypoint sets,
@@ -129,118 +132,85 @@ SCORE_TASKS_ON = score_tasks_on(CFG)  # descbench.paths.SCORE_TASK_REGISTRY
 
 
 # ----------------------------------------------------------------------------- results integrity
-# (descbench.runguard) Snakemake reruns a job whose settings changed only from its records in
-# <workdir>/.snakemake; the results folder RES is not tied to one working directory. So:
-# (1) while Snakemake builds the DAG (the report rule's input function results_guard, when
-#     --forcerun, -n and Snakemake's records are known): if the folder's last report (or the last
-#     run that wrote to it) used other settings and this working directory's Snakemake has no
-#     record of the affected outputs' current versions, stop and name the --forcerun that works;
-# (2) a run that starts jobs takes RES/descbench.lock (onstart; released by onsuccess/onerror):
-#     a second run on the same folder stops and names the first.
+# What reruns is decided by Snakemake's own job graph, by content (descbench.specfiles): every
+# job reads its settings from spec files and every user-supplied file (weights, models, a folder
+# dataset's images, precomputed features, patch CSVs) through a digest file, all declared as its
+# inputs and rewritten only when their content changes. A changed setting or file then reruns
+# exactly the jobs that read it, whether or not .snakemake still has its records (deleted, or a
+# second working directory on the same results folder). The files are written while Snakemake
+# builds the DAG (the input functions below), by the run's main process only (not on a cluster
+# job's node, which reads what the main process wrote).
+# A run that starts jobs also takes RES/descbench.lock (onstart; released by onsuccess/onerror):
+# a second run on the same folder stops and names the first, before it writes any spec file.
 import os as _os
 import sys as _sys
 
 from descbench import runguard
+from descbench.specfiles import digest_file, write_spec
+from snakemake_interface_executor_plugins.settings import ExecMode as _ExecMode
 
 WORKDIR = Path(_os.getcwd()).resolve()  # Snakemake changed into --directory before parsing
-RUN_STATE = runguard.normalized({"config": CFG_REPORT, "scenes": SCENES, "data": str(Path(DATA).resolve())})
+SPEC_DIR = RES / "specs"
+_RUN = {}  # this run's lock holder (take_results_lock) and what the guard decided
 
 
-def _previous_states():
-    """The settings of the folder's last report (report/provenance.json) and of the last run that
-    took its lock (which may have stopped before its report)."""
+def _main_process():
+    """The run's own Snakemake process (not a cluster job's, which re-reads the workflow)."""
+    return getattr(workflow, "exec_mode", _ExecMode.DEFAULT) == _ExecMode.DEFAULT
+
+
+def _guard():
+    """At the first spec or digest file of the DAG build: whether this process may write them. A
+    run (not a dry run) stops if another live run holds the folder's lock; a dry run warns and
+    writes nothing (its DAG then shows what the files on disk imply)."""
+    if "may_write" in _RUN:
+        return _RUN["may_write"]
+    may = _main_process()
+    if may:
+        other = runguard.read_lock(RES)
+        if other is not None and other.get("pid") != _os.getpid() and runguard.alive(other) is not False:
+            if workflow.executor_plugin is not None and not workflow.dryrun:
+                _stop(runguard.locked_message(RES, other))
+            logger.warning(runguard.locked_message(RES, other))
+            may = False
+    _RUN["may_write"] = may
+    return may
+
+
+_SPEC_TEXT = {}  # spec file -> its text, as this run wrote (or found) it
+
+
+def spec_file(kind, name, value):
+    """The spec file ``RES/specs/<kind>/<name>.json`` holding ``value`` (JSON), written now if
+    its text changed; an input of every job that reads it (``--option @<file>``)."""
+    path = str(SPEC_DIR / kind / f"{name}.json")
+    text = as_json(value)
+    if _SPEC_TEXT.get(path) != text:
+        _SPEC_TEXT[path] = text
+        if _guard():
+            write_spec(path, text)
+    return path
+
+
+_DIGESTS = {}
+
+
+def tracked(paths):
+    """User-supplied files as their digest files (rerun on a content change, whatever the date);
+    a file that does not exist yet stays itself, so that Snakemake names it as missing."""
     out = []
-    try:
-        params = json.loads(Path(PATHS.report("provenance.json")).read_text()).get("params", {})
-        if isinstance(params.get("config"), dict):
-            out.append({"config": params["config"], "scenes": params.get("scenes")})
-    except (OSError, ValueError, AttributeError):
-        pass
-    try:
-        last = runguard.last_run(RES)
-    except OSError:
-        last = None
-    if last and isinstance(last.get("state"), dict):
-        out.append(last["state"])
-    return out, (last or {}).get("run_id")
-
-
-PREVIOUS_STATES, LAST_RUN_ID = _previous_states()
-_RUN = {}  # this run's lock holder (take_results_lock)
-
-
-def _outputs_of(name):
-    """The outputs of every job of the rule ``name`` in this config (the rules a settings change
-    concerns)."""
-    outputs = {
-        "keypoints": lambda: [PATHS.keypoints_dir(ks, b) for ks in CFG["keypoint_sets"] for b in BATCHES],
-        "keypoint_stats": lambda: [PATHS.report(f) for f in KEYPOINT_STATS_FILES],
-        "descriptors": lambda: sorted({PATHS.descriptors_dir(ks, features_of(d), b) for ks, d in COMBOS for b in BATCHES}),
-        "distractors": lambda: ([PATHS.distractor_bank(ks, d) for ks, d in COMBOS]
-                                if CFG["verification"]["enabled"] else []),
-        "score": lambda: [PATHS.task_dir(t, ks, d, b) for ks, d in COMBOS for b in BATCHES for t in SCORE_TASKS_ON],
-        "report": lambda: [PATHS.report(f) for f in REPORT_FILES],
-    }
-    return outputs[name]() if name in outputs else []
-
-
-def _required_reruns():
-    required = {}
-    for old in PREVIOUS_STATES:
-        for rule, changes in runguard.rules_to_rerun(old, RUN_STATE, CFG["verification"]["enabled"]).items():
-            known = required.setdefault(rule, [])
-            known += [c for c in changes if c not in known]
-    return {r: required[r] for r in runguard.stage_sorted(required)}
-
-
-def results_guard(wildcards):
-    """The report's input function, which adds no input (the checks (1) and (2) above, at DAG
-    build). A run or dry run stops with the error; --summary, --report and the like only warn."""
-    from snakemake.io import IOFile
-    from snakemake.settings.types import RerunTrigger
-    from snakemake_interface_executor_plugins.settings import ExecMode
-
-    if _RUN.get("guarded") or getattr(workflow, "persistence", None) is None or workflow.dag_settings is None:
-        return []
-    _RUN["guarded"] = True
-    if workflow.exec_mode != ExecMode.DEFAULT:  # a job of a cluster run: its main run checked
-        return []
-    executing = workflow.executor_plugin is not None  # a run or a dry run
-    other = runguard.read_lock(RES)
-    if other is not None and other.get("pid") != _os.getpid() and runguard.alive(other) is not False:
-        if executing and not workflow.dryrun:
-            _stop(runguard.locked_message(RES, other))
-        logger.warning(runguard.locked_message(RES, other))
-    required = _required_reruns()
-    if not required:
-        return []
-    dag = workflow.dag_settings
-    why = []
-    if RerunTrigger.PARAMS not in set(dag.rerun_triggers):
-        why.append("--rerun-triggers leaves out params: Snakemake does not compare the settings it recorded")
-
-    def record(path):
-        return workflow.persistence.metadata(IOFile(path))
-
-    why += runguard.unrecorded_outputs([p for r in required for p in _outputs_of(r)], record)
-    if not why:
-        return []  # this working directory's records: Snakemake reruns the affected jobs itself
-    rule_names = {r.name for r in workflow.rules}
-    forcerun = {x for x in dag.forcerun if x in rule_names}
-    if dag.forcetargets:
-        forcerun |= {x for x in dag.targets if x in rule_names}
-    if runguard.forced(required, forcerun, dag.forceall, CFG["verification"]["enabled"]):
-        return []
-    try:
-        last = runguard.last_run(RES) or {}
-    except OSError:
-        last = {}
-    message = runguard.unrecorded_changes_message(RES, required, why, _sys.argv, sorted(forcerun), str(WORKDIR),
-                                                  last.get("workdir"))
-    if executing:
-        _stop(message)
-    logger.warning(message)
-    return []
+    for p in paths:
+        if p not in _DIGESTS:
+            if not _os.path.exists(p):
+                return_value = p
+            else:
+                try:
+                    return_value = str(digest_file(p, SPEC_DIR / "files", write=_guard()))
+                except OSError as exc:
+                    raise WorkflowError(f"descbench: cannot read {p} ({exc.strerror})") from None
+            _DIGESTS[p] = return_value
+        out.append(_DIGESTS[p])
+    return out
 
 
 def _stop(message):
@@ -251,9 +221,14 @@ def _stop(message):
     raise SystemExit(1)
 
 
+LAST_RUN_ID = (runguard.last_run(RES) or {}).get("run_id") if RES.is_dir() else None
+
+
 def take_results_lock():
-    """The workflow's onstart (a run that starts jobs; not -n, --lint, --report, --unlock)."""
-    me = runguard.holder_info(WORKDIR, _sys.argv, RUN_STATE)
+    """The workflow's onstart (a run that starts jobs; not -n, --lint, --report, --unlock): take
+    the lock, stop what a killed run left running in the folder, and make sure the spec files
+    hold this run's settings (a run that started at the same moment may have written its own)."""
+    me = runguard.holder_info(WORKDIR, _sys.argv)
     try:
         warning = runguard.acquire(RES, me, LAST_RUN_ID)
     except runguard.ResultsLocked as exc:
@@ -265,6 +240,13 @@ def take_results_lock():
     _RUN["holder"] = me
     if warning:
         logger.warning(warning)
+    # SIGTERM stops the running jobs as Ctrl-C does; installed now, after Snakemake's scheduler set its own
+    smktuning.stop_jobs_on_sigterm()
+    for path, text in _SPEC_TEXT.items():
+        write_spec(path, text)
+    # the jobs record themselves under the folder (descbench.runguard.register_job), so that a
+    # later run can stop them if this one is killed
+    _os.environ[runguard.JOBS_ENV] = runguard.jobs_env_value(RES, me)
 
 
 def release_results_lock():
@@ -309,10 +291,12 @@ SCENE_INPUTS = {b: sorted({p for s in ss for p in _scene_inputs(s)}) for b, ss i
 
 
 def batch_scene_inputs(wildcards):
-    """Detector sets read the scene files; derived sets read other sets (keypoint_source_inputs)."""
+    """Detector sets read the scene files; derived sets read other sets (keypoint_source_inputs).
+    A folder dataset's files are the user's: tracked by content (the demo's and HPatches' come
+    from this workflow's own rules)."""
     if "detector" not in CFG["keypoint_sets"][wildcards.kpset]:
         return []
-    return SCENE_INPUTS[wildcards.batch]
+    return tracked(SCENE_INPUTS[wildcards.batch]) if CFG["dataset"] == "folder" else SCENE_INPUTS[wildcards.batch]
 
 
 def has_global_filter(kpset):
@@ -338,7 +322,7 @@ def precomputed_inputs(wildcards):
     if spec.get("detector") == "locked":
         from descbench.keypoints.locked import locked_file
 
-        return sorted({str(locked_file(spec["params"]["path"], s, k)) for s in BATCHES[wildcards.batch] for k in range(1, 7)})
+        return tracked(sorted({str(locked_file(spec["params"]["path"], s, k)) for s in BATCHES[wildcards.batch] for k in range(1, 7)}))
     if spec.get("detector") != "precomputed":
         return []
     from descbench.precomputed import feature_path
@@ -352,24 +336,29 @@ def precomputed_inputs(wildcards):
             out += [str(feature_path(p, spec["params"]["method"], spec["params"]["root"])) for p in files.images]
         except DescbenchError as exc:
             raise WorkflowError(str(exc))
-    return out
+    return tracked(out)
 
 
-def batch_json(wildcards):
+def batch_spec(batch):
     """This batch only: keypoint and descriptor jobs touch nothing else."""
-    return as_json({wildcards.batch: BATCHES[wildcards.batch]})
+    return spec_file("batches", batch, {batch: BATCHES[batch]})
+
+
+def all_batches_spec():
+    """Every batch: the jobs that read every scene (or, scoring, draw distractors from them)."""
+    return spec_file("batches", "all", BATCHES)
 
 
 def descriptor_job_spec(wildcards):
-    """A descriptor job's spec: the descriptor's config entry; a composite's also lists what it
-    reads on this set (descbench.descriptors.composite.resolve_components), so that a changed
+    """A descriptor job's spec file: the descriptor's config entry; a composite's also lists what
+    it reads on this set (descbench.descriptors.composite.resolve_components), so that a changed
     component reruns it."""
     spec = CFG["descriptors"][wildcards.descriptor]
     if spec["family"] == "composite":
         from descbench.descriptors.composite import resolve_components
 
         spec = {**spec, "components": resolve_components(spec["params"], wildcards.kpset, CFG["descriptors"], CFG["keypoint_sets"])}
-    return as_json(spec)
+    return spec_file("descriptors", f"{wildcards.kpset}/{wildcards.descriptor}", spec)
 
 
 def composite_inputs(wildcards):
@@ -386,14 +375,15 @@ def composite_inputs(wildcards):
 
 
 def descriptor_model_files(wildcards):
-    """The model / weight files of a descriptor (onnx, torch families): replacing one reruns its jobs."""
-    return model_files(CFG["descriptors"][wildcards.descriptor].get("params", {}))
+    """The model / weight files of a descriptor (onnx, torch families), by content: replacing one
+    reruns its jobs, whatever the new file's date."""
+    return tracked(model_files(CFG["descriptors"][wildcards.descriptor].get("params", {})))
 
 
 def keypoint_model_files(wildcards):
     """The weight files of a learned detector (keynet)."""
     spec = CFG["keypoint_sets"][wildcards.kpset]
-    return model_files(spec.get("params", {})) if "detector" in spec else []
+    return tracked(model_files(spec.get("params", {}))) if "detector" in spec else []
 
 
 def _descriptor_params(wildcards):
@@ -482,13 +472,6 @@ def features_of(descriptor):
 def features_arg(wildcards):
     base = CFG["descriptors"][wildcards.descriptor].get("features_of")
     return f"--features-of {shlex.quote(base)}" if base else ""
-
-
-@functools.cache  # one JSON per descriptor, not one per scoring job at DAG build
-def sections_json(descriptor):
-    """A descriptor's effective scoring section and the section of every enabled scoring task (its
-    overrides merged; descbench.config.score_job_sections), as the scoring job's one JSON."""
-    return as_json(score_job_sections(CFG, descriptor))
 
 
 def score_feature_inputs(wildcards):
@@ -617,25 +600,34 @@ def patch_sequence_files(seq):
     if PATCH_CFG["source"] == "hpatches_release":
         return [PATCH_FLAG]
     files = [str(PATCH_ROOT / seq / f"{t}.png") for t in PATCH_TYPES]
-    return files + [str(PATCH_ROOT / seq / "patches.json")] if PATCH_CFG["source"] == "generated" else files
+    if PATCH_CFG["source"] == "generated":
+        return files + [str(PATCH_ROOT / seq / "patches.json")]
+    return tracked(files)  # your folder's patches, by content
 
 
 def patch_sequence_inputs(wildcards):
     out = patch_sequence_files(wildcards.seq)
     csv = PATCH_CFG["csv"].get(wildcards.pdesc) if hasattr(wildcards, "pdesc") else None
-    if csv:  # new CSV files trigger a rerun
-        out = out + [str(Path(csv["path"]) / wildcards.seq / f"{t}.csv") for t in PATCH_TYPES]
+    if csv:  # changed CSV files trigger a rerun (by content)
+        out = out + tracked([str(Path(csv["path"]) / wildcards.seq / f"{t}.csv") for t in PATCH_TYPES])
     return out
 
 
-def patch_describe_args(wildcards):
-    """The descriptor's definition as arguments: a registry family (its spec, so that editing it
-    reruns only its jobs) or a folder of hpatches-benchmark CSV files."""
+def patch_describe_spec(wildcards):
+    """A registry family's spec file (editing the descriptor reruns only its jobs); none for a
+    folder of hpatches-benchmark CSV files."""
+    if PATCH_CFG["csv"].get(wildcards.pdesc):
+        return []
+    spec = {k: v for k, v in CFG["descriptors"][wildcards.pdesc].items() if k in ("family", "params")}
+    return spec_file("patch_descriptors", wildcards.pdesc, spec)
+
+
+def patch_describe_args(wildcards, input):
+    """The descriptor's definition as arguments: its spec file, or a folder of hpatches-benchmark CSV files."""
     csv = PATCH_CFG["csv"].get(wildcards.pdesc)
     if csv:
         return f"--csv-root {shlex.quote(csv['path'])}" + (" --binary-packed" if csv["binary_packed"] else "")
-    spec = {k: v for k, v in CFG["descriptors"][wildcards.pdesc].items() if k in ("family", "params")}
-    return f"--spec {shlex.quote(as_json(spec))} --centre-keypoint {PATCH_CFG['centre_keypoint']}"
+    return f"--spec @{shlex.quote(input.spec)} --centre-keypoint {PATCH_CFG['centre_keypoint']}"
 
 
 def patch_outputs():

@@ -8,22 +8,21 @@ rule descriptors:
         keypoints=PATHS.keypoints_dir("{kpset}", "{batch}"),
         # a composite reads its components' keypoint and descriptor folders (descbench.descriptors.composite)
         components=composite_inputs,
-        # the onnx model / torch weight files its params name
+        # the onnx model / torch weight files its params name, by content (digest files)
         models=descriptor_model_files,
+        # its settings (spec files, rewritten only when they change: common.smk)
+        batches_spec=lambda wc: batch_spec(wc.batch),
+        spec=descriptor_job_spec,
+        # the detector set the keypoints come from (a derived set: its root; SIFT's pyramid, files)
+        kpset_spec=lambda wc: spec_file("keypoint_roots", wc.kpset, root_detector_spec(CFG["keypoint_sets"], wc.kpset)),
     output:
         directory(PATHS.descriptors_dir("{kpset}", "{descriptor}", "{batch}")),
     params:
         descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         scene_root=lambda wc: str(DATA),
         results_root=results_root(3),  # <root>/descriptors/<kpset>/<descriptor>/<batch>
-        batches=batch_json,
-        spec=descriptor_job_spec,
-        # the detector set the keypoints come from (a derived set: its root; SIFT's pyramid, files)
-        kpset_spec=lambda wc: as_json(root_detector_spec(CFG["keypoint_sets"], wc.kpset)),
     log:
         str(RES / "logs" / "descriptors" / "{kpset}" / "{descriptor}" / "{batch}.log"),
-    benchmark:
-        str(RES / "benchmarks" / "descriptors" / "{kpset}" / "{descriptor}" / "{batch}.tsv")
     # learned families: their params.threads (torch's CPU threads) and a GPU for device: cuda
     threads: lambda wc: descriptor_resources(wc)["threads"]
     resources:
@@ -36,6 +35,6 @@ rule descriptors:
         descriptor_env
     shell:
         "{params.descbench} descriptors --results-root {params.results_root} --scene-root {params.scene_root} "
-        "--batches {params.batches:q} --batch {wildcards.batch} --keypoint-set {wildcards.kpset} "
-        "--name {wildcards.descriptor} --spec {params.spec:q} --keypoint-set-spec {params.kpset_spec:q} "
+        "--batches @{input.batches_spec:q} --batch {wildcards.batch} --keypoint-set {wildcards.kpset} "
+        "--name {wildcards.descriptor} --spec @{input.spec:q} --keypoint-set-spec @{input.kpset_spec:q} "
         "--threads {threads} > {log} 2>&1"

@@ -9,19 +9,18 @@ rule keypoints:
         features=precomputed_inputs,
         sources=keypoint_source_inputs,
         models=keypoint_model_files,
+        # its settings (spec files, rewritten only when they change: common.smk)
+        batches_spec=lambda wc: batch_spec(wc.batch),
+        spec=lambda wc: spec_file("keypoint_sets", wc.kpset, CFG["keypoint_sets"][wc.kpset]),
     output:
         directory(PATHS.keypoints_dir("{kpset}", "{batch}")),
     params:
         descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         scene_root=lambda wc: str(DATA),
         results_root=results_root(2),  # <root>/keypoints/<kpset>/<batch>
-        batches=batch_json,
-        spec=lambda wc: as_json(CFG["keypoint_sets"][wc.kpset]),
         cutoff=keypoint_cutoff_arg,
     log:
         str(RES / "logs" / "keypoints" / "{kpset}" / "{batch}.log"),
-    benchmark:
-        str(RES / "benchmarks" / "keypoints" / "{kpset}" / "{batch}.tsv")
     # a learned detector (keynet): its params.threads and a GPU for device: cuda
     threads: lambda wc: keypoint_resources(wc)["threads"]
     resources:
@@ -33,7 +32,7 @@ rule keypoints:
         keypoint_env
     shell:
         "{params.descbench} keypoints --results-root {params.results_root} --scene-root {params.scene_root} "
-        "--batches {params.batches:q} --batch {wildcards.batch} --name {wildcards.kpset} --spec {params.spec:q} "
+        "--batches @{input.batches_spec:q} --batch {wildcards.batch} --name {wildcards.kpset} --spec @{input.spec:q} "
         "{params.cutoff} --threads {threads} > {log} 2>&1"
 
 
@@ -41,14 +40,14 @@ rule keypoints:
 # of every scene, writes one small JSON; the set's batch jobs then filter their scenes alone.
 rule keypoint_cutoff:
     input:
-        lambda wc: [PATHS.keypoints_dir(CFG["keypoint_sets"][wc.kpset]["source"], b) for b in BATCHES],
+        sources=lambda wc: [PATHS.keypoints_dir(CFG["keypoint_sets"][wc.kpset]["source"], b) for b in BATCHES],
+        batches_spec=lambda wc: all_batches_spec(),
+        spec=lambda wc: spec_file("keypoint_sets", wc.kpset, CFG["keypoint_sets"][wc.kpset]),
     output:
         PATHS.keypoint_cutoff("{kpset}"),
     params:
         descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         results_root=results_root(1),  # <root>/keypoint_cutoffs/<kpset>.json
-        batches=as_json(BATCHES),
-        spec=lambda wc: as_json(CFG["keypoint_sets"][wc.kpset]),
     log:
         str(RES / "logs" / "keypoint_cutoff" / "{kpset}.log"),
     threads: 1
@@ -59,8 +58,8 @@ rule keypoint_cutoff:
     conda:
         ENV
     shell:
-        "{params.descbench} keypoint-cutoff --results-root {params.results_root} --batches {params.batches:q} "
-        "--name {wildcards.kpset} --spec {params.spec:q} --out {output} > {log} 2>&1"
+        "{params.descbench} keypoint-cutoff --results-root {params.results_root} --batches @{input.batches_spec:q} "
+        "--name {wildcards.kpset} --spec @{input.spec:q} --out {output} > {log} 2>&1"
 
 
 # On request only (not part of `all`): `snakemake <results>/<tag>/exports/keypoints/<set>.csv`
@@ -68,13 +67,13 @@ rule keypoint_cutoff:
 # `detector: locked` set imports bit-exactly (descbench/keypoints/locked.py).
 rule export_keypoints:
     input:
-        lambda wc: [PATHS.keypoints_dir(wc.kpset, b) for b in BATCHES],
+        keypoints=lambda wc: [PATHS.keypoints_dir(wc.kpset, b) for b in BATCHES],
+        batches_spec=lambda wc: all_batches_spec(),
     output:
         PATHS.keypoint_export("{kpset}", "{fmt}"),
     params:
         descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         results_root=results_root(2),  # <root>/exports/keypoints/<kpset>.<fmt>
-        batches=as_json(BATCHES),
     wildcard_constraints:
         fmt=r"parquet|csv|csv\.gz",
     log:
@@ -87,5 +86,5 @@ rule export_keypoints:
     conda:
         ENV
     shell:
-        "{params.descbench} export-keypoints --results-root {params.results_root} --batches {params.batches:q} "
+        "{params.descbench} export-keypoints --results-root {params.results_root} --batches @{input.batches_spec:q} "
         "--name {wildcards.kpset} --out {output} > {log} 2>&1"

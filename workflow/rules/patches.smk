@@ -10,14 +10,15 @@ if PATCHES_ON:
         # One job per scene: its 16 strips and patches.json (provenance), from the scene's images.
         rule patch_generate:
             input:
-                lambda wc: _scene_inputs(wc.seq),
+                # a folder dataset's files by content (the demo's come from its own rule)
+                scene=lambda wc: tracked(_scene_inputs(wc.seq)) if CFG["dataset"] == "folder" else _scene_inputs(wc.seq),
+                gen=lambda wc: spec_file("patches", "generate", PATCH_CFG["generate"]),
             output:
                 [str(PATCH_ROOT / "{seq}" / f"{t}.png") for t in PATCH_TYPES] + [str(PATCH_ROOT / "{seq}" / "patches.json")],
             params:
                 descbench=DESCBENCH,  # how the job starts descbench (common.smk)
                 scene_dir=lambda wc: str(DATA / wc.seq),
                 out_dir=lambda wc, output: str(Path(output[0]).parent),
-                gen=as_json(PATCH_CFG["generate"]),
             log:
                 str(RES / "logs" / "patches" / "generate" / "{seq}.log"),
             threads: 1
@@ -29,7 +30,7 @@ if PATCHES_ON:
                 ENV
             shell:
                 "{params.descbench} patches generate --scene-dir {params.scene_dir} --out-dir {params.out_dir} "
-                "--params {params.gen:q} > {log} 2>&1"
+                "--params @{input.gen:q} > {log} 2>&1"
 
     if PATCH_CFG["source"] == "hpatches_release":
 
@@ -60,7 +61,10 @@ if PATCHES_ON:
     # One job per (descriptor, sequence): its 16 strips described (or read from CSV files).
     rule patch_descriptors:
         input:
-            patch_sequence_inputs,
+            sequence=patch_sequence_inputs,
+            # the onnx model / torch weight files its params name, by content (digest files)
+            models=lambda wc: tracked(model_files(_patch_params(wc))),
+            spec=patch_describe_spec,
         output:
             str(RES / "patches" / "descriptors" / "{pdesc}" / "{seq}.parquet"),
         params:
@@ -69,8 +73,6 @@ if PATCHES_ON:
             how=patch_describe_args,
         log:
             str(RES / "logs" / "patches" / "descriptors" / "{pdesc}" / "{seq}.log"),
-        benchmark:
-            str(RES / "benchmarks" / "patches" / "descriptors" / "{pdesc}" / "{seq}.tsv")
         # a learned family: its params.threads (torch's CPU threads; onnxruntime and OpenCV follow --threads)
         threads: patch_threads
         resources:
@@ -87,18 +89,16 @@ if PATCHES_ON:
     # and for hpatches-benchmark's retrieval on the ref patches' contrast).
     rule patch_tasks:
         input:
-            sorted({f for s in PATCH_SEQS for f in patch_sequence_files(s)}),
+            sequences=lambda wc: sorted({f for s in PATCH_SEQS for f in patch_sequence_files(s)}),
+            seqs=lambda wc: spec_file("patches", "sequences", PATCH_SEQS),
+            cfg=lambda wc: spec_file("patches", "config", PATCH_CFG),
         output:
             directory(str(RES / "patches" / "tasks")),
         params:
             descbench=DESCBENCH,  # how the job starts descbench (common.smk)
             patch_root=str(PATCH_ROOT),
-            seqs=as_json(PATCH_SEQS),
-            cfg=as_json(PATCH_CFG),
         log:
             str(RES / "logs" / "patches" / "tasks.log"),
-        benchmark:
-            str(RES / "benchmarks" / "patches" / "tasks.tsv")
         threads: 1
         resources:
             # every sequence's patch counts, the benchmarks' task files
@@ -107,23 +107,21 @@ if PATCHES_ON:
         conda:
             ENV
         shell:
-            "{params.descbench} patches tasks --patch-root {params.patch_root} --sequences {params.seqs:q} "
-            "--config {params.cfg:q} --out-dir {output} > {log} 2>&1"
+            "{params.descbench} patches tasks --patch-root {params.patch_root} --sequences @{input.seqs:q} "
+            "--config @{input.cfg:q} --out-dir {output} > {log} 2>&1"
 
     # Every benchmark of one descriptor: HBench .results files and evaluations, hpatches-benchmark tasks.
     rule patch_evaluate:
         input:
             tasks=str(RES / "patches" / "tasks"),
             descriptors=[str(RES / "patches" / "descriptors" / "{pdesc}" / f"{s}.parquet") for s in PATCH_SEQS],
+            cfg=lambda wc: spec_file("patches", "config", PATCH_CFG),
         output:
             directory(str(RES / "patches" / "eval" / "{pdesc}")),
         params:
             descbench=DESCBENCH,  # how the job starts descbench (common.smk)
-            cfg=as_json(PATCH_CFG),
         log:
             str(RES / "logs" / "patches" / "eval" / "{pdesc}.log"),
-        benchmark:
-            str(RES / "benchmarks" / "patches" / "eval" / "{pdesc}.tsv")
         threads: 1
         resources:
             # one descriptor on every sequence: HBench and hpatches-benchmark tasks
@@ -133,19 +131,19 @@ if PATCHES_ON:
             ENV
         shell:
             "{params.descbench} patches evaluate --tasks {input.tasks} --name {wildcards.pdesc} "
-            "--config {params.cfg:q} --out-dir {output} {input.descriptors} > {log} 2>&1"
+            "--config @{input.cfg:q} --out-dir {output} {input.descriptors} > {log} 2>&1"
 
     # One table per benchmark across descriptors, and the mAP-per-task plot.
     rule patch_report:
         input:
-            [str(RES / "patches" / "eval" / d) for d in PATCH_CFG["descriptors"]],
+            evals=[str(RES / "patches" / "eval" / d) for d in PATCH_CFG["descriptors"]],
+            names=lambda wc: spec_file("patches", "names", PATCH_CFG["descriptors"]),
+            # each row's learned weights (descbench.config.learned_weights; '' when none)
+            weights=lambda wc: spec_file("patches", "weights", [learned_weights(CFG, None, d) for d in PATCH_CFG["descriptors"]]),
         output:
             [_in_report(f"patches/{f}") for f in PATCH_REPORT_FILES],
         params:
             descbench=DESCBENCH,  # how the job starts descbench (common.smk)
-            names=as_json(PATCH_CFG["descriptors"]),
-            # each row's learned weights (descbench.config.learned_weights; '' when none)
-            weights=as_json([learned_weights(CFG, None, d) for d in PATCH_CFG["descriptors"]]),
             out_dir=lambda wc, output: str(Path(output[0]).parent),
         log:
             str(RES / "logs" / "patches" / "report.log"),
@@ -157,5 +155,5 @@ if PATCHES_ON:
         conda:
             ENV
         shell:
-            "{params.descbench} patches report --names {params.names:q} --weights {params.weights:q} --out-dir {params.out_dir} "
-            "{input} > {log} 2>&1"
+            "{params.descbench} patches report --names @{input.names:q} --weights @{input.weights:q} --out-dir {params.out_dir} "
+            "{input.evals} > {log} 2>&1"

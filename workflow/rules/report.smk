@@ -4,20 +4,18 @@
 rule report:
     input:
         report_inputs(),
-        results_guard,  # no input: checks the results folder at DAG build (common.smk)
+        # its settings (spec files, rewritten only when they change: common.smk)
+        combos=lambda wc: spec_file("report", "combos", COMBOS),
+        scenes=lambda wc: spec_file("report", "scenes", SCENES),
+        config=lambda wc: spec_file("report", "config", CFG_REPORT),
+        # + the Snakemake that ran it and which descbench.smktuning adjustments it applied (common.smk)
+        provenance=lambda wc: spec_file("report", "provenance", {"experiment": experiment_name(CFG), "dataset": dataset_tag(CFG),
+                                                                 "scenes": SCENES, "config": CFG_REPORT, "snakemake": SMK_TUNING}),
     output:
         report_outputs(),
-    # Config text as functions: a string param would be expanded as a wildcard pattern, and a
-    # setting with braces (a locked set's 'kp/{scene}_{image}.csv') would fail the DAG build.
     params:
         descbench=DESCBENCH,  # how the job starts descbench (common.smk)
-        combos=as_json(COMBOS),
-        scenes=as_json(SCENES),
         root=results_root(1),  # <root>/report/comparison.csv
-        config=lambda wc: as_json(CFG_REPORT),
-        # + the Snakemake that ran it and which descbench.smktuning adjustments it applied (common.smk)
-        provenance=lambda wc: as_json({"experiment": experiment_name(CFG), "dataset": dataset_tag(CFG), "scenes": SCENES,
-                                       "config": CFG_REPORT, "snakemake": SMK_TUNING}),
         out_dir=lambda wc, output: str(Path(output[0]).parent),
     log:
         str(RES / "logs" / "report.log"),
@@ -29,8 +27,8 @@ rule report:
     conda:
         ENV
     shell:
-        "{params.descbench} report --results-root {params.root} --combos {params.combos:q} "
-        "--scenes {params.scenes:q} --config {params.config:q} --provenance {params.provenance:q} "
+        "{params.descbench} report --results-root {params.root} --combos @{input.combos:q} "
+        "--scenes @{input.scenes:q} --config @{input.config:q} --provenance @{input.provenance:q} "
         "--out-dir {params.out_dir} > {log} 2>&1"
 
 
@@ -38,15 +36,15 @@ rule report:
 # matching.repeatability_px, provenance), next to the comparison table.
 rule keypoint_stats:
     input:
-        [PATHS.keypoints_dir(ks, b) for ks in CFG["keypoint_sets"] for b in BATCHES],
+        keypoints=[PATHS.keypoints_dir(ks, b) for ks in CFG["keypoint_sets"] for b in BATCHES],
+        batches_spec=lambda wc: all_batches_spec(),
+        kpsets=lambda wc: spec_file("report", "keypoint_sets", [[name, spec] for name, spec in CFG["keypoint_sets"].items()]),  # rows in config order
     output:
         [_in_report(f) for f in KEYPOINT_STATS_FILES],
     params:
         descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         root=results_root(1),  # <root>/report/keypoint_stats.csv
         scene_root=lambda wc: str(DATA),
-        batches=as_json(BATCHES),
-        kpsets=lambda wc: as_json([[name, spec] for name, spec in CFG["keypoint_sets"].items()]),  # rows in config order
         repeatability_px=CFG["matching"]["repeatability_px"],
         out_dir=lambda wc, output: str(Path(output[0]).parent),
     log:
@@ -60,7 +58,7 @@ rule keypoint_stats:
         ENV
     shell:
         "{params.descbench} keypoint-stats --results-root {params.root} --scene-root {params.scene_root} "
-        "--batches {params.batches:q} --keypoint-sets {params.kpsets:q} --repeatability-px {params.repeatability_px} "
+        "--batches @{input.batches_spec:q} --keypoint-sets @{input.kpsets:q} --repeatability-px {params.repeatability_px} "
         "--out-dir {params.out_dir} > {log} 2>&1"
 
 
@@ -70,16 +68,16 @@ rule plots:
         report_inputs(),
         report_outputs(),
         [PATHS.report(f) for f in KEYPOINT_STATS_FILES],
+        combos=lambda wc: spec_file("report", "combos", COMBOS),
+        scenes=lambda wc: spec_file("report", "scenes", SCENES),
+        config=lambda wc: spec_file("report", "config", CFG_REPORT),
     output:
         [report(PATHS.report(f"plots/{name}.png"), caption=str(CAPTIONS_DIR / f"{name}.rst"), category="Plots")
          for name in PLOTS],
         [PATHS.report(f"plots/{name}.svg") for name in PLOTS],
     params:
         descbench=DESCBENCH,  # how the job starts descbench (common.smk)
-        combos=as_json(COMBOS),
-        scenes=as_json(SCENES),
         root=lambda wc, output: str(Path(output[0]).parents[2]),  # <root>/report/plots/x.png
-        config=lambda wc: as_json(CFG_REPORT),
         report_dir=lambda wc, output: str(Path(output[0]).parents[1]),
         out_dir=lambda wc, output: str(Path(output[0]).parent),
     log:
@@ -92,8 +90,8 @@ rule plots:
     conda:
         ENV
     shell:
-        "{params.descbench} plots --results-root {params.root} --combos {params.combos:q} --scenes {params.scenes:q} "
-        "--config {params.config:q} --report-dir {params.report_dir} --out-dir {params.out_dir} > {log} 2>&1"
+        "{params.descbench} plots --results-root {params.root} --combos @{input.combos:q} --scenes @{input.scenes:q} "
+        "--config @{input.config:q} --report-dir {params.report_dir} --out-dir {params.out_dir} > {log} 2>&1"
 
 
 # The SQLite results database (descbench/report/database.py), rebuilt from the report files.
@@ -101,13 +99,13 @@ rule results_db:
     input:
         report_outputs(),
         [PATHS.report(f) for f in KEYPOINT_STATS_FILES],
+        config=lambda wc: spec_file("report", "config", CFG_REPORT),
     output:
         str(RES / "results.sqlite"),
     params:
         descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         report_dir=lambda wc, input: str(Path(input[0]).parent),
         name=experiment_name(CFG),
-        config=lambda wc: as_json(CFG_REPORT),
         n_scenes=len(SCENES),
         workflow_dir=workflow.basedir,
     log:
@@ -120,7 +118,7 @@ rule results_db:
     conda:
         ENV
     shell:
-        "{params.descbench} database --report-dir {params.report_dir} --name {params.name} --config {params.config:q} "
+        "{params.descbench} database --report-dir {params.report_dir} --name {params.name} --config @{input.config:q} "
         "--n-scenes {params.n_scenes} --workflow-dir {params.workflow_dir:q} --out {output} > {log} 2>&1"
 
 

@@ -30,23 +30,21 @@ rule score:
         # keypoints, descriptors, distractor bank; the homographies are the keypoint job's inputs
         unpack(score_feature_inputs),
         warmup=str(WARMUP_FLAG),
+        # every batch: the distractor draw depends on the whole scene list
+        batches_spec=lambda wc: all_batches_spec(),
+        # the descriptor's effective settings (its overrides: a sweep over scoring parameters):
+        # scoring and every enabled task's section, one spec file
+        sections=lambda wc: spec_file("score", wc.descriptor, score_job_sections(CFG, wc.descriptor)),
     output:
         [directory(PATHS.task_dir(t, "{kpset}", "{descriptor}", "{batch}")) for t in SCORE_TASKS_ON],
     params:
         descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         scene_root=lambda wc: str(DATA),
         results_root=results_root(3),  # <root>/scores/<kpset>/<descriptor>/<batch>
-        # every batch: the distractor draw depends on the whole scene list
-        batches=as_json(BATCHES),
-        # the descriptor's effective settings (its overrides: a sweep over scoring parameters):
-        # scoring and every enabled task's section, one JSON
-        sections=lambda wc: sections_json(wc.descriptor),
         features=features_arg,
         numba_cache=NUMBA_CACHE,
     log:
         str(RES / "logs" / "score" / "{kpset}" / "{descriptor}" / "{batch}.log"),
-    benchmark:
-        str(RES / "benchmarks" / "score" / "{kpset}" / "{descriptor}" / "{batch}.tsv")
     threads: CFG["scoring"]["threads"]
     resources:
         # descbench.jobresources.score_job: chunk_mb bounds the screen block; the distractor bank, one
@@ -57,8 +55,8 @@ rule score:
         ENV
     shell:
         "export NUMBA_NUM_THREADS={threads} {params.numba_cache}; {params.descbench} score --results-root {params.results_root} --scene-root {params.scene_root} "
-        "--batches {params.batches:q} --batch {wildcards.batch} --keypoint-set {wildcards.kpset} "
-        "--descriptor {wildcards.descriptor} --sections {params.sections:q} {params.features} --threads {threads} > {log} 2>&1"
+        "--batches @{input.batches_spec:q} --batch {wildcards.batch} --keypoint-set {wildcards.kpset} "
+        "--descriptor {wildcards.descriptor} --sections @{input.sections:q} {params.features} --threads {threads} > {log} 2>&1"
 
 
 # Every scene's distractor keypoints of one (keypoint set, descriptor), drawn once: the scoring
@@ -67,19 +65,17 @@ rule distractors:
     input:
         keypoints=[PATHS.keypoints_dir("{kpset}", b) for b in BATCHES],
         descriptors=lambda wc: [PATHS.descriptors_dir(wc.kpset, features_of(wc.descriptor), b) for b in BATCHES],
+        batches_spec=lambda wc: all_batches_spec(),
+        draw=lambda wc: spec_file("distractors", wc.descriptor, {k: effective_config(CFG, wc.descriptor)["verification"][k]
+                                                                 for k in ("seed", "distractor_scenes", "distractors_per_scene")}),
     output:
         PATHS.distractor_bank("{kpset}", "{descriptor}"),
     params:
         descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         results_root=results_root(2),  # <root>/distractors/<kpset>/<descriptor>.parquet
-        batches=as_json(BATCHES),
-        draw=lambda wc: as_json({k: effective_config(CFG, wc.descriptor)["verification"][k]
-                                 for k in ("seed", "distractor_scenes", "distractors_per_scene")}),
         features=features_arg,
     log:
         str(RES / "logs" / "distractors" / "{kpset}" / "{descriptor}.log"),
-    benchmark:
-        str(RES / "benchmarks" / "distractors" / "{kpset}" / "{descriptor}.tsv")
     threads: 1
     resources:
         # a few hundred keypoints per scene, drawn once
@@ -88,6 +84,6 @@ rule distractors:
     conda:
         ENV
     shell:
-        "{params.descbench} distractors --results-root {params.results_root} --batches {params.batches:q} "
-        "--keypoint-set {wildcards.kpset} --descriptor {wildcards.descriptor} --verification {params.draw:q} "
+        "{params.descbench} distractors --results-root {params.results_root} --batches @{input.batches_spec:q} "
+        "--keypoint-set {wildcards.kpset} --descriptor {wildcards.descriptor} --verification @{input.draw:q} "
         "{params.features} --out {output} > {log} 2>&1"

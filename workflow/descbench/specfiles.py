@@ -1,0 +1,150 @@
+"""Settings and user files as small files that Snakemake's own job graph can compare.
+
+Snakemake decides what to rerun from its inputs' modification times and its records in the
+working directory's ``.snakemake``. Neither sees a changed setting once the records are gone
+(``rm -rf .snakemake``, a second working directory on the same ``results_dir``), and a file
+replaced by one with an *older* date (``mv`` of an earlier download) looks unchanged. So the
+workflow hands every setting to its jobs as a **spec file** and every user-supplied file (network
+weights, ONNX models, a folder dataset's images, precomputed features, patch CSVs) as a **digest
+file**, both declared as job inputs:
+
+* :func:`write_if_changed` writes a spec file only when its text changes. An unchanged setting
+  keeps the file's old date (nothing reruns); a changed one gives it a new date, and Snakemake
+  reruns exactly the jobs that read it, whatever its records say.
+* :func:`digest_file` records a user file's SHA-256 in ``<folder>/<name>.sha256``, rewritten only
+  when the content changes. A touched file with the same bytes reruns nothing; different bytes
+  rerun every job that lists the digest, whatever the file's date.
+
+Each write also stamps the file with a unique ``written`` token. Snakemake keeps, per job, the
+checksums of its small inputs and calls a job up to date when a newer input has the checksum it
+recorded; without the token a second working directory that rewrote the outputs with other
+settings, and then this one writing its settings back, would look unchanged to this one's records.
+
+Hashing large files on every start of Snakemake is avoided by a stat cache beside each digest
+(size, modification time, inode, change time): the file is read again only when one of them
+changed. The cache is not an input, so it never triggers a rerun itself.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import uuid
+from pathlib import Path
+
+_CHUNK = 1 << 20
+
+
+_WRITTEN = ', "written": '
+
+
+def _token() -> str:
+    return uuid.uuid4().hex
+
+
+def spec_value_text(text: str) -> str | None:
+    """The JSON value text of a spec file's ``text`` (None: not a spec file)."""
+    if not text.startswith('{"value": ') or _WRITTEN not in text:
+        return None
+    return text[len('{"value": '):text.rindex(_WRITTEN)]
+
+
+def write_spec(path: Path | str, value_text: str) -> bool:
+    """Write the spec file ``path`` holding the JSON ``value_text`` unless it already holds exactly
+    it; return whether it wrote. The file is ``{"value": <value_text>, "written": "<token>"}``
+    (:func:`read_spec`), replaced atomically (a job never reads half a spec). Not fsynced: a
+    spec lost in a crash is written again by the next start of the workflow.
+
+    >>> import tempfile; d = Path(tempfile.mkdtemp())
+    >>> write_spec(d / "a.json", "[1, 2]"), write_spec(d / "a.json", "[1, 2]"), read_spec(d / "a.json")
+    (True, False, [1, 2])
+    """
+    path = Path(path)
+    try:
+        if spec_value_text(path.read_text(encoding="utf-8")) == value_text:
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    _replace(path, f'{{"value": {value_text}{_WRITTEN}"{_token()}"}}\n')
+    return True
+
+
+def read_spec(path: Path | str):
+    """The value of a spec file written by :func:`write_spec` (plain JSON is read as it is)."""
+    value = json.loads(Path(path).read_text(encoding="utf-8"))
+    if isinstance(value, dict) and set(value) == {"value", "written"}:
+        return value["value"]
+    return value
+
+
+def write_if_changed(path: Path | str, text: str) -> bool:
+    """Write ``text`` to ``path`` unless the file already holds exactly it; return whether it wrote
+    (atomically, not fsynced)."""
+    path = Path(path)
+    try:
+        if path.read_text(encoding="utf-8") == text:
+            return False
+    except (OSError, UnicodeDecodeError):
+        pass
+    _replace(path, text)
+    return True
+
+
+def _replace(path: Path, text: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        for chunk in iter(lambda: fh.read(_CHUNK), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _stat_key(st: os.stat_result) -> list[int]:
+    return [st.st_size, st.st_mtime_ns, st.st_ino, st.st_ctime_ns]
+
+
+def digest_name(path: Path | str) -> str:
+    """The digest file's name for a user file: its base name and a hash of its absolute path (two
+    files of the same name in different folders get different digests)."""
+    resolved = str(Path(path).resolve())
+    return f"{Path(path).name}.{hashlib.sha256(resolved.encode()).hexdigest()[:12]}.sha256"
+
+
+def digest_file(path: Path | str, folder: Path | str, write: bool = True) -> Path:
+    """The digest file of ``path`` under ``folder``, brought up to date with the file's content
+    (``write=False``: only its name, e.g. on a cluster job node, where the main run wrote it).
+
+    The digest holds ``sha256 <hex>``, the absolute path and the ``written`` token of the write
+    (a new one only when the content changed); nothing about dates.
+    """
+    path = Path(path)
+    out = Path(folder) / digest_name(path)
+    if not write:
+        return out
+    st = path.stat()
+    cache = out.with_name("." + out.name[: -len(".sha256")] + ".stat")
+    sha = None
+    try:
+        cached = json.loads(cache.read_text())
+        if cached.get("stat") == _stat_key(st) and out.exists():
+            sha = cached.get("sha256")
+    except (OSError, ValueError, AttributeError):
+        pass
+    if sha is None:
+        sha = _sha256(path)
+        write_if_changed(cache, json.dumps({"stat": _stat_key(st), "sha256": sha}))
+    head = f"sha256 {sha}\npath {path.resolve()}\n"
+    try:
+        if out.read_text(encoding="utf-8").startswith(head):
+            return out
+    except (OSError, UnicodeDecodeError):
+        pass
+    _replace(out, f"{head}written {_token()}\n")
+    return out
