@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import importlib
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -27,6 +28,8 @@ from mkdocs.structure.files import File
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+CONFIG = ROOT / "config.yaml"
+NAMED = ("keypoint_sets", "descriptors", "sweeps")  # sections whose entries are names the user chooses
 CHANGELOG = ROOT / "CHANGELOG.md"
 
 
@@ -71,8 +74,8 @@ def _type_of(node: dict, root: dict) -> str:
             return " or ".join(_type_of(n, root) for n in node[alt])
     t = node.get("type")
     if isinstance(t, list):
-        t = " or ".join(t)
-    if t == "array" and "items" in node:
+        t = " or ".join(f"list of {_type_of(node['items'], root)}" if x == "array" and "items" in node else x for x in t)
+    elif t == "array" and "items" in node:
         t = f"list of {_type_of(node['items'], root)}"
     if t is None and "pattern" in node:
         t = "string"
@@ -91,6 +94,33 @@ def _bounds(node: dict) -> str:
     if node.get("uniqueItems"):
         out.append("no repeats")
     return ", ".join(out)
+
+
+def config_comments(text: str) -> dict[str, str]:
+    """key path -> the comment block right above that key in config.yaml (the file that documents
+    every key for users); entries of the named sections (``keypoint_sets.sift``) as ``<name>``."""
+    out, stack, block = {}, [], []
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            block.append(stripped.lstrip("#").strip())
+            continue
+        m = re.match(r"^( *)([A-Za-z_][A-Za-z0-9_-]*):", line)
+        if not m:
+            if not stripped:
+                block = []
+            continue
+        indent = len(m.group(1))
+        while stack and stack[-1][0] >= indent:
+            stack.pop()
+        stack.append((indent, m.group(2)))
+        keys = [k for _, k in stack]
+        if len(keys) >= 2 and keys[0] in NAMED:
+            keys[1] = "<name>"
+        if block:
+            out.setdefault(".".join(keys), " ".join(block))
+        block = []
+    return out
 
 
 def _rows(node: dict, root: dict, path: str, required: set[str] = frozenset()) -> list[tuple]:
@@ -118,26 +148,29 @@ def _rows(node: dict, root: dict, path: str, required: set[str] = frozenset()) -
     return rows
 
 
-def _table(rows: list[tuple]) -> str:
+def _table(rows: list[tuple], comments: dict[str, str]) -> str:
     out = ["| key | type | default | bounds | description |", "|---|---|---|---|---|"]
     seen = set()
     for p, t, d, b, desc in rows:
         if p in seen:
             continue
         seen.add(p)
+        desc = desc or comments.get(p, "")
         out.append(f"| `{p}` | {_cell(t)} | {_cell(d)} | {_cell(b)} | {_cell(desc)} |")
     return "\n".join(out)
 
 
 def config_reference() -> str:
     schema = yaml.safe_load(SCHEMA.read_text())
+    comments = config_comments(CONFIG.read_text())
     parts = [
         "# Configuration reference",
         "",
         "Generated when the site is built from `workflow/schemas/config.schema.yaml`, the schema the "
         "workflow validates every config against (unknown keys are errors). `config.yaml` shows every "
         "section with comments; a key left out takes the default below. `<name>` stands for a name you "
-        "choose (a keypoint set, a descriptor, a sweep); `[]` for each item of a list.",
+        "choose (a keypoint set, a descriptor, a sweep); `[]` for each item of a list. A description is the "
+        "schema's own, else the comment above the key in `config.yaml`.",
         "",
         f"> {_cell(schema.get('description', ''))}",
         "",
@@ -147,17 +180,17 @@ def config_reference() -> str:
     top = schema["properties"]
     simple = {k: v for k, v in top.items() if "properties" not in _resolve(v, schema) and
               not isinstance(_resolve(v, schema).get("additionalProperties"), dict)}
-    parts += [_table(_rows({"properties": simple}, schema, "")), ""]
+    parts += [_table(_rows({"properties": simple}, schema, ""), comments), ""]
     for key, node in top.items():
         if key in simple:
             continue
-        parts += [f"### `{key}`", "", _table(_rows({"properties": {key: node}}, schema, "")), ""]
+        parts += [f"### `{key}`", "", _table(_rows({"properties": {key: node}}, schema, ""), comments), ""]
     parts += ["## Detector and keypoint-file parameters (`keypoint_sets.<name>.params`)", "",
               "The `params` of a keypoint set, per `detector` (schema `definitions`).", ""]
     for name, node in schema.get("definitions", {}).items():
         if not isinstance(node, dict) or "properties" not in node:
             continue
-        parts += [f"### `{name}`", "", _table(_rows(node, schema, "params", set(node.get("required", [])))), ""]
+        parts += [f"### `{name}`", "", _table(_rows(node, schema, "params", set(node.get("required", []))), {}), ""]
     return "\n".join(parts) + "\n"
 
 
@@ -172,10 +205,15 @@ def _first_sentence(doc: str | None) -> str:
 
 def families_reference() -> str:
     descriptors = _import("descbench.descriptors")
+    registered_in = {}  # family name -> the module whose FAMILIES registers it
+    for module_name in descriptors.FAMILY_MODULES:
+        module = importlib.import_module(f"descbench.descriptors.{module_name}")
+        for fam in module.FAMILIES:
+            registered_in[fam.name] = module
     rows = []
     for name in descriptors.family_names():
         fam = descriptors.get_family(name)
-        module = importlib.import_module(fam.compute.__module__)
+        module = registered_in[name]
         props = fam.params_schema.get("properties", {})
         required = set(fam.params_schema.get("required", []))
         params = ", ".join(
@@ -184,8 +222,8 @@ def families_reference() -> str:
         output = {True: "packed bits (Hamming)", False: "float (L2)", None: "decided by the data"}[fam.binary]
         problem = fam.patch_problem()
         patches = "yes" if problem is None else ("no: " + problem if fam.not_on_patches else "no")
-        rows.append(f"| `{name}` | `{module.__name__}` | {output} | {_cell(params)} | {patches} | "
-                    f"{_cell(_first_sentence(module.__doc__))} |")
+        what = re.sub(r":\w+:`~?([^`]+)`", r"`\1`", _first_sentence(module.__doc__))
+        rows.append(f"| `{name}` | `{module.__name__}` | {output} | {_cell(params)} | {_cell(patches)} | {_cell(what)} |")
     return "\n".join([
         "# Descriptor families",
         "",
