@@ -29,12 +29,13 @@ from typing import Callable
 import numpy as np
 
 from descbench.errors import ConfigError, DataError
+from descbench.jobfacts import Cost, RuntimeFacts
 from descbench.keypoints import ImageKeypoints
 from descbench.params import check_params, fragment_defaults, object_fragment
 
 
 @dataclass(frozen=True)
-class DescriptorFamily:
+class DescriptorFamily(RuntimeFacts):
     name: str
     compute: Callable[[Path, ImageKeypoints, dict, dict], np.ndarray]
     # its ``params``: a closed JSON-schema object fragment (descbench.params.object_fragment) with
@@ -56,6 +57,45 @@ class DescriptorFamily:
     # OpenCV/onnxruntime versions, device, threads, weights or model sha256, batch), recorded in its
     # descriptor files' metadata; None: nothing beyond the params.
     runtime_provenance: Callable[[dict], dict] | None = None
+
+    # What the workflow reads about its jobs (descbench.jobfacts; a value or a function of the params):
+    # where it runs (numpy, torch, onnxruntime: the job's conda env, threads and GPU; RuntimeFacts)
+    runtime: str | Callable[[dict], str] = "numpy"
+    # ``files(params)``: the weight / model files its params name (rule inputs: a replaced file reruns its jobs)
+    files: Callable[[dict], list[str]] | None = None
+    # ``weights_labels(params)``: how the tables' ``weights`` column names each network it loads
+    weights_labels: Callable[[dict], list[str]] | None = None
+    # ``torch_params(params)``: the descbench.torchrt params (device, threads) its torch networks run
+    # with; None: ``[params]`` when its runtime is torch
+    torch_params: Callable[[dict], list[dict]] | None = None
+    # the inputs of descbench.jobresources' memory/runtime model of its jobs
+    cost: Cost | Callable[[dict], Cost] = Cost()
+    # ``children(params)``: the descriptor specs ({family, params}) nested in its params that its job
+    # runs (a stack's parts, a pooled base); their facts count for its job
+    children: Callable[[dict], list[dict]] | None = None
+    # ``repeats(params)``: how many times its job runs each child on every keypoint (a pooled family: once per scale)
+    repeats: Callable[[dict], int] | None = None
+    # ``components(params)``: the config's descriptors (names) whose files it combines
+    components: Callable[[dict], list[str]] | None = None
+    # Dimensions its rows are compared in, for the score job's time (at least 128 is assumed for every
+    # 128-D float and every binary family): a number, or ``width(params, part_widths)`` with the
+    # widths of its children, then of its components, in order.
+    width: int | Callable[[dict, list[int]], int] = 128
+
+    def cost_of(self, params: dict) -> Cost:
+        return self.cost(params) if callable(self.cost) else self.cost
+
+    def children_of(self, params: dict) -> list[dict]:
+        return list(self.children(params)) if self.children else []
+
+    def repeats_of(self, params: dict) -> int:
+        return self.repeats(params) if self.repeats else 1
+
+    def components_of(self, params: dict) -> list[str]:
+        return list(self.components(params)) if self.components else []
+
+    def width_of(self, params: dict, part_widths: list[int]) -> int:
+        return self.width(params, part_widths) if callable(self.width) else self.width
 
     @property
     def defaults(self) -> dict:
@@ -174,6 +214,17 @@ def get_family(name: str) -> DescriptorFamily:
     if name not in reg:
         raise ConfigError(f"unknown descriptor family '{name}'; known: {', '.join(sorted(reg))}")
     return reg[name]
+
+
+def spec_families(spec: dict) -> list[tuple[DescriptorFamily, dict]]:
+    """(family, params) of a descriptor spec ``{family, params}`` and of every spec nested in it
+    (its family's ``children``), depth first: what its job runs. ``params`` missing or null: ``{}``."""
+    fam = get_family(spec["family"])
+    params = spec.get("params") or {}
+    out = [(fam, params)]
+    for child in fam.children_of(params):
+        out += spec_families(child)
+    return out
 
 
 def check_descriptor_params(family: str, params: dict | None, where: str) -> dict:

@@ -8,6 +8,7 @@ import numpy as np
 
 from descbench.descriptors import DescriptorFamily
 from descbench.errors import DataError
+from descbench.jobfacts import FILE_DESCRIPTOR, Cost
 from descbench.keypoints import ImageKeypoints
 from descbench.params import object_fragment
 from descbench.precomputed import load_features
@@ -38,6 +39,6 @@ def precomputed_descriptors(image_path: Path, kps: ImageKeypoints, params: dict,
 
 
 FAMILIES = (DescriptorFamily(
-    "precomputed", precomputed_descriptors, PARAMS_SCHEMA["precomputed"], binary=None,
+    "precomputed", precomputed_descriptors, PARAMS_SCHEMA["precomputed"], binary=None, cost=Cost(model=FILE_DESCRIPTOR),
     not_on_patches="reads the feature files of a keypoint set; patch descriptors computed elsewhere are read from "
                    "hpatches-benchmark CSV files (descbench.patches.describe.read_hpatches_csv)"),)
