@@ -21,14 +21,13 @@ import yaml
 from descbench.errors import ConfigError
 from descbench.params import resolve_ref, schema_node
 from descbench.paths import COMMON_SECTION, scoring_sections
-from descbench.keypoints.sets import intersection_keep, root_detector_spec, set_sources
+from descbench.keypoints.sets import intersection_keep, set_sources
 
 # Per-detector parameter schemas live in the schema file's `definitions`; the registry names them.
 def _detector_param_defs() -> dict[str, str]:
-    from descbench.keypoints.detectors import DETECTORS
+    from descbench.keypoints.detectors import DETECTORS, FILE_SOURCES
 
-    return {**{n: d.schema_definition for n, d in DETECTORS.items()}, "precomputed": "precomputed_params",
-            "locked": "locked_params"}
+    return {n: d.schema_definition for n, d in {**DETECTORS, **FILE_SOURCES}.items()}
 
 
 DETECTOR_PARAM_DEFS = _detector_param_defs()
@@ -167,14 +166,22 @@ def _check_finite(value: Any, path: str) -> None:
         raise ConfigError(f"invalid config value at '{path.rstrip('.') or '<top level>'}': {value} is not a finite number; "
                           "give a finite number (YAML's .nan, .inf and values beyond the float range are refused)")
     if isinstance(value, dict):
-        opaque = value.get("family") == "python" and isinstance(value.get("params"), dict)
+        opaque = _opaque_params(value) if isinstance(value.get("params"), dict) else ()
         for k, v in value.items():
             if opaque and k == "params":
-                v = {pk: pv for pk, pv in v.items() if pk != "kwargs"}
+                v = {pk: pv for pk, pv in v.items() if pk not in opaque}
             _check_finite(v, f"{path}{k}.")
     elif isinstance(value, list):
         for i, v in enumerate(value):
             _check_finite(v, f"{path}{i}.")
+
+
+def _opaque_params(spec: dict) -> tuple[str, ...]:
+    """The params keys of a descriptor spec's family that are handed to user code as given."""
+    from descbench.descriptors import family_names, get_family
+
+    family = spec.get("family")
+    return get_family(family).opaque_params if isinstance(family, str) and family in family_names() else ()
 
 
 def _same_number(a: Any, b: Any) -> bool:
@@ -396,43 +403,26 @@ def _check_consistency(cfg: dict) -> None:
         raise ConfigError("dataset 'folder' needs folder.path: the directory holding your scene folders")
     kpsets = cfg["keypoint_sets"]
     _check_sets(kpsets)
+    from descbench.descriptors import get_family
+    from descbench.keypoints.detectors import DETECTORS, FILE_SOURCES
+
     for name, spec in kpsets.items():
-        if spec.get("detector") == "keynet":
-            from descbench.keypoints.keynet import check_weight_files
-
-            check_weight_files(spec["params"], f"keypoint_sets.{name}.params")
-        if spec.get("detector") == "precomputed" and spec.get("mode") == "projected":
-            raise ConfigError(
-                f"keypoint_sets.{name}.mode: 'projected' would move image 1's precomputed keypoints away from "
-                "the rows their descriptors describe in images 2..6; use mode: independent, or export the set and "
-                "import it with detector: locked (whose descriptors are computed by descbench)"
-            )
+        det = DETECTORS.get(spec.get("detector"))
+        if det is not None and det.check is not None:
+            det.check(spec["params"], f"keypoint_sets.{name}.params")
+        source = FILE_SOURCES.get(spec.get("detector"))
+        if source is not None and source.check_set is not None:
+            source.check_set(name, spec)
     for name, spec in cfg["descriptors"].items():
-        if spec["family"] == "composite":
-            from descbench.descriptors.composite import check_in_config
-
-            check_in_config(name, spec, cfg["descriptors"], kpsets)
         for ks in spec.get("keypoint_sets") or []:
             if ks not in kpsets:
                 raise ConfigError(
                     f"descriptors.{name}.keypoint_sets names unknown keypoint set '{ks}'; "
                     f"defined keypoint sets: {', '.join(sorted(kpsets))}"
                 )
-        if spec["family"] == "precomputed":
-            used = spec.get("keypoint_sets")
-            if not used:
-                raise ConfigError(
-                    f"descriptors.{name} (family precomputed) must list its keypoint set in "
-                    "keypoint_sets: the precomputed descriptors are row-aligned with that set's keypoints"
-                )
-            for ks in used:
-                det = root_detector_spec(kpsets, ks)["detector"]
-                if det != "precomputed":
-                    raise ConfigError(
-                        f"descriptors.{name} (family precomputed) reads descriptors from the files of its "
-                        f"keypoint set, but keypoint set '{ks}' comes from detector '{det}'; "
-                        "list a keypoint set with detector: precomputed (or one derived from it)"
-                    )
+        fam = get_family(spec["family"])
+        if fam.check_in_config is not None:
+            fam.check_in_config(name, spec, cfg["descriptors"], kpsets)
 
 
 def combinations(cfg: dict) -> list[tuple[str, str]]:

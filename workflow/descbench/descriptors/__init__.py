@@ -46,6 +46,13 @@ class DescriptorFamily(RuntimeFacts):
     # for rules the schema cannot state (a stack's parts, a callable that must import); raises
     # ConfigError naming ``where``.
     check: Callable[[dict, str], dict] | None = None
+    # Optional check of a descriptor against the rest of the validated config, ``(name, spec,
+    # descriptors, keypoint_sets)``, for rules that span keys (the sets it reads, the descriptors
+    # it combines); raises ConfigError naming ``descriptors.<name>``.
+    check_in_config: Callable[[str, dict, dict, dict], None] | None = None
+    # params keys whose values are handed to user code as given (a callable's keyword arguments):
+    # the config's own checks (finite numbers) leave them alone
+    opaque_params: tuple[str, ...] = ()
     # Patches (module docstring). ``patch_support(params, side)``: the default keypoint size (px)
     # on a side x side patch for filled params (a composite family: one size per part, in order).
     patch_support: Callable[[dict, int], float | list[float]] | None = None

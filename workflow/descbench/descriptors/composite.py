@@ -247,6 +247,7 @@ def composite_width(params: dict, part_widths: list[int]) -> int:
 FAMILIES = (
     DescriptorFamily("composite", _not_from_an_image, PARAMS_SCHEMA["composite"], binary=False, check=check_composite,
                      components=component_names, width=composite_width, cost=Cost(model=FILE_DESCRIPTOR),
+                     check_in_config=check_in_config,
                      not_on_patches="combines descriptors of paired keypoint sets of image sequences; on patches "
                                     "combine descriptors with family stack"),
 )

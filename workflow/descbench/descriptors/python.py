@@ -208,5 +208,6 @@ FAMILIES = (
     DescriptorFamily("python", python_descriptors, PARAMS_SCHEMA["python"], binary=None, check=check_python,
                      patch_support=sift_patch_support, patch_rows=python_patch_rows,
                      runtime=conventional_runtime, torch_params=conventional_torch_params, files=conventional_files,
-                     weights_labels=conventional_weights_labels, cost=Cost(per_keypoint=2.0, per_pixel=2.0)),
+                     weights_labels=conventional_weights_labels, cost=Cost(per_keypoint=2.0, per_pixel=2.0),
+                     opaque_params=("kwargs",)),
 )

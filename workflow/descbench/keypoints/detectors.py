@@ -126,6 +126,9 @@ class Detector(RuntimeFacts):
     files: Callable[[dict], list[str]] | None = None
     weights_labels: Callable[[dict], list[str]] | None = None
     torch_params: Callable[[dict], list[dict]] | None = None
+    # ``check(params, where)``: config-time check of its filled params against the world (files it
+    # names exist), raising ConfigError naming ``where.<key>``
+    check: Callable[[dict, str], None] | None = None
 
     def cap_of(self, params: dict) -> int | None:
         return self.cap(params) if self.cap else None
@@ -146,6 +149,12 @@ def _keynet_files(p: dict) -> list[str]:
 
 def _keynet_labels(p: dict) -> list[str]:
     return [weights_label(p)] if isinstance(p.get("weights"), str) else []
+
+
+def _keynet_check(p: dict, where: str) -> None:
+    from descbench.keypoints.keynet import check_weight_files
+
+    check_weight_files(p, where)
 
 
 # Keypoint job models: the keypoint term is descbench.jobfacts.OPENCV_DETECTOR's. sift (that model)
@@ -171,7 +180,38 @@ DETECTORS: dict[str, Detector] = {
         # kornia's KeyNet (torch; its params carry descbench.torchrt's device and threads)
         Detector("keynet", _keynet, "keynet_detector_params", density=10000, cap=_keynet_cap,
                  model=Model(base_mb=460, mb_per_mp=580, mb_per_kkp=0.2, base_s=5, s_per_mp=20),
-                 runtime="torch", files=_keynet_files, weights_labels=_keynet_labels),
+                 runtime="torch", files=_keynet_files, weights_labels=_keynet_labels, check=_keynet_check),
+    )
+}
+
+
+@dataclass(frozen=True)
+class FileSource:
+    """A keypoint set's ``detector`` that reads keypoints from files instead of detecting them (the
+    keypoint stage reads them): its params' definition in config.schema.yaml, and a check of the set
+    against the config, ``check_set(name, spec)``, raising ConfigError naming ``keypoint_sets.<name>``."""
+
+    name: str
+    schema_definition: str
+    check_set: Callable[[str, dict], None] | None = None
+
+
+def _precomputed_set(name: str, spec: dict) -> None:
+    if spec.get("mode") == "projected":
+        from descbench.errors import ConfigError
+
+        raise ConfigError(
+            f"keypoint_sets.{name}.mode: 'projected' would move image 1's precomputed keypoints away from "
+            "the rows their descriptors describe in images 2..6; use mode: independent, or export the set and "
+            "import it with detector: locked (whose descriptors are computed by descbench)"
+        )
+
+
+FILE_SOURCES: dict[str, FileSource] = {
+    s.name: s
+    for s in (
+        FileSource("precomputed", "precomputed_params", _precomputed_set),  # descbench.precomputed
+        FileSource("locked", "locked_params"),  # descbench.keypoints.locked
     )
 }
 
