@@ -263,9 +263,13 @@ def test_each_detectors_facts_are_the_tables_jobresources_and_config_held(name, 
     assert det.weights_labels_of(params) == conventional_weights_labels(params)
 
 
-def test_a_set_read_from_files_runs_nothing_of_its_own():
+@pytest.mark.parametrize("source", ["locked", "precomputed"])
+def test_a_set_read_from_files_runs_nothing_of_its_own(source):
+    """Whatever its params hold (here keys the learned families' conventions would read as a torch
+    network and a weights file), a set read from files runs no network and names no file."""
+    params = {"device": "cuda", "threads": 2, "weights": "w.pth"}
     for fn, want in ((needs_learned_extra, False), (job_resources, {"threads": 1, "gpu": 0}), (model_files, [])):
-        assert fn({}, detector="locked") == want
+        assert fn(params, detector=source) == want
 
 
 def test_a_detector_without_a_model_of_its_own_has_opencv_sifts():
@@ -281,3 +285,19 @@ def test_jobresources_and_config_name_no_family_or_detector(module):
     source = (PKG / module).read_text()
     found = sorted({n for n in names if re.search(rf"""["']{re.escape(n)}["']""", source)})
     assert not found, f"{module} names {', '.join(found)}: declare the fact on the family (descbench.jobfacts)"
+
+
+def test_a_familys_opaque_params_are_left_to_its_user_code(monkeypatch):
+    """The python family declares its kwargs opaque (the callable's own values): a NaN there is
+    passed on, a NaN in a checked key is refused naming the key."""
+    monkeypatch.syspath_prepend(str(Path(__file__).parent / "data"))
+    cfg = {"keypoint_sets": {"sift": {"detector": "sift"}},
+           "descriptors": {"mine": {"family": "python", "params": {"callable": "my_descriptors:mean_patch",
+                                                                    "kwargs": {"radius": float("nan")}}}}}
+    out = validate_config(cfg, SCHEMA)
+    assert out["descriptors"]["mine"]["params"]["kwargs"]["radius"] != out["descriptors"]["mine"]["params"]["kwargs"]["radius"]
+    from descbench.errors import ConfigError
+
+    cfg["scoring"] = {"tau_px": float("nan")}
+    with pytest.raises(ConfigError, match=r"'scoring\.tau_px': nan is not a finite number"):
+        validate_config(cfg, SCHEMA)
