@@ -544,7 +544,7 @@ def _runs(params: dict, family: str | None, detector: str | None) -> list[tuple[
     if detector is not None:
         from descbench.keypoints.detectors import DETECTORS
 
-        # a set read from files (locked, precomputed) runs nothing of its own
+        # a set read from files (detectors.FILE_SOURCES) runs nothing of its own
         return [(DETECTORS[detector], params)] if detector in DETECTORS else []
     return [(None, params)]
 

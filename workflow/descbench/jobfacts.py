@@ -25,12 +25,12 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from descbench.torchrt import RANDOM_WEIGHTS
+
 #: Where a family's or detector's computation runs; anything but ``numpy`` needs the ``learned``
 #: extra (pyproject.toml), i.e. the job runs in ``envs/learned.yaml``.
 RUNTIMES = ("numpy", "torch", "onnxruntime")
 LEARNED_RUNTIMES = ("torch", "onnxruntime")
-#: The ``weights`` value that asks for a seeded random initialisation (descbench.torchrt).
-RANDOM_WEIGHTS = "random"
 
 
 def check_runtime(runtime: str, who: str) -> str:

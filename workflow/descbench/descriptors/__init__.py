@@ -16,6 +16,16 @@ describe patches by design says why in ``not_on_patches``; one that declares nei
 on patches with a :class:`ConfigError` naming it and these hooks (never a silent default).
 :func:`image_patch_rows` is a ready ``patch_rows`` for any family: its own ``compute`` on each
 patch written to a temporary image (exact by construction, slower than an in-memory hook).
+
+The workflow sizes, places and feeds a family's jobs from facts the family declares
+(:mod:`descbench.jobfacts`), never from its name: ``runtime`` (``numpy``, ``torch`` or
+``onnxruntime``: the job's conda env, threads and GPU), ``cost`` (the fitted memory/runtime model of
+its jobs and the factors that scale it), ``width`` (the columns its rows are compared in),
+``children`` / ``repeats`` (the nested specs its job runs, e.g. a stack's parts, a pooled base at
+each scale), ``components`` (the config's descriptors whose files it combines), ``files`` (the
+weight / model files its params name: rule inputs) and ``weights_labels`` (the tables' ``weights``
+column). A family that declares none is a NumPy/OpenCV family costed like SIFT's compute, 128
+columns wide, reading no files.
 """
 
 from __future__ import annotations
@@ -174,8 +184,9 @@ def image_patch_rows(family: str) -> Callable[[PatchJob, dict], np.ndarray]:
 
 # The family modules (``descbench.descriptors.<module>``). Each defines ``PARAMS_SCHEMA`` (family
 # name -> its params fragment) and ``FAMILIES``, a tuple of :class:`DescriptorFamily` (with its
-# patch hooks, or its reason not to describe patches); adding a family touches its module and this
-# tuple, nothing else.
+# patch hooks, or its reason not to describe patches, and its job facts); adding a family touches
+# its module and this tuple, nothing else (tests/test_family_facts.py walks a toy learned family
+# through it).
 FAMILY_MODULES = ("sift", "rootsift", "precomputed", "stack", "python", "surf", "opencv_binary", "opencv_float", "rgbsift", "dspsift",
                  "onnx_net", "kornia_nets", "pooling", "composite")
 
