@@ -21,7 +21,7 @@ import yaml
 from descbench.errors import ConfigError
 from descbench.params import resolve_ref, schema_node
 from descbench.paths import COMMON_SECTION, scoring_sections
-from descbench.keypoints.sets import intersection_keep, set_sources
+from descbench.keypoints.sets import intersection_keep, root_detector_spec, set_sources  # noqa: F401 - re-exported: callers import root_detector_spec from here
 
 # Per-detector parameter schemas live in the schema file's `definitions`; the registry names them.
 def _detector_param_defs() -> dict[str, str]:
