@@ -160,8 +160,9 @@ def _check_finite(value: Any, path: str) -> None:
     """Every number in the config is finite: NaN passes every JSON-schema bound (each comparison
     with it is false) and inf passes the open ones, and both only fail later inside a job (or
     silently give n/a everywhere). No config key accepts them (limits are written as null or as
-    a word, e.g. ``distractors_per_scene: all``). Only a python descriptor's ``params.kwargs`` is
-    left alone: those values are the callable's own, passed to it as given."""
+    a word, e.g. ``distractors_per_scene: all``). Only the params a family declares opaque
+    (``opaque_params``: the python family's ``kwargs``) are left alone: those values are user
+    code's own, passed to it as given."""
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"invalid config value at '{path.rstrip('.') or '<top level>'}': {value} is not a finite number; "
                           "give a finite number (YAML's .nan, .inf and values beyond the float range are refused)")
