@@ -57,7 +57,7 @@ from pathlib import Path
 from descbench.datasets import experiment_name
 from descbench.datasets.demo import MAX_SIDE as DEMO_MAX_SIDE
 from descbench.datasets.layout import N_IMAGES, scene_files
-from descbench.descriptors import get_family, spec_families
+from descbench.descriptors import get_family
 from descbench.errors import DescbenchError
 from descbench.io import META_KEY
 from descbench.jobfacts import DEFAULT_DENSITY, Cost, Model
