@@ -21,14 +21,13 @@ import yaml
 from descbench.errors import ConfigError
 from descbench.params import resolve_ref, schema_node
 from descbench.paths import COMMON_SECTION, scoring_sections
-from descbench.keypoints.sets import intersection_keep, root_detector_spec, set_sources
+from descbench.keypoints.sets import intersection_keep, root_detector_spec, set_sources  # noqa: F401 - re-exported: callers import root_detector_spec from here
 
 # Per-detector parameter schemas live in the schema file's `definitions`; the registry names them.
 def _detector_param_defs() -> dict[str, str]:
-    from descbench.keypoints.detectors import DETECTORS
+    from descbench.keypoints.detectors import DETECTORS, FILE_SOURCES
 
-    return {**{n: d.schema_definition for n, d in DETECTORS.items()}, "precomputed": "precomputed_params",
-            "locked": "locked_params"}
+    return {n: d.schema_definition for n, d in {**DETECTORS, **FILE_SOURCES}.items()}
 
 
 DETECTOR_PARAM_DEFS = _detector_param_defs()
@@ -161,20 +160,29 @@ def _check_finite(value: Any, path: str) -> None:
     """Every number in the config is finite: NaN passes every JSON-schema bound (each comparison
     with it is false) and inf passes the open ones, and both only fail later inside a job (or
     silently give n/a everywhere). No config key accepts them (limits are written as null or as
-    a word, e.g. ``distractors_per_scene: all``). Only a python descriptor's ``params.kwargs`` is
-    left alone: those values are the callable's own, passed to it as given."""
+    a word, e.g. ``distractors_per_scene: all``). Only the params a family declares opaque
+    (``opaque_params``: the python family's ``kwargs``) are left alone: those values are user
+    code's own, passed to it as given."""
     if isinstance(value, float) and not math.isfinite(value):
         raise ConfigError(f"invalid config value at '{path.rstrip('.') or '<top level>'}': {value} is not a finite number; "
                           "give a finite number (YAML's .nan, .inf and values beyond the float range are refused)")
     if isinstance(value, dict):
-        opaque = value.get("family") == "python" and isinstance(value.get("params"), dict)
+        opaque = _opaque_params(value) if isinstance(value.get("params"), dict) else ()
         for k, v in value.items():
             if opaque and k == "params":
-                v = {pk: pv for pk, pv in v.items() if pk != "kwargs"}
+                v = {pk: pv for pk, pv in v.items() if pk not in opaque}
             _check_finite(v, f"{path}{k}.")
     elif isinstance(value, list):
         for i, v in enumerate(value):
             _check_finite(v, f"{path}{i}.")
+
+
+def _opaque_params(spec: dict) -> tuple[str, ...]:
+    """The params keys of a descriptor spec's family that are handed to user code as given."""
+    from descbench.descriptors import family_names, get_family
+
+    family = spec.get("family")
+    return get_family(family).opaque_params if isinstance(family, str) and family in family_names() else ()
 
 
 def _same_number(a: Any, b: Any) -> bool:
@@ -396,43 +404,26 @@ def _check_consistency(cfg: dict) -> None:
         raise ConfigError("dataset 'folder' needs folder.path: the directory holding your scene folders")
     kpsets = cfg["keypoint_sets"]
     _check_sets(kpsets)
+    from descbench.descriptors import get_family
+    from descbench.keypoints.detectors import DETECTORS, FILE_SOURCES
+
     for name, spec in kpsets.items():
-        if spec.get("detector") == "keynet":
-            from descbench.keypoints.keynet import check_weight_files
-
-            check_weight_files(spec["params"], f"keypoint_sets.{name}.params")
-        if spec.get("detector") == "precomputed" and spec.get("mode") == "projected":
-            raise ConfigError(
-                f"keypoint_sets.{name}.mode: 'projected' would move image 1's precomputed keypoints away from "
-                "the rows their descriptors describe in images 2..6; use mode: independent, or export the set and "
-                "import it with detector: locked (whose descriptors are computed by descbench)"
-            )
+        det = DETECTORS.get(spec.get("detector"))
+        if det is not None and det.check is not None:
+            det.check(spec["params"], f"keypoint_sets.{name}.params")
+        source = FILE_SOURCES.get(spec.get("detector"))
+        if source is not None and source.check_set is not None:
+            source.check_set(name, spec)
     for name, spec in cfg["descriptors"].items():
-        if spec["family"] == "composite":
-            from descbench.descriptors.composite import check_in_config
-
-            check_in_config(name, spec, cfg["descriptors"], kpsets)
         for ks in spec.get("keypoint_sets") or []:
             if ks not in kpsets:
                 raise ConfigError(
                     f"descriptors.{name}.keypoint_sets names unknown keypoint set '{ks}'; "
                     f"defined keypoint sets: {', '.join(sorted(kpsets))}"
                 )
-        if spec["family"] == "precomputed":
-            used = spec.get("keypoint_sets")
-            if not used:
-                raise ConfigError(
-                    f"descriptors.{name} (family precomputed) must list its keypoint set in "
-                    "keypoint_sets: the precomputed descriptors are row-aligned with that set's keypoints"
-                )
-            for ks in used:
-                det = root_detector_spec(kpsets, ks)["detector"]
-                if det != "precomputed":
-                    raise ConfigError(
-                        f"descriptors.{name} (family precomputed) reads descriptors from the files of its "
-                        f"keypoint set, but keypoint set '{ks}' comes from detector '{det}'; "
-                        "list a keypoint set with detector: precomputed (or one derived from it)"
-                    )
+        fam = get_family(spec["family"])
+        if fam.check_in_config is not None:
+            fam.check_in_config(name, spec, cfg["descriptors"], kpsets)
 
 
 def combinations(cfg: dict) -> list[tuple[str, str]]:
@@ -535,41 +526,67 @@ def check_folders(folders: dict[str, Path | str]) -> None:
 
 
 # ----------------------------------------------------------------------------- job resources
+# What a job runs is declared by its descriptor family (and the families nested in it) or its
+# detector (descbench.jobfacts). The workflow's rules pass a job's params; with its ``family``
+# (a descriptor's) or ``detector`` (a keypoint set's) named, its family's facts are read; params
+# of no named family are read by the conventions that the learned families' params share
+# (descbench.jobfacts.conventional_*).
 
 
-def _param_mappings(node):
-    """Every mapping in a params tree (the node itself, nested bases and components), depth first."""
-    if isinstance(node, dict):
-        yield node
-        for v in node.values():
-            yield from _param_mappings(v)
-    elif isinstance(node, list):
-        for v in node:
-            yield from _param_mappings(v)
+def _runs(params: dict, family: str | None, detector: str | None) -> list[tuple[object | None, dict]]:
+    """(family or detector, its params) of everything a job with ``params`` runs; ``None`` for params
+    of no named family."""
+    if family is not None and detector is not None:
+        raise ValueError("name the job's descriptor family or its detector, not both")
+    if family is not None:
+        from descbench.descriptors import spec_families
+
+        return list(spec_families({"family": family, "params": params}))
+    if detector is not None:
+        from descbench.keypoints.detectors import DETECTORS
+
+        # a set read from files (detectors.FILE_SOURCES) runs nothing of its own
+        return [(DETECTORS[detector], params)] if detector in DETECTORS else []
+    return [(None, params)]
 
 
-def _is_torch_runtime(node: dict) -> bool:
-    # descbench.torchrt's params (every torch family and keynet carry both, filled from the schema)
-    return "device" in node and "threads" in node
+def _torch_params(runs) -> list[dict]:
+    from descbench.jobfacts import conventional_torch_params
+
+    return [tp for who, p in runs for tp in (who.torch_params_of(p) if who else conventional_torch_params(p))]
 
 
-def job_resources(params: dict) -> dict:
-    """Snakemake ``threads`` and ``gpu`` of a job whose spec holds ``params``: the learned families'
-    params (torch: a mapping with ``device`` and ``threads``, found at any depth: a pooled or
-    stacked base included) ask for ``threads`` CPU threads (the largest) and one GPU when a
-    ``device`` is ``cuda`` (``auto`` asks for none: it uses a GPU where the job's node has one;
-    set ``cuda`` to have a cluster give the job one: the SLURM executor plugin reads ``gpu``)."""
-    torch = [n for n in _param_mappings(params) if _is_torch_runtime(n)]
-    return {"threads": max([1, *(int(n["threads"]) for n in torch)]),
-            "gpu": int(any(n["device"] == "cuda" for n in torch))}
+def job_resources(params: dict, *, family: str | None = None, detector: str | None = None) -> dict:
+    """Snakemake ``threads`` and ``gpu`` of a job whose spec holds ``params``: each torch network it
+    runs (its family's or detector's ``torch_params``: descbench.torchrt's ``device`` and
+    ``threads``; a pooled or stacked base included) asks for ``threads`` CPU threads (the largest)
+    and one GPU when a ``device`` is ``cuda`` (``auto`` asks for none: it uses a GPU where the job's
+    node has one; set ``cuda`` to have a cluster give the job one: the SLURM executor plugin reads
+    ``gpu``)."""
+    from descbench.jobfacts import torch_gpu, torch_threads
+
+    torch = _torch_params(_runs(params, family, detector))
+    return {"threads": max([1, *(torch_threads(n) for n in torch)]), "gpu": int(any(torch_gpu(n) for n in torch))}
 
 
-def needs_learned_extra(params: dict) -> bool:
-    """Whether a job whose spec holds ``params`` imports the ``learned`` extra (pyproject.toml):
-    a torch family or detector at any depth (:func:`job_resources`' mappings), or an onnx model run
-    by ``backend: onnxruntime`` (the opencv backend is OpenCV's own). Picks the job's conda env
-    (``envs/learned.yaml`` instead of ``envs/descbench.yaml``; workflow/rules/common.smk)."""
-    return any(_is_torch_runtime(n) or n.get("backend") == "onnxruntime" for n in _param_mappings(params))
+def needs_learned_extra(params: dict, *, family: str | None = None, detector: str | None = None) -> bool:
+    """Whether a job whose spec holds ``params`` imports the ``learned`` extra (pyproject.toml): a
+    family or detector it runs (a nested one included) declares a torch or onnxruntime runtime.
+    Picks the job's conda env (``envs/learned.yaml`` instead of ``envs/descbench.yaml``;
+    workflow/rules/common.smk)."""
+    from descbench.jobfacts import LEARNED_RUNTIMES, conventional_runtime
+
+    return any((who.runtime_of(p) if who else conventional_runtime(p)) in LEARNED_RUNTIMES
+               for who, p in _runs(params, family, detector))
+
+
+def model_files(params: dict, *, family: str | None = None, detector: str | None = None) -> list[str]:
+    """The model and weight files a job's params name (each family's or detector's ``files``, a
+    nested one's included; ``random`` is no file), sorted, as rule inputs: a replaced file reruns
+    the job (Snakemake sees files, not a path string's contents)."""
+    from descbench.jobfacts import conventional_files
+
+    return sorted({f for who, p in _runs(params, family, detector) for f in (who.files_of(p) if who else conventional_files(p))})
 
 
 # ----------------------------------------------------------------------------- learned weights
@@ -577,64 +594,40 @@ def needs_learned_extra(params: dict) -> bool:
 
 def learned_weights(cfg: dict, kpset: str | None, descriptor: str) -> str:
     """What the learned networks behind one (keypoint set, descriptor) row were loaded with, for
-    every table row: ``'<what>: RANDOM(seed=N)'`` (randomly initialised: not a published model, said in capitals)
-    or ``'<what>: <file name>'`` for each ``weights`` parameter of the descriptor (a composite's
-    components, a pooled or stacked base included) and of the detectors its keypoints come from;
-    ``''`` when no network is involved. ``kpset`` None: the descriptor's alone (patch benchmarks)."""
+    every table row: ``'<what>: RANDOM(seed=N)'`` (randomly initialised: not a published model, said
+    in capitals) or ``'<what>: <file name>'`` for each network of the descriptor (its family's
+    ``weights_labels``; a pooled or stacked base and, with a keypoint set, the descriptors a family
+    combines included) and of the detectors its keypoints come from; ``''`` when no network is
+    involved. ``kpset`` None: the descriptor's alone (patch benchmarks)."""
+    from descbench.descriptors import get_family, spec_families
+    from descbench.keypoints.detectors import DETECTORS
+
     found: list[str] = []
 
-    def walk(node, what):
-        if isinstance(node, dict):
-            if isinstance(node.get("weights"), str):
-                w = node["weights"]
-                label = f"RANDOM(seed={node.get('weights_seed', 0)})" if w == "random" else Path(w).name
-                if f"{what}: {label}" not in found:
-                    found.append(f"{what}: {label}")
-            for v in node.values():
-                walk(v, what)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v, what)
+    def add(what: str, labels: list[str]) -> None:
+        for label in labels:
+            if f"{what}: {label}" not in found:
+                found.append(f"{what}: {label}")
 
-    def walk_set(name):
+    def walk_descriptor(name: str) -> None:
+        for fam, params in spec_families(cfg["descriptors"][name]):
+            add(name, fam.weights_labels_of(params))
+
+    def walk_set(name: str) -> None:
         spec = cfg["keypoint_sets"][name]
-        if "detector" in spec:
-            walk(spec.get("params", {}), f"keypoints {name}")
+        if spec.get("detector") in DETECTORS:
+            add(f"keypoints {name}", DETECTORS[spec["detector"]].weights_labels_of(spec.get("params") or {}))
         for src in set_sources(spec):
             walk_set(src)
 
     spec = cfg["descriptors"].get(descriptor)
     if spec is None:  # not a descriptor of the config (the patch benchmarks' CSV descriptors): no network
         return ""
-    walk(spec.get("params", {}), descriptor)
+    walk_descriptor(descriptor)
     if kpset is not None:
         walk_set(kpset)
-    if spec["family"] == "composite" and kpset is not None:
-        from descbench.descriptors.composite import resolve_components
-
         # a component's set is paired with the scored one (same intersection sources), so the
         # scored set's detectors are already every component's: only its descriptor is new
-        for c in resolve_components(spec["params"], kpset, cfg["descriptors"], cfg["keypoint_sets"]):
-            walk(c["params"], c["descriptor"])
+        for c in get_family(spec["family"]).components_of(spec.get("params") or {}):
+            walk_descriptor(c)
     return "; ".join(found)
-
-
-def model_files(params: dict) -> list[str]:
-    """The model and weight files a job's params name (any depth: ``model`` of the onnx family,
-    ``weights`` / ``*_weights`` of the torch families, ``random`` excluded), as rule inputs: a
-    replaced file reruns the job (Snakemake sees files, not a path string's contents)."""
-    out: list[str] = []
-
-    def walk(node):
-        if isinstance(node, dict):
-            for k, v in node.items():
-                if isinstance(v, str) and (k == "model" or k == "weights" or k.endswith("_weights")) and v != "random":
-                    out.append(v)
-                else:
-                    walk(v)
-        elif isinstance(node, list):
-            for v in node:
-                walk(v)
-
-    walk(params)
-    return sorted(set(out))

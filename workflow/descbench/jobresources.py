@@ -26,14 +26,16 @@ per byte of the file (at least the default size): the job itself then reports th
 **Keypoint counts** are not known before detection. When the keypoint file of a scene exists
 (a descriptor or score job about to run, or a rerun) and was written for the set's current spec
 (its recorded params), its counts per image are used. Otherwise they are modelled per image as
-``min(cap, density * area inside the border)``: ``density`` per detector
-(:data:`KEYPOINT_DENSITY`, keypoints per megapixel), ``cap`` the set's ``max_keypoints`` and the
-detector's own limit (SIFT and ORB ``n_features``, GFTT ``max_corners``, KeyNet
-``num_features``); a derived set is its source's count after its ``per_image_top_n_by_size``
+``min(cap, density * area inside the border)``: ``density`` (keypoints per megapixel) and the
+detector's own limit from its params declared by the detector
+(:class:`descbench.keypoints.detectors.Detector` ``density`` and ``cap``), ``cap`` also the set's
+``max_keypoints``; a derived set is its source's count after its ``per_image_top_n_by_size``
 filters (the other filters are taken as keeping every keypoint), an intersection the smaller of
 its sources'.
 
-**The models** (per scene of the job's batch; the constants below, from the README's fit):
+**The models** (per scene of the job's batch; from the README's fit: the constants below, and
+the fitted :class:`descbench.jobfacts.Model` and :class:`descbench.jobfacts.Cost` that each detector
+and descriptor family declares, so that a family added in its own module is sized by its own facts):
 
 * memory of a scene: ``base + mb_per_mp * (largest image, MP) + mb_per_kkp * (the scene's
   keypoints / 1000)``; the job's ``mem_mb`` is the largest over its scenes (scenes run one after
@@ -50,14 +52,16 @@ import json
 import math
 import os
 import struct
-from dataclasses import dataclass
 from pathlib import Path
 
 from descbench.datasets import experiment_name
 from descbench.datasets.demo import MAX_SIDE as DEMO_MAX_SIDE
 from descbench.datasets.layout import N_IMAGES, scene_files
+from descbench.descriptors import get_family
 from descbench.errors import DescbenchError
 from descbench.io import META_KEY
+from descbench.jobfacts import DEFAULT_DENSITY, Cost, Model
+from descbench.keypoints.detectors import DETECTORS
 
 # ----------------------------------------------------------------------------- constants
 # Measured and fitted in benchmarks/README.md, "Job memory and runtime models (bench_resources.py)"
@@ -81,74 +85,15 @@ UNKNOWN_IMAGE_SIZE = (6000, 4500)
 #: takes about 0.1-0.5 bytes per pixel, a PNG or PPM more).
 UNREADABLE_PIXELS_PER_BYTE = 10
 
-#: Keypoints per megapixel (inside the border) assumed before detection, per detector: about twice
-#: the median over the 8 demo photographs (their image 1, default parameters; README's table
-#: gives min / median / max). Used only until the set's keypoint file exists.
-KEYPOINT_DENSITY = {"sift": 10000, "surf": 3000, "orb": 6000, "brisk": 16000, "akaze": 8000, "kaze": 9000,
-                    "gftt": 8000, "fast": 50000, "keynet": 10000}
-#: Detectors without a measured density (locked, precomputed: files made elsewhere).
-DEFAULT_DENSITY = 10000
+# The models of each detector's keypoint job, each descriptor family's descriptor and patch jobs, and
+# the density and cap of each detector's keypoints are declared by the detector
+# (descbench.keypoints.detectors.DETECTORS) and the family (its module under descbench/descriptors/;
+# descbench.jobfacts: the fitted models several of them share).
 
-
-@dataclass(frozen=True)
-class Model:
-    """One job kind's fitted model (module docstring): memory in MB, time in seconds."""
-
-    base_mb: float
-    mb_per_mp: float = 0.0  # per megapixel of the scene's largest image
-    mb_per_kkp: float = 0.0  # per 1000 keypoints of the scene (6 images)
-    base_s: float = 0.0  # once per job: start-up and imports
-    s_per_mp: float = 0.0  # per megapixel of every image of the batch
-    s_per_kkp: float = 0.0  # per 1000 keypoints of the batch
-
-
-# Keypoint jobs, per detector (the job reads each image, detects, filters, writes). The keypoint term
-# is not fitted (the upscaled scenes keep ~12,000 keypoints): 0.2 MB per 1000 keypoints of the scene,
-# 5 x the ~40 bytes per keypoint of the scene's arrays (OpenCV's keypoint objects of one image
-# included). sift and keynet:
-# fitted to whole jobs (sift 0.26-27 MP: 194-6,189 MB; keynet 0.26-1 MP); the others: one-image
-# children at 1 and 4 MP (kaze 559 -> 2,073 MB; akaze, surf, orb, brisk, gftt, fast below or near
-# the 250 MB their child's imports take), slopes rounded up.
-DETECTOR_MODELS = {
-    "sift": Model(base_mb=160, mb_per_mp=230, mb_per_kkp=0.2, base_s=2, s_per_mp=0.7),
-    "keynet": Model(base_mb=460, mb_per_mp=580, mb_per_kkp=0.2, base_s=5, s_per_mp=20),
-    "kaze": Model(base_mb=160, mb_per_mp=520, mb_per_kkp=0.2, base_s=2, s_per_mp=2.0),
-    "akaze": Model(base_mb=160, mb_per_mp=120, mb_per_kkp=0.2, base_s=2, s_per_mp=0.6),
-    "surf": Model(base_mb=250, mb_per_mp=130, mb_per_kkp=0.2, base_s=5, s_per_mp=1.5),
-    "orb": Model(base_mb=160, mb_per_mp=40, mb_per_kkp=0.2, base_s=2, s_per_mp=0.2),
-    "brisk": Model(base_mb=160, mb_per_mp=40, mb_per_kkp=0.2, base_s=2, s_per_mp=0.2),
-    "gftt": Model(base_mb=160, mb_per_mp=40, mb_per_kkp=0.2, base_s=2, s_per_mp=0.2),
-    "fast": Model(base_mb=160, mb_per_mp=40, mb_per_kkp=0.2, base_s=2, s_per_mp=0.2),
-}
-#: A detector without its own model.
-DEFAULT_DETECTOR_MODEL = DETECTOR_MODELS["sift"]
-#: Sets that read keypoints from files (locked, precomputed; measured: locked 158 -> 328 MB from
-#: 0.26 to 27 MP, the image read for its size) or from other sets (derived sets).
+#: Sets that read keypoints from files (a detector name outside the detector registry: locked,
+#: precomputed; measured: locked 158 -> 328 MB from 0.26 to 27 MP, the image read for its size) or
+#: from other sets (derived sets).
 FILE_KEYPOINT_MODEL = Model(base_mb=160, mb_per_mp=7, mb_per_kkp=2.0, base_s=2, s_per_mp=0.03, s_per_kkp=0.02)
-
-# Descriptor jobs, per family kind. "sift": OpenCV SIFT's compute on keypoints that reach its first,
-# 2x upsampled octave (as on any photograph): 217 -> 3,436 MB from 0.26 to 27 MP; the OpenCV families
-# without a measurement of their own use it, kaze/akaze their detector's slope. "learned": HardNet
-# (random weights, CPU, one thread) 777-859 MB plus 3.5 MB per 1000 keypoints, 2.3 s per 1000
-# keypoints; batch_mem_mb (default 256) is added per job. "files": families that read descriptor
-# files (precomputed, composite).
-DESCRIPTOR_MODELS = {
-    "sift": Model(base_mb=170, mb_per_mp=125, mb_per_kkp=1.2, base_s=2, s_per_mp=0.25, s_per_kkp=0.02),
-    "kaze": Model(base_mb=170, mb_per_mp=520, mb_per_kkp=1.2, base_s=2, s_per_mp=2.0, s_per_kkp=0.02),
-    "akaze": Model(base_mb=170, mb_per_mp=120, mb_per_kkp=1.2, base_s=2, s_per_mp=0.6, s_per_kkp=0.02),
-    "learned": Model(base_mb=600, mb_per_mp=6, mb_per_kkp=4.0, base_s=15, s_per_mp=0.1, s_per_kkp=2.5),
-    "files": Model(base_mb=200, mb_per_kkp=2.0, base_s=2, s_per_kkp=0.05),
-}
-#: Families whose job holds a network (torch or cv2.dnn), and their time per keypoint relative to
-#: HardNet's (taken as proportional to the forward pass's memory per patch, README "Learned
-#: features": HardNet 272 KiB, HardNet8 368, SOSNet 400, HyNet 528, TFeat 176; onnx: unknown, 2).
-LEARNED_FAMILIES = {"hardnet": 1.0, "hardnet8": 1.35, "sosnet": 1.5, "hynet": 2.0, "tfeat": 1.0, "onnx": 2.0}
-#: Families that read descriptor files instead of images.
-FILE_FAMILIES = frozenset({"precomputed", "composite"})
-#: Families that describe each channel of the colour image (3 passes).
-COLOUR_FAMILIES = frozenset({"rgbsift", "dsprgbsift"})
-#: Families whose compute builds KAZE's / AKAZE's nonlinear scale space.
-KAZE_FAMILIES = {"kaze": "kaze", "akaze_kaze": "kaze", "akaze": "akaze"}
 
 # Score jobs: memory per 1000 keypoints of the scene's largest image (measured 298 / 541 / 971 MB at
 # 1,000 / 4,000 / 16,000 keypoints per image), time per million descriptor comparisons (sum over the
@@ -156,9 +101,8 @@ KAZE_FAMILIES = {"kaze": "kaze", "akaze_kaze": "kaze", "akaze": "akaze"}
 SCORE_MODEL = Model(base_mb=250, mb_per_kkp=45.0, base_s=3)
 SCORE_S_PER_MPAIR = 0.03
 
-# Patch-descriptor jobs (one patch sequence: 16 strips of 65 x 65 patches; measured on the demo's
-# 500 patches per strip: sift 198 MB / 5.8 s, hardnet 678 MB / 26 s).
-PATCH_MODELS = {"sift": Model(base_mb=200, base_s=2, s_per_kkp=0.5), "learned": Model(base_mb=600, base_s=15, s_per_kkp=1.5)}
+# Patch-descriptor jobs: one patch sequence, 16 strips of 65 x 65 patches (the models: the family's
+# Cost.patch_model).
 #: Bytes per patch held by a patch job (the strip's 65 x 65 pixels, its rows, working copies).
 PATCH_BYTES = 10000
 #: Patches per strip assumed for a sequence that is not generated by this run (hpatches-release,
@@ -354,16 +298,8 @@ def _scene_images(scene_dir: str, mtime_ns: int) -> tuple[str, ...] | None:
 
 
 def _detector_cap(spec: dict) -> int | None:
-    p = spec.get("params") or {}
-    det = spec["detector"]
-    cap = None
-    if det in ("sift", "orb") and (p.get("n_features") or 0) > 0:
-        cap = int(p["n_features"])
-    elif det == "gftt" and (p.get("max_corners") or 0) > 0:
-        cap = int(p["max_corners"])
-    elif det == "keynet" and p.get("num_features"):
-        cap = int(p["num_features"])
-    return cap
+    det = DETECTORS.get(spec["detector"])
+    return det.cap_of(spec.get("params") or {}) if det else None
 
 
 def modelled_keypoints(kpsets: dict, kpset: str, size: tuple[int, int], _seen: tuple = ()) -> int:
@@ -375,7 +311,8 @@ def modelled_keypoints(kpsets: dict, kpset: str, size: tuple[int, int], _seen: t
     if "detector" in spec:
         b = spec.get("border_px", 40)
         area_mp = max(0, size[0] - 2 * b) * max(0, size[1] - 2 * b) / 1e6
-        n = math.ceil(KEYPOINT_DENSITY.get(spec["detector"], DEFAULT_DENSITY) * area_mp)
+        det = DETECTORS.get(spec["detector"])
+        n = math.ceil((det.density if det else DEFAULT_DENSITY) * area_mp)
         for cap in (spec.get("max_keypoints"), _detector_cap(spec)):
             if cap is not None:
                 n = min(n, int(cap))
@@ -468,85 +405,51 @@ def keypoint_job(cfg: dict, kpset: str, scene_dirs: list[Path]) -> dict:
     spec = cfg["keypoint_sets"][kpset]
     scenes = [(sizes, [modelled_keypoints(cfg["keypoint_sets"], kpset, s) for s in sizes])
               for sizes in (scene_image_sizes(d, default_image_size(cfg)) for d in scene_dirs)]
-    det = spec.get("detector")
-    if det is None or det in ("locked", "precomputed"):
-        model = FILE_KEYPOINT_MODEL
-    else:
-        model = DETECTOR_MODELS.get(det, DEFAULT_DETECTOR_MODEL)
-    return _resources(*_batch(model, scenes))
+    det = DETECTORS.get(spec.get("detector"))
+    return _resources(*_batch(det.model if det else FILE_KEYPOINT_MODEL, scenes))
 
 
-def _dsp_scale_count(params: dict) -> int:
-    """How many scales a dsp descriptor describes each keypoint at (left out: the schema's default)."""
-    if params.get("scales"):
-        return len(params["scales"])
-    from descbench.descriptors.pooling import PARAMS_SCHEMA  # the one place the default is declared
-
-    return len(PARAMS_SCHEMA["dsp"]["properties"]["scales"]["default"])
-
-
-def _leaves(spec: dict) -> list[tuple[str, float, float, float]]:
-    """The families a descriptor job runs, as (model kind, time factor per keypoint, time factor
-    per pixel, extra MB): a stack runs its parts one after the other, a pooled (dsp) family its
-    base at every scale, a colour family 3 channels, dspsift its scales per keypoint; a learned
-    family holds its ``batch_mem_mb`` more; the python family (user code) counts twice SIFT's time."""
-    family, params = spec.get("family", "sift"), spec.get("params") or {}
-    if family == "stack":
-        return [leaf for part in params.get("parts") or [{"family": "sift"}] for leaf in _leaves(part)] or _leaves({"family": "sift"})
-    if family == "dsp":
-        n = _dsp_scale_count(params)
-        return [(kind, kf * n, pf * n, extra) for kind, kf, pf, extra in _leaves(params.get("base") or {"family": "sift"})]
-    if family in LEARNED_FAMILIES:
-        return [("learned", LEARNED_FAMILIES[family], 1.0, float(params.get("batch_mem_mb") or 0))]
-    if family in FILE_FAMILIES:
-        return [("files", 1.0, 1.0, 0.0)]
-    kind = KAZE_FAMILIES.get(family, "sift")
-    kf = pf = 3.0 if family in COLOUR_FAMILIES else 1.0
-    if family in ("dspsift", "dsprgbsift"):
-        kf *= len(params.get("scales") or [0.0] * 10)  # dong_soatto's default: 10 scales
-    if family == "python":
-        kf, pf = 2.0, 2.0
-    return [(kind, kf, pf, 0.0)]
+def _leaves(spec: dict | None) -> list[Cost]:
+    """The costs of the families a descriptor job runs (descbench.jobfacts.Cost, declared by each
+    family): a family with children (a stack's parts, a pooled base) runs each of them its
+    ``repeats`` times (a pooled family: once per scale), one after the other; any other family its
+    own cost. A spec without a family (the patch benchmarks' CSV descriptors) and a family without
+    children to run cost what a family that declares nothing costs."""
+    if not spec or "family" not in spec:
+        return [Cost()]
+    fam, params = get_family(spec["family"]), spec.get("params") or {}
+    n = fam.repeats_of(params)
+    leaves = [leaf for child in fam.children_of(params) for leaf in _leaves(child)] or [fam.cost_of(params)]
+    return leaves if n == 1 else [leaf.scaled(n) for leaf in leaves]
 
 
 def descriptor_job(cfg: dict, kpset: str, descriptor: str, scene_dirs: list[Path]) -> dict:
     """``{"mem_mb", "runtime"}`` of the descriptor job of ``descriptor`` on set ``kpset``: the
     largest memory of its families (they run one after the other), the sum of their times."""
-    leaves = _leaves(cfg["descriptors"][descriptor])
-    scenes = _scenes(cfg, kpset, scene_dirs)
+    return _resources(*_descriptor_estimate(_leaves(cfg["descriptors"][descriptor]), _scenes(cfg, kpset, scene_dirs)))
+
+
+def _descriptor_estimate(leaves: list[Cost], scenes) -> tuple[float, float]:
     mem, secs = 0.0, 0.0
-    for kind, kf, pf, extra in leaves:
-        m, t = _batch(DESCRIPTOR_MODELS[kind], scenes, kp_time_factor=kf, mp_time_factor=pf)
-        mem, secs = max(mem, m + extra), secs + t
-    return _resources(mem, secs)
+    for c in leaves:
+        m, t = _batch(c.model, scenes, kp_time_factor=c.per_keypoint, mp_time_factor=c.per_pixel)
+        mem, secs = max(mem, m + c.extra_mb), secs + t
+    return mem, secs
 
 
 def descriptor_width(cfg: dict, descriptor: str, _seen: tuple = ()) -> int:
     """Dimensions a descriptor's rows are compared in (an estimate for the score time; at least
-    128 is assumed for every 128-D float and every binary family)."""
-    spec = cfg["descriptors"][descriptor]
-    params = spec.get("params") or {}
-    if spec["family"] == "composite":
-        if params.get("aggregation", "concatenate") == "concatenate":
-            comps = [c["descriptor"] for c in params.get("components") or []
-                     if c.get("descriptor") in cfg["descriptors"] and c["descriptor"] not in _seen]
-            return sum(descriptor_width(cfg, c, (*_seen, descriptor)) for c in comps) or 128
-        return int(params.get("output_dimension") or 128)
-    return _width_of(spec)
+    128 is assumed for every 128-D float and every binary family), as its family declares it from
+    its params and the widths of its children and of the config's descriptors it combines."""
+    return _width_of(cfg["descriptors"][descriptor], cfg, (*_seen, descriptor))
 
 
-def _width_of(spec: dict) -> int:
-    family, params = spec.get("family"), spec.get("params") or {}
-    if family in COLOUR_FAMILIES:
-        return 384
-    if family == "surf":
-        return 128 if params.get("extended") else 64
-    if family == "dsp":  # aggregation concatenate: one base row per scale side by side
-        base = _width_of(params.get("base") or {"family": "sift"})
-        return base * _dsp_scale_count(params) if params.get("aggregation") == "concatenate" else base
-    if family == "stack":
-        return sum(_width_of(p) for p in params.get("parts") or []) or 128
-    return 128
+def _width_of(spec: dict, cfg: dict, seen: tuple) -> int:
+    fam, params = get_family(spec["family"]), spec.get("params") or {}
+    parts = [_width_of(child, cfg, seen) for child in fam.children_of(params)]
+    parts += [descriptor_width(cfg, c, seen) for c in fam.components_of(params)
+              if c in cfg["descriptors"] and c not in seen]
+    return fam.width_of(params, parts)
 
 
 def score_job(cfg: dict, kpset: str, descriptor: str, scene_dirs: list[Path]) -> dict:
@@ -577,13 +480,12 @@ def patch_job(cfg: dict, descriptor: str) -> dict:
         n = int((patches.get("generate") or {}).get("max_patches") or PATCHES_PER_STRIP)
     else:
         n = PATCHES_PER_STRIP
-    leaves = _leaves(cfg["descriptors"].get(descriptor) or {"family": "sift"})
     total = N_STRIPS * n
     mem, secs = 0.0, 0.0
-    for kind, kf, _pf, extra in leaves:
-        model = PATCH_MODELS["learned" if kind == "learned" else "sift"]
-        mem = max(mem, model.base_mb + total * PATCH_BYTES / 1e6 + extra)
-        secs += model.base_s + kf * model.s_per_kkp * total / 1000.0
+    for c in _leaves(cfg["descriptors"].get(descriptor)):
+        model = c.patch_model
+        mem = max(mem, model.base_mb + total * PATCH_BYTES / 1e6 + c.extra_mb)
+        secs += model.base_s + c.per_keypoint * model.s_per_kkp * total / 1000.0
     return _resources(mem, secs)
 
 
@@ -598,15 +500,11 @@ def estimate_for_measurement(row: dict) -> dict | None:
     per_image = [row["kp_scene"] // N_IMAGES] * N_IMAGES
     per_image[0] = row["kp_scene"] - sum(per_image[1:])
     scenes = [(sizes, per_image)]
-    if job == "keypoints":
-        model = FILE_KEYPOINT_MODEL if what == "locked" else DETECTOR_MODELS.get(what, DEFAULT_DETECTOR_MODEL)
-        return _resources(*_batch(model, scenes))
-    if job == "descriptors":
-        mem, secs = 0.0, 0.0
-        for kind, kf, pf, extra in _leaves({"family": what, "params": {"batch_mem_mb": 256} if what in LEARNED_FAMILIES else {}}):
-            m, t = _batch(DESCRIPTOR_MODELS[kind], scenes, kp_time_factor=kf, mp_time_factor=pf)
-            mem, secs = max(mem, m + extra), secs + t
-        return _resources(mem, secs)
+    if job == "keypoints":  # ``what``: the detector, or a set read from files (locked)
+        det = DETECTORS.get(what)
+        return _resources(*_batch(det.model if det else FILE_KEYPOINT_MODEL, scenes))
+    if job == "descriptors":  # ``what``: the family, with its default params (a network's batch: 256 MB)
+        return _resources(*_descriptor_estimate(_leaves({"family": what, "params": {"batch_mem_mb": 256}}), scenes))
     if job == "score":
         n = [row["kp_max"]] * N_IMAGES  # the measured pairs, as N_1 * N_k with N_k = N_1
         mem = SCORE_MODEL.base_mb + 2 * 64 + SCORE_MODEL.mb_per_kkp * row["kp_max"] / 1000.0

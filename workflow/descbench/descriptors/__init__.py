@@ -16,6 +16,16 @@ describe patches by design says why in ``not_on_patches``; one that declares nei
 on patches with a :class:`ConfigError` naming it and these hooks (never a silent default).
 :func:`image_patch_rows` is a ready ``patch_rows`` for any family: its own ``compute`` on each
 patch written to a temporary image (exact by construction, slower than an in-memory hook).
+
+The workflow sizes, places and feeds a family's jobs from facts the family declares
+(:mod:`descbench.jobfacts`), never from its name: ``runtime`` (``numpy``, ``torch`` or
+``onnxruntime``: the job's conda env, threads and GPU), ``cost`` (the fitted memory/runtime model of
+its jobs and the factors that scale it), ``width`` (the columns its rows are compared in),
+``children`` / ``repeats`` (the nested specs its job runs, e.g. a stack's parts, a pooled base at
+each scale), ``components`` (the config's descriptors whose files it combines), ``files`` (the
+weight / model files its params name: rule inputs) and ``weights_labels`` (the tables' ``weights``
+column). A family that declares none is a NumPy/OpenCV family costed like SIFT's compute, 128
+columns wide, reading no files.
 """
 
 from __future__ import annotations
@@ -29,12 +39,13 @@ from typing import Callable
 import numpy as np
 
 from descbench.errors import ConfigError, DataError
+from descbench.jobfacts import Cost, RuntimeFacts
 from descbench.keypoints import ImageKeypoints
 from descbench.params import check_params, fragment_defaults, object_fragment
 
 
 @dataclass(frozen=True)
-class DescriptorFamily:
+class DescriptorFamily(RuntimeFacts):
     name: str
     compute: Callable[[Path, ImageKeypoints, dict, dict], np.ndarray]
     # its ``params``: a closed JSON-schema object fragment (descbench.params.object_fragment) with
@@ -45,6 +56,13 @@ class DescriptorFamily:
     # for rules the schema cannot state (a stack's parts, a callable that must import); raises
     # ConfigError naming ``where``.
     check: Callable[[dict, str], dict] | None = None
+    # Optional check of a descriptor against the rest of the validated config, ``(name, spec,
+    # descriptors, keypoint_sets)``, for rules that span keys (the sets it reads, the descriptors
+    # it combines); raises ConfigError naming ``descriptors.<name>``.
+    check_in_config: Callable[[str, dict, dict, dict], None] | None = None
+    # params keys whose values are handed to user code as given (a callable's keyword arguments):
+    # the config's own checks (finite numbers) leave them alone
+    opaque_params: tuple[str, ...] = ()
     # Patches (module docstring). ``patch_support(params, side)``: the default keypoint size (px)
     # on a side x side patch for filled params (a composite family: one size per part, in order).
     patch_support: Callable[[dict, int], float | list[float]] | None = None
@@ -56,6 +74,45 @@ class DescriptorFamily:
     # OpenCV/onnxruntime versions, device, threads, weights or model sha256, batch), recorded in its
     # descriptor files' metadata; None: nothing beyond the params.
     runtime_provenance: Callable[[dict], dict] | None = None
+
+    # What the workflow reads about its jobs (descbench.jobfacts; a value or a function of the params):
+    # where it runs (numpy, torch, onnxruntime: the job's conda env, threads and GPU; RuntimeFacts)
+    runtime: str | Callable[[dict], str] = "numpy"
+    # ``files(params)``: the weight / model files its params name (rule inputs: a replaced file reruns its jobs)
+    files: Callable[[dict], list[str]] | None = None
+    # ``weights_labels(params)``: how the tables' ``weights`` column names each network it loads
+    weights_labels: Callable[[dict], list[str]] | None = None
+    # ``torch_params(params)``: the descbench.torchrt params (device, threads) its torch networks run
+    # with; None: ``[params]`` when its runtime is torch
+    torch_params: Callable[[dict], list[dict]] | None = None
+    # the inputs of descbench.jobresources' memory/runtime model of its jobs
+    cost: Cost | Callable[[dict], Cost] = Cost()
+    # ``children(params)``: the descriptor specs ({family, params}) nested in its params that its job
+    # runs (a stack's parts, a pooled base); their facts count for its job
+    children: Callable[[dict], list[dict]] | None = None
+    # ``repeats(params)``: how many times its job runs each child on every keypoint (a pooled family: once per scale)
+    repeats: Callable[[dict], int] | None = None
+    # ``components(params)``: the config's descriptors (names) whose files it combines
+    components: Callable[[dict], list[str]] | None = None
+    # Dimensions its rows are compared in, for the score job's time (at least 128 is assumed for every
+    # 128-D float and every binary family): a number, or ``width(params, part_widths)`` with the
+    # widths of its children, then of its components, in order.
+    width: int | Callable[[dict, list[int]], int] = 128
+
+    def cost_of(self, params: dict) -> Cost:
+        return self.cost(params) if callable(self.cost) else self.cost
+
+    def children_of(self, params: dict) -> list[dict]:
+        return list(self.children(params)) if self.children else []
+
+    def repeats_of(self, params: dict) -> int:
+        return self.repeats(params) if self.repeats else 1
+
+    def components_of(self, params: dict) -> list[str]:
+        return list(self.components(params)) if self.components else []
+
+    def width_of(self, params: dict, part_widths: list[int]) -> int:
+        return self.width(params, part_widths) if callable(self.width) else self.width
 
     @property
     def defaults(self) -> dict:
@@ -127,8 +184,9 @@ def image_patch_rows(family: str) -> Callable[[PatchJob, dict], np.ndarray]:
 
 # The family modules (``descbench.descriptors.<module>``). Each defines ``PARAMS_SCHEMA`` (family
 # name -> its params fragment) and ``FAMILIES``, a tuple of :class:`DescriptorFamily` (with its
-# patch hooks, or its reason not to describe patches); adding a family touches its module and this
-# tuple, nothing else.
+# patch hooks, or its reason not to describe patches, and its job facts); adding a family touches
+# its module and this tuple, nothing else (tests/test_family_facts.py walks a toy learned family
+# through it).
 FAMILY_MODULES = ("sift", "rootsift", "precomputed", "stack", "python", "surf", "opencv_binary", "opencv_float", "rgbsift", "dspsift",
                  "onnx_net", "kornia_nets", "pooling", "composite")
 
@@ -174,6 +232,17 @@ def get_family(name: str) -> DescriptorFamily:
     if name not in reg:
         raise ConfigError(f"unknown descriptor family '{name}'; known: {', '.join(sorted(reg))}")
     return reg[name]
+
+
+def spec_families(spec: dict) -> list[tuple[DescriptorFamily, dict]]:
+    """(family, params) of a descriptor spec ``{family, params}`` and of every spec nested in it
+    (its family's ``children``), depth first: what its job runs. ``params`` missing or null: ``{}``."""
+    fam = get_family(spec["family"])
+    params = spec.get("params") or {}
+    out = [(fam, params)]
+    for child in fam.children_of(params):
+        out += spec_families(child)
+    return out
 
 
 def check_descriptor_params(family: str, params: dict | None, where: str) -> dict:

@@ -42,6 +42,7 @@ import numpy as np
 
 from descbench.descriptors import DescriptorFamily
 from descbench.errors import ConfigError, DataError
+from descbench.jobfacts import FILE_DESCRIPTOR, Cost
 from descbench.keypoints import ImageKeypoints
 from descbench.params import check_params, object_fragment
 
@@ -231,8 +232,22 @@ def _not_from_an_image(image_path: Path, kps: ImageKeypoints, params: dict, kpse
                       "(descbench.stages.describe_composite_scene) computes it, not an image")
 
 
+def component_names(params: dict) -> list[str]:
+    """The descriptors whose files it combines, in component order."""
+    return [c["descriptor"] for c in params.get("components") or [] if "descriptor" in c]
+
+
+def composite_width(params: dict, part_widths: list[int]) -> int:
+    """concatenate: the components' widths side by side; otherwise its output_dimension."""
+    if params.get("aggregation", "concatenate") == "concatenate":
+        return sum(part_widths) or 128
+    return int(params.get("output_dimension") or 128)
+
+
 FAMILIES = (
     DescriptorFamily("composite", _not_from_an_image, PARAMS_SCHEMA["composite"], binary=False, check=check_composite,
+                     components=component_names, width=composite_width, cost=Cost(model=FILE_DESCRIPTOR),
+                     check_in_config=check_in_config,
                      not_on_patches="combines descriptors of paired keypoint sets of image sequences; on patches "
                                     "combine descriptors with family stack"),
 )

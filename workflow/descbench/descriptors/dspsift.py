@@ -54,12 +54,13 @@ import numpy as np
 
 from descbench.datasets.layout import read_image
 from descbench.descriptors import DescriptorFamily, PatchJob, lazy_module
-from descbench.descriptors.rgbsift import check_convention, keypoint_octaves, read_colour
+from descbench.descriptors.rgbsift import COLOUR_COST, COLOUR_WIDTH, check_convention, keypoint_octaves, read_colour
 from descbench.descriptors.rootsift import root_normalise
 from descbench.descriptors.sift import sift_patch_support
 from descbench.keypoints import ImageKeypoints
 from descbench.keypoints.sift import sift_octave_from_size
-from descbench.params import object_fragment
+from descbench.jobfacts import Cost
+from descbench.params import fragment_defaults, object_fragment
 
 K = lazy_module("descbench.descriptors.sift_kernel")  # numba kernels, loaded when a descriptor is computed
 
@@ -204,6 +205,16 @@ _PARAMS = object_fragment(
 )
 PARAMS_SCHEMA = {"dspsift": _PARAMS, "dsprgbsift": _PARAMS}
 
+
+def dspsift_cost(params: dict) -> Cost:
+    """SIFT's compute once per scale on every keypoint (params not filled yet: the schema's defaults)."""
+    return Cost(per_keypoint=float(len(effective_scales({**fragment_defaults(_PARAMS), **params}))))
+
+
+def dsprgbsift_cost(params: dict) -> Cost:
+    """dspsift's on each of the 3 channels."""
+    return Cost(per_keypoint=COLOUR_COST.per_keypoint * dspsift_cost(params).per_keypoint, per_pixel=COLOUR_COST.per_pixel)
+
 def dspsift_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
     """:func:`dspsift_descriptors` on each patch as an image (the grey patch is its own
     ``cvtColor`` grey), one patch at a time; RootSIFT on the whole result."""
@@ -219,9 +230,10 @@ def dspsift_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
 
 
 FAMILIES = (
-    DescriptorFamily("dspsift", dspsift_descriptors, PARAMS_SCHEMA["dspsift"], check=check_params,
+    DescriptorFamily("dspsift", dspsift_descriptors, PARAMS_SCHEMA["dspsift"], check=check_params, cost=dspsift_cost,
                      patch_support=sift_patch_support, patch_rows=dspsift_patch_rows),
     DescriptorFamily("dsprgbsift", dsprgbsift_descriptors, PARAMS_SCHEMA["dsprgbsift"], check=check_params,
+                     cost=dsprgbsift_cost, width=COLOUR_WIDTH,
                      not_on_patches="needs colour images, but HPatches patches are greyscale; on a grey patch it would be "
                                     "three copies of one DSP-SIFT block and add nothing to family 'dspsift': describe "
                                     "patches with 'dspsift'"),

@@ -102,6 +102,7 @@ from descbench.datasets.layout import read_image
 from descbench.descriptors import DescriptorFamily, PatchJob, lazy_module
 from descbench.descriptors import patch_sampling as ps
 from descbench.errors import ConfigError
+from descbench.jobfacts import named_files, network_cost, weights_label
 from descbench.keypoints import ImageKeypoints
 from descbench.params import object_fragment
 
@@ -125,14 +126,17 @@ class NetSpec:
     # 1-patch warm-up, divided by 2048 (torch 2.13, kornia 0.9, 1 thread, float32), rounded up to
     # 16 KiB. A rough CPU figure: it bounds the activations, not cuDNN's workspace on a GPU.
     bytes_per_patch: int
+    # Its descriptor job's time per keypoint relative to HardNet's (descbench.jobfacts.network_cost),
+    # taken as proportional to bytes_per_patch and rounded; TFeat, smaller, is left at HardNet's.
+    time_factor: float
 
 
 NETS = {s.family: s for s in (
-    NetSpec("hardnet", "HardNet", "hardnet", "liberty_aug", 32, 128, 272 * KIB),     # measured 260 KiB
-    NetSpec("hardnet8", "HardNet8", "hardnet", "hardnet8v2", 32, 128, 368 * KIB),    # measured 366 KiB
-    NetSpec("sosnet", "SOSNet", "sosnet", "lib", 32, 128, 400 * KIB),                # measured 384 KiB
-    NetSpec("hynet", "HyNet", "hynet", "liberty", 32, 128, 528 * KIB),               # measured 516 KiB
-    NetSpec("tfeat", "TFeat", "tfeat", "liberty", 32, 128, 176 * KIB),               # measured 173 KiB
+    NetSpec("hardnet", "HardNet", "hardnet", "liberty_aug", 32, 128, 272 * KIB, 1.0),     # measured 260 KiB
+    NetSpec("hardnet8", "HardNet8", "hardnet", "hardnet8v2", 32, 128, 368 * KIB, 1.35),   # measured 366 KiB
+    NetSpec("sosnet", "SOSNet", "sosnet", "lib", 32, 128, 400 * KIB, 1.5),                # measured 384 KiB
+    NetSpec("hynet", "HyNet", "hynet", "liberty", 32, 128, 528 * KIB, 2.0),               # measured 516 KiB
+    NetSpec("tfeat", "TFeat", "tfeat", "liberty", 32, 128, 176 * KIB, 1.0),               # measured 173 KiB
 )}
 
 # The named patch conventions (module docstring); the fields a config may override are
@@ -354,9 +358,20 @@ def runtime_provenance(family: str, params: dict) -> dict:
 # family name -> runtime_provenance(params) of that family (for the job's Parquet metadata)
 RUNTIME_PROVENANCE = {name: functools.partial(runtime_provenance, name) for name in NETS}
 
+def weights_file(params: dict) -> list[str]:
+    """The state-dict file its ``weights`` names (none for ``random``)."""
+    return named_files(params, ("weights",))
+
+
+def weights_labels(params: dict) -> list[str]:
+    return [weights_label(params)]
+
+
 FAMILIES = tuple(
     DescriptorFamily(name, net_compute(name), PARAMS_SCHEMA[name], check=check_params(name),
                      patch_support=patch_support, patch_rows=net_patch_rows(name),
-                     runtime_provenance=RUNTIME_PROVENANCE[name])
+                     runtime_provenance=RUNTIME_PROVENANCE[name],
+                     runtime="torch", files=weights_file, weights_labels=weights_labels,
+                     cost=network_cost(NETS[name].time_factor))
     for name in NETS
 )

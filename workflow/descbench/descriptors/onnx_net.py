@@ -74,6 +74,7 @@ from descbench.descriptors import DescriptorFamily, PatchJob
 from descbench.descriptors.patch_sampling import (DNN, NORMALISATIONS, PatchConvention, dnn_convention, normalise_patches,
                                                   resize_hpatches_patches, warp_patches)
 from descbench.errors import ConfigError, DataError
+from descbench.jobfacts import named_files, network_cost
 from descbench.keypoints import ImageKeypoints
 from descbench.params import object_fragment
 
@@ -377,7 +378,18 @@ def onnx_runtime_provenance(params: dict) -> dict:
     return out
 
 
+def onnx_runtime(params: dict) -> str:
+    """The opencv backend is OpenCV's own dnn (the base env); onnxruntime needs the learned extra."""
+    return "onnxruntime" if params.get("backend") == "onnxruntime" else "numpy"
+
+
+def model_file(params: dict) -> list[str]:
+    return named_files(params, ("model",))
+
+
 FAMILIES = (
     DescriptorFamily("onnx", onnx_descriptors, PARAMS_SCHEMA["onnx"], check=check_onnx,
-                     patch_support=onnx_patch_support, patch_rows=onnx_patch_rows, runtime_provenance=onnx_runtime_provenance),
+                     patch_support=onnx_patch_support, patch_rows=onnx_patch_rows, runtime_provenance=onnx_runtime_provenance,
+                     # a network at each keypoint with no measurement of its own: twice HardNet's time
+                     runtime=onnx_runtime, files=model_file, cost=network_cost(2.0)),
 )

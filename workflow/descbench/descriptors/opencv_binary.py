@@ -63,8 +63,9 @@ import numpy as np
 
 from descbench.descriptors.cv_compute import BEBLID_SCALE, VGG_BOOST_SCALE, choice, scale_factor
 from descbench.descriptors.opencv_common import (
-    AKAZE_PARAMS, BOOL, SCALE_FACTOR, CvSetup, akaze_setup, cv_family, fixed_support, window_support,
+    AKAZE_COST, AKAZE_PARAMS, BOOL, SCALE_FACTOR, CvSetup, akaze_setup, cv_family, fixed_support, window_support,
 )
+from descbench.jobfacts import Cost
 from descbench.keypoints import ImageKeypoints
 from descbench.keypoints.detectors import cv_attr
 from descbench.params import object_fragment
@@ -188,4 +189,6 @@ SETUP = {"orb": orb_setup, "brisk": brisk_setup,
          "akaze": akaze_setup("akaze", ("AKAZE_DESCRIPTOR_MLDB", "AKAZE_DESCRIPTOR_MLDB_UPRIGHT")),
          "freak": freak_setup, "brief": brief_setup, "latch": latch_setup, "beblid": beblid_setup,
          "teblid": teblid_setup, "binboost": binboost_setup}
-FAMILIES = tuple(cv_family(name, SETUP[name], PARAMS_SCHEMA[name], PATCH_SUPPORT[name], binary=True) for name in PARAMS_SCHEMA)
+COST = {"akaze": AKAZE_COST}  # the others: OpenCV SIFT's compute model
+FAMILIES = tuple(cv_family(name, SETUP[name], PARAMS_SCHEMA[name], PATCH_SUPPORT[name], binary=True, cost=COST.get(name, Cost()))
+                 for name in PARAMS_SCHEMA)

@@ -22,6 +22,7 @@ from descbench.datasets.layout import read_image
 from descbench.descriptors import DescriptorFamily, PatchJob
 from descbench.descriptors.cv_compute import OPENCV_DEFAULT_SCALE, choice, compute_rows, cv_keypoints
 from descbench.errors import DataError
+from descbench.jobfacts import Cost, Model
 from descbench.keypoints import ImageKeypoints
 from descbench.keypoints.detectors import DETECTORS, cv_attr
 from descbench.params import config_schema, fragment_defaults, object_fragment
@@ -108,11 +109,18 @@ def patch_rows(family: str, setup: Setup) -> Callable[[PatchJob, dict], np.ndarr
     return rows
 
 
+# The descriptor jobs of the families whose compute builds KAZE's / AKAZE's nonlinear scale space:
+# SIFT's compute model (descbench.jobfacts.OPENCV_DESCRIPTOR) with the per-pixel slopes of the KAZE /
+# AKAZE detectors (descbench.keypoints.detectors; one-image children at 1 and 4 MP).
+KAZE_COST = Cost(model=Model(base_mb=170, mb_per_mp=520, mb_per_kkp=1.2, base_s=2, s_per_mp=2.0, s_per_kkp=0.02))
+AKAZE_COST = Cost(model=Model(base_mb=170, mb_per_mp=120, mb_per_kkp=1.2, base_s=2, s_per_mp=0.6, s_per_kkp=0.02))
+
+
 def cv_family(name: str, setup: Setup, params_schema: dict, patch_support: Callable[[dict, int], float],
-              binary: bool = False) -> DescriptorFamily:
+              binary: bool = False, cost: Cost = Cost()) -> DescriptorFamily:
     """An OpenCV family: images and patches both described through ``setup``."""
     return DescriptorFamily(name, image_rows(name, setup), params_schema, binary=binary,
-                            patch_support=patch_support, patch_rows=patch_rows(name, setup))
+                            patch_support=patch_support, patch_rows=patch_rows(name, setup), cost=cost)
 
 
 def fixed_support(size: float) -> Callable[[dict, int], float]:

@@ -48,10 +48,11 @@ import numpy as np
 
 from descbench.descriptors.cv_compute import VGG_BOOST_SCALE, choice, scale_factor
 from descbench.descriptors.opencv_common import (
-    BOOL, DIFFUSIVITY, DIFFUSIVITY_PARAM, OCTAVES, SCALE_FACTOR, CvSetup, akaze_setup, check_msurf_scale, cv_family,
+    BOOL, DIFFUSIVITY, DIFFUSIVITY_PARAM, KAZE_COST, OCTAVES, SCALE_FACTOR, CvSetup, akaze_setup, check_msurf_scale, cv_family,
     fixed_support, same_scale_space, window_support,
 )
 from descbench.descriptors.sift import sift_patch_support
+from descbench.jobfacts import Cost
 from descbench.keypoints import ImageKeypoints
 from descbench.keypoints.detectors import cv_attr
 from descbench.params import object_fragment
@@ -138,4 +139,6 @@ PATCH_SUPPORT = {
 SETUP = {"kaze": kaze_setup,
          "akaze_kaze": akaze_setup("akaze_kaze", ("AKAZE_DESCRIPTOR_KAZE", "AKAZE_DESCRIPTOR_KAZE_UPRIGHT")),
          "daisy": daisy_setup, "vgg": vgg_setup, "boostdesc": boostdesc_setup}
-FAMILIES = tuple(cv_family(name, SETUP[name], PARAMS_SCHEMA[name], PATCH_SUPPORT[name]) for name in PARAMS_SCHEMA)
+COST = {"kaze": KAZE_COST, "akaze_kaze": KAZE_COST}  # the others: OpenCV SIFT's compute model
+FAMILIES = tuple(cv_family(name, SETUP[name], PARAMS_SCHEMA[name], PATCH_SUPPORT[name], cost=COST.get(name, Cost()))
+                 for name in PARAMS_SCHEMA)

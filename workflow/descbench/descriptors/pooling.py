@@ -416,7 +416,24 @@ def dsp_runtime_provenance(params: dict) -> dict:
     return base.runtime_provenance(params["base"]["params"]) if base.runtime_provenance else {}
 
 
+def dsp_base(params: dict) -> list[dict]:
+    """The pooled base's spec (its job runs it at every scale)."""
+    return [params["base"]] if params.get("base") else []
+
+
+def dsp_scale_count(params: dict) -> int:
+    """How many scales it describes each keypoint at (left out: the schema's default)."""
+    return len(params.get("scales") or PARAMS_SCHEMA["dsp"]["properties"]["scales"]["default"])
+
+
+def dsp_width(params: dict, part_widths: list[int]) -> int:
+    """The base's width; aggregation concatenate: one base row per scale side by side."""
+    base = part_widths[0] if part_widths else 128
+    return base * dsp_scale_count(params) if params.get("aggregation") == "concatenate" else base
+
+
 FAMILIES = (
     DescriptorFamily("dsp", dsp_descriptors, PARAMS_SCHEMA["dsp"], binary=False, check=check_dsp,
-                     patch_support=dsp_patch_support, patch_rows=dsp_patch_rows, runtime_provenance=dsp_runtime_provenance),
+                     patch_support=dsp_patch_support, patch_rows=dsp_patch_rows, runtime_provenance=dsp_runtime_provenance,
+                     children=dsp_base, repeats=dsp_scale_count, width=dsp_width),
 )

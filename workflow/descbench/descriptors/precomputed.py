@@ -7,8 +7,10 @@ from pathlib import Path
 import numpy as np
 
 from descbench.descriptors import DescriptorFamily
-from descbench.errors import DataError
+from descbench.errors import ConfigError, DataError
+from descbench.jobfacts import FILE_DESCRIPTOR, Cost
 from descbench.keypoints import ImageKeypoints
+from descbench.keypoints.sets import root_detector_spec
 from descbench.params import object_fragment
 from descbench.precomputed import load_features
 
@@ -37,7 +39,27 @@ def precomputed_descriptors(image_path: Path, kps: ImageKeypoints, params: dict,
     return feats.descriptors[idx]
 
 
+def check_in_config(name: str, spec: dict, descriptors: dict, kpsets: dict) -> None:
+    """Its descriptors are row-aligned with the keypoints of the files they come from: it lists its
+    keypoint sets, and each comes from detector precomputed (or derives from one)."""
+    used = spec.get("keypoint_sets")
+    if not used:
+        raise ConfigError(
+            f"descriptors.{name} (family precomputed) must list its keypoint set in "
+            "keypoint_sets: the precomputed descriptors are row-aligned with that set's keypoints"
+        )
+    for ks in used:
+        det = root_detector_spec(kpsets, ks)["detector"]
+        if det != "precomputed":
+            raise ConfigError(
+                f"descriptors.{name} (family precomputed) reads descriptors from the files of its "
+                f"keypoint set, but keypoint set '{ks}' comes from detector '{det}'; "
+                "list a keypoint set with detector: precomputed (or one derived from it)"
+            )
+
+
 FAMILIES = (DescriptorFamily(
-    "precomputed", precomputed_descriptors, PARAMS_SCHEMA["precomputed"], binary=None,
+    "precomputed", precomputed_descriptors, PARAMS_SCHEMA["precomputed"], binary=None, cost=Cost(model=FILE_DESCRIPTOR),
+    check_in_config=check_in_config,
     not_on_patches="reads the feature files of a keypoint set; patch descriptors computed elsewhere are read from "
                    "hpatches-benchmark CSV files (descbench.patches.describe.read_hpatches_csv)"),)

@@ -36,6 +36,8 @@ from descbench.datasets.layout import read_image
 from descbench.descriptors import DescriptorFamily, PatchJob
 from descbench.descriptors.sift import sift_patch_support
 from descbench.errors import ConfigError, DataError
+from descbench.jobfacts import (Cost, conventional_files, conventional_runtime, conventional_torch_params,
+                                conventional_weights_labels)
 from descbench.keypoints import ImageKeypoints
 from descbench.params import object_fragment
 
@@ -199,7 +201,13 @@ def python_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
     return job.per_patch(row)
 
 
+# User code: what it runs and loads is known only from its kwargs, read by the conventions of the
+# learned families' params (descbench.jobfacts: device + threads: torch; backend: onnxruntime;
+# model, weights, *_weights: files); its time is counted as twice SIFT's.
 FAMILIES = (
     DescriptorFamily("python", python_descriptors, PARAMS_SCHEMA["python"], binary=None, check=check_python,
-                     patch_support=sift_patch_support, patch_rows=python_patch_rows),
+                     patch_support=sift_patch_support, patch_rows=python_patch_rows,
+                     runtime=conventional_runtime, torch_params=conventional_torch_params, files=conventional_files,
+                     weights_labels=conventional_weights_labels, cost=Cost(per_keypoint=2.0, per_pixel=2.0),
+                     opaque_params=("kwargs",)),
 )

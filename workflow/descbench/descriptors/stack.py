@@ -127,7 +127,18 @@ def stack_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
     return combine_blocks(blocks, params, job.where)
 
 
+def stack_parts(params: dict) -> list[dict]:
+    """Its parts' specs: its job runs each, one after the other."""
+    return list(params.get("parts") or [])
+
+
+def stack_width(params: dict, part_widths: list[int]) -> int:
+    """The parts' blocks side by side."""
+    return sum(part_widths) or 128
+
+
 FAMILIES = (
     DescriptorFamily("stack", stack_descriptors, PARAMS_SCHEMA["stack"], binary=None, check=check_stack,
-                     patch_support=stack_patch_support, patch_rows=stack_patch_rows),
+                     patch_support=stack_patch_support, patch_rows=stack_patch_rows,
+                     children=stack_parts, width=stack_width),
 )

@@ -109,5 +109,9 @@ def surf_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
     return job.per_patch(row)
 
 
+def surf_width(params: dict, part_widths: list[int]) -> int:
+    return 128 if params.get("extended") else 64
+
+
 FAMILIES = (DescriptorFamily("surf", surf_descriptors, PARAMS_SCHEMA["surf"], patch_support=surf_patch_support,
-                             patch_rows=surf_patch_rows),)
+                             patch_rows=surf_patch_rows, width=surf_width),)

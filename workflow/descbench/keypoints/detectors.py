@@ -25,6 +25,7 @@ from typing import Callable
 
 import numpy as np
 
+from descbench.jobfacts import DEFAULT_DENSITY, OPENCV_DETECTOR, Model, RuntimeFacts, named_files, weights_label
 from descbench.keypoints import ImageKeypoints
 
 
@@ -104,27 +105,113 @@ def _keynet(p: dict):
 
 
 @dataclass(frozen=True)
-class Detector:
+class Detector(RuntimeFacts):
     """A detector: ``create(params)`` returns an OpenCV Feature2D (or an object with its
-    ``detect(gray, mask)``, e.g. KeyNet's) whose ``detect`` is used."""
+    ``detect(gray, mask)``, e.g. KeyNet's) whose ``detect`` is used; and what the workflow reads
+    about its keypoint jobs (descbench.jobfacts)."""
 
     name: str
     create: Callable[[dict], object]
     schema_definition: str  # its params' definition in config.schema.yaml
+    # its keypoint job's fitted memory/runtime model (descbench.jobresources)
+    model: Model = OPENCV_DETECTOR
+    # keypoints per megapixel (inside the border) assumed before detection: about twice the median
+    # over the 8 demo photographs (their image 1, default parameters; README's table gives
+    # min / median / max); used only until the set's keypoint file exists
+    density: float = DEFAULT_DENSITY
+    # ``cap(params)``: the most keypoints per image its params let it return (None: no limit)
+    cap: Callable[[dict], int | None] | None = None
+    # where it runs, files, weights labels, torch params: as a descriptor family's (RuntimeFacts)
+    runtime: str | Callable[[dict], str] = "numpy"
+    files: Callable[[dict], list[str]] | None = None
+    weights_labels: Callable[[dict], list[str]] | None = None
+    torch_params: Callable[[dict], list[dict]] | None = None
+    # ``check(params, where)``: config-time check of its filled params against the world (files it
+    # names exist), raising ConfigError naming ``where.<key>``
+    check: Callable[[dict, str], None] | None = None
 
+    def cap_of(self, params: dict) -> int | None:
+        return self.cap(params) if self.cap else None
+
+
+def _positive(key: str) -> Callable[[dict], int | None]:
+    """A cap read from ``key`` of the params, where 0 (or left out) means no limit."""
+    return lambda p: int(p[key]) if (p.get(key) or 0) > 0 else None
+
+
+def _keynet_cap(p: dict) -> int | None:
+    return int(p["num_features"]) if p.get("num_features") else None
+
+
+def _keynet_files(p: dict) -> list[str]:
+    return named_files(p, ("weights", "orinet_weights", "affnet_weights"))
+
+
+def _keynet_labels(p: dict) -> list[str]:
+    return [weights_label(p)] if isinstance(p.get("weights"), str) else []
+
+
+def _keynet_check(p: dict, where: str) -> None:
+    from descbench.keypoints.keynet import check_weight_files
+
+    check_weight_files(p, where)
+
+
+# Keypoint job models: the keypoint term is descbench.jobfacts.OPENCV_DETECTOR's. sift (that model)
+# and keynet: fitted to whole jobs (sift 0.26-27 MP: 194-6,189 MB; keynet 0.26-1 MP); the others:
+# one-image children at 1 and 4 MP (kaze 559 -> 2,073 MB; akaze, surf, orb, brisk, gftt, fast below
+# or near the 250 MB their child's imports take), slopes rounded up.
+_SMALL = Model(base_mb=160, mb_per_mp=40, mb_per_kkp=0.2, base_s=2, s_per_mp=0.2)
 
 DETECTORS: dict[str, Detector] = {
     d.name: d
     for d in (
-        Detector("sift", _sift, "sift_detector_params"),
-        Detector("orb", _orb, "orb_detector_params"),
-        Detector("brisk", _brisk, "brisk_detector_params"),
-        Detector("akaze", _akaze, "akaze_detector_params"),
-        Detector("kaze", _kaze, "kaze_detector_params"),
-        Detector("gftt", _gftt, "gftt_detector_params"),
-        Detector("fast", _fast, "fast_detector_params"),
-        Detector("surf", _surf, "surf_detector_params"),
-        Detector("keynet", _keynet, "keynet_detector_params"),
+        Detector("sift", _sift, "sift_detector_params", density=10000, cap=_positive("n_features")),
+        Detector("orb", _orb, "orb_detector_params", model=_SMALL, density=6000, cap=_positive("n_features")),
+        Detector("brisk", _brisk, "brisk_detector_params", model=_SMALL, density=16000),
+        Detector("akaze", _akaze, "akaze_detector_params", density=8000,
+                 model=Model(base_mb=160, mb_per_mp=120, mb_per_kkp=0.2, base_s=2, s_per_mp=0.6)),
+        Detector("kaze", _kaze, "kaze_detector_params", density=9000,
+                 model=Model(base_mb=160, mb_per_mp=520, mb_per_kkp=0.2, base_s=2, s_per_mp=2.0)),
+        Detector("gftt", _gftt, "gftt_detector_params", model=_SMALL, density=8000, cap=_positive("max_corners")),
+        Detector("fast", _fast, "fast_detector_params", model=_SMALL, density=50000),
+        Detector("surf", _surf, "surf_detector_params", density=3000,
+                 model=Model(base_mb=250, mb_per_mp=130, mb_per_kkp=0.2, base_s=5, s_per_mp=1.5)),
+        # kornia's KeyNet (torch; its params carry descbench.torchrt's device and threads)
+        Detector("keynet", _keynet, "keynet_detector_params", density=10000, cap=_keynet_cap,
+                 model=Model(base_mb=460, mb_per_mp=580, mb_per_kkp=0.2, base_s=5, s_per_mp=20),
+                 runtime="torch", files=_keynet_files, weights_labels=_keynet_labels, check=_keynet_check),
+    )
+}
+
+
+@dataclass(frozen=True)
+class FileSource:
+    """A keypoint set's ``detector`` that reads keypoints from files instead of detecting them (the
+    keypoint stage reads them): its params' definition in config.schema.yaml, and a check of the set
+    against the config, ``check_set(name, spec)``, raising ConfigError naming ``keypoint_sets.<name>``."""
+
+    name: str
+    schema_definition: str
+    check_set: Callable[[str, dict], None] | None = None
+
+
+def _precomputed_set(name: str, spec: dict) -> None:
+    if spec.get("mode") == "projected":
+        from descbench.errors import ConfigError
+
+        raise ConfigError(
+            f"keypoint_sets.{name}.mode: 'projected' would move image 1's precomputed keypoints away from "
+            "the rows their descriptors describe in images 2..6; use mode: independent, or export the set and "
+            "import it with detector: locked (whose descriptors are computed by descbench)"
+        )
+
+
+FILE_SOURCES: dict[str, FileSource] = {
+    s.name: s
+    for s in (
+        FileSource("precomputed", "precomputed_params", _precomputed_set),  # descbench.precomputed
+        FileSource("locked", "locked_params"),  # descbench.keypoints.locked
     )
 }
 
