@@ -375,58 +375,62 @@ def composite_inputs(wildcards):
 
 
 def descriptor_model_files(wildcards):
-    """The model / weight files of a descriptor (onnx, torch families), by content: replacing one
+    """The model / weight files of a descriptor (its family's facts), by content: replacing one
     reruns its jobs, whatever the new file's date."""
-    return tracked(model_files(CFG["descriptors"][wildcards.descriptor].get("params", {})))
+    return tracked(model_files(**_descriptor_run(wildcards.descriptor)))
 
 
 def keypoint_model_files(wildcards):
-    """The weight files of a learned detector (keynet)."""
-    spec = CFG["keypoint_sets"][wildcards.kpset]
-    return tracked(model_files(spec.get("params", {}))) if "detector" in spec else []
+    """The weight files of a learned detector (its detector's facts), by content."""
+    return tracked(model_files(**_keypoint_run(wildcards.kpset)))
 
 
-def _descriptor_params(wildcards):
-    return CFG["descriptors"][wildcards.descriptor].get("params", {})
+def patch_model_files(wildcards):
+    """The model / weight files of a patch-describing job's descriptor, by content."""
+    return tracked(model_files(**_descriptor_run(wildcards.pdesc)))
 
 
-def _keypoint_params(wildcards):
-    return CFG["keypoint_sets"][wildcards.kpset].get("params", {})
+def _descriptor_run(descriptor):
+    """{params, family} of a descriptor, the arguments of descbench.config's job facts (an
+    hpatches-benchmark CSV import, not a descriptor of the config: no params, nothing to run)."""
+    spec = CFG["descriptors"].get(descriptor)
+    return {"params": spec.get("params", {}), "family": spec["family"]} if spec else {"params": {}}
 
 
-def _patch_params(wildcards):
-    """A patch-describing job's descriptor params ({} for an hpatches-benchmark CSV import)."""
-    return (CFG["descriptors"].get(wildcards.pdesc) or {}).get("params", {})
+def _keypoint_run(kpset):
+    """{params, detector} of a keypoint set (a derived set: no params, nothing to run)."""
+    spec = CFG["keypoint_sets"][kpset]
+    return {"params": spec.get("params", {}), "detector": spec["detector"]} if "detector" in spec else {"params": {}}
 
 
-def _env(params):
+def _env(run):
     """envs/learned.yaml for a job that imports the learned extra (descbench.config.needs_learned_extra), else envs/descbench.yaml."""
-    return LEARNED_ENV if needs_learned_extra(params) else ENV
+    return LEARNED_ENV if needs_learned_extra(**run) else ENV
 
 
 def descriptor_resources(wildcards):
-    return job_resources(_descriptor_params(wildcards))
+    return job_resources(**_descriptor_run(wildcards.descriptor))
 
 
 def keypoint_resources(wildcards):
-    return job_resources(_keypoint_params(wildcards))
+    return job_resources(**_keypoint_run(wildcards.kpset))
 
 
 def descriptor_env(wildcards):
-    return _env(_descriptor_params(wildcards))
+    return _env(_descriptor_run(wildcards.descriptor))
 
 
 def keypoint_env(wildcards):
-    return _env(_keypoint_params(wildcards))
+    return _env(_keypoint_run(wildcards.kpset))
 
 
 def patch_threads(wildcards):
     """A patch-describing job's threads: a learned descriptor's params.threads, else 1."""
-    return job_resources(_patch_params(wildcards))["threads"]
+    return job_resources(**_descriptor_run(wildcards.pdesc))["threads"]
 
 
 def patch_env(wildcards):
-    return _env(_patch_params(wildcards))
+    return _env(_descriptor_run(wildcards.pdesc))
 
 
 # Cluster resources of the heavy jobs (descbench.jobresources: mem_mb and runtime in minutes from the

@@ -63,7 +63,7 @@ if PATCHES_ON:
         input:
             sequence=patch_sequence_inputs,
             # the onnx model / torch weight files its params name, by content (digest files)
-            models=lambda wc: tracked(model_files(_patch_params(wc))),
+            models=patch_model_files,
             spec=patch_describe_spec,
         output:
             str(RES / "patches" / "descriptors" / "{pdesc}" / "{seq}.parquet"),
