@@ -55,7 +55,8 @@ from pathlib import Path
 
 from descbench.datasets import experiment_name
 from descbench.datasets.demo import MAX_SIDE as DEMO_MAX_SIDE
-from descbench.datasets.layout import N_IMAGES, scene_files
+from descbench.datasets.hpatches import N_IMAGES  # the shape assumed for a scene not there yet, and the benchmark's
+from descbench.datasets.layout import scene_files
 from descbench.errors import DescbenchError
 from descbench.io import META_KEY
 
@@ -315,8 +316,8 @@ def default_image_size(cfg: dict) -> tuple[int, int]:
 
 
 def scene_image_sizes(scene_dir: Path | str, default: tuple[int, int]) -> list[tuple[int, int]]:
-    """(width, height) of the scene's 6 images from their headers; ``default`` for every image of a
-    scene folder that does not exist or is not complete yet; an unreadable header: its file's
+    """(width, height) of the scene's images from their headers; ``default`` for every image of a
+    scene folder that does not exist or is not complete yet (an HPatches-shaped scene of 6); an unreadable header: its file's
     bytes times :data:`UNREADABLE_PIXELS_PER_BYTE` pixels (square), at least ``default``."""
     try:
         st = Path(scene_dir).stat()
@@ -341,7 +342,7 @@ def scene_image_sizes(scene_dir: Path | str, default: tuple[int, int]) -> list[t
 
 @functools.lru_cache(maxsize=16384)
 def _scene_images(scene_dir: str, mtime_ns: int) -> tuple[str, ...] | None:
-    """The scene's 6 image paths (``scene_files``), remembered per folder state (adding, removing or
+    """The scene's image paths (``scene_files``), remembered per folder state (adding, removing or
     renaming a file changes the folder's modification time); ``None`` for a folder that is not a
     complete scene (a download in progress: the job itself says what is wrong)."""
     try:
@@ -419,7 +420,8 @@ def _file_counts(path: str, size: int, mtime_ns: int) -> tuple[list[int] | None,
         f = pq.ParquetFile(path)
         meta = json.loads((f.schema_arrow.metadata or {}).get(META_KEY, b"{}"))
         image = f.read(columns=["image"]).column("image").to_numpy()
-        counts = np.bincount(image.astype(np.int64), minlength=N_IMAGES + 1)[1 : N_IMAGES + 1]
+        n = len(meta.get("image_sizes") or {}) or N_IMAGES  # every image of the scene, an empty one too
+        counts = np.bincount(image.astype(np.int64), minlength=n + 1)[1 : n + 1]
         return [int(c) for c in counts], json.dumps(meta.get("params"), sort_keys=True)
     except Exception:  # noqa: BLE001 - an unreadable file is "not known": the model is used
         return None, None
@@ -459,7 +461,7 @@ def _scenes(cfg: dict, kpset: str, scene_dirs: list[Path], counts: bool = True):
     out = []
     for d in scene_dirs:
         sizes = scene_image_sizes(d, default)
-        out.append((sizes, scene_keypoints(cfg, kpset, d, sizes) if counts else [0] * N_IMAGES))
+        out.append((sizes, scene_keypoints(cfg, kpset, d, sizes) if counts else [0] * len(sizes)))
     return out
 
 

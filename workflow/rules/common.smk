@@ -11,7 +11,7 @@ from descbench.config import (check_folders, combinations, effective_config, job
                               type_command_line_values, validate_config)
 from descbench.keypoints.sets import global_top_n, root_detector_spec, set_sources
 from descbench.datasets import dataset_tag, experiment_name, list_scenes, scene_root
-from descbench.datasets.layout import TARGET_IMAGES, scene_files
+from descbench.datasets.layout import pairs_mode, scene_files
 from descbench.paths import ResultPaths, scene_batches, score_tasks_on
 from descbench.errors import DescbenchError
 from descbench import smktuning
@@ -90,6 +90,7 @@ CFG = _validated_config()
 DATA = scene_root(CFG)
 RES = Path(CFG["results_dir"]) / experiment_name(CFG)  # results/<experiment>/, default the dataset tag
 SCENES = list_scenes(CFG)
+PAIRS_MODE = pairs_mode(CFG)  # each scene's pairs without a pairs.txt (descbench.datasets.layout)
 EXE = CFG["execution"]
 # Jobs work on scene batches (descbench.paths); everything below is computed once, at parse time,
 # so that building the DAG costs Snakemake no input-function work per job.
@@ -338,7 +339,8 @@ def precomputed_inputs(wildcards):
     if spec.get("detector") == "locked":
         from descbench.keypoints.locked import locked_file
 
-        return sorted({str(locked_file(spec["params"]["path"], s, k)) for s in BATCHES[wildcards.batch] for k in range(1, 7)})
+        return sorted({str(locked_file(spec["params"]["path"], s, k)) for s in BATCHES[wildcards.batch]
+                       for k in scene_files(DATA / s, check_exists=CFG["dataset"] == "folder").image_numbers})
     if spec.get("detector") != "precomputed":
         return []
     from descbench.precomputed import feature_path

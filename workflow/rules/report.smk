@@ -48,6 +48,7 @@ rule keypoint_stats:
         batches=as_json(BATCHES),
         kpsets=lambda wc: as_json([[name, spec] for name, spec in CFG["keypoint_sets"].items()]),  # rows in config order
         repeatability_px=CFG["matching"]["repeatability_px"],
+        pairs=PAIRS_MODE,  # the pairs whose repeatability is reported (descbench.datasets.layout)
         out_dir=lambda wc, output: str(Path(output[0]).parent),
     log:
         str(RES / "logs" / "keypoint_stats.log"),
@@ -61,7 +62,7 @@ rule keypoint_stats:
     shell:
         "{params.descbench} keypoint-stats --results-root {params.root} --scene-root {params.scene_root} "
         "--batches {params.batches:q} --keypoint-sets {params.kpsets:q} --repeatability-px {params.repeatability_px} "
-        "--out-dir {params.out_dir} > {log} 2>&1"
+        "--pairs {params.pairs} --out-dir {params.out_dir} > {log} 2>&1"
 
 
 # The run's figures (descbench/report/plots.py), PNG + SVG; captions state each metric's definition.

@@ -42,6 +42,7 @@ rule score:
         # scoring and every enabled task's section, one JSON
         sections=lambda wc: sections_json(wc.descriptor),
         features=features_arg,
+        pairs=PAIRS_MODE,  # each scene's pairs without a pairs.txt (descbench.datasets.layout)
         numba_cache=NUMBA_CACHE,
     log:
         str(RES / "logs" / "score" / "{kpset}" / "{descriptor}" / "{batch}.log"),
@@ -58,7 +59,7 @@ rule score:
     shell:
         "export NUMBA_NUM_THREADS={threads} {params.numba_cache}; {params.descbench} score --results-root {params.results_root} --scene-root {params.scene_root} "
         "--batches {params.batches:q} --batch {wildcards.batch} --keypoint-set {wildcards.kpset} "
-        "--descriptor {wildcards.descriptor} --sections {params.sections:q} {params.features} --threads {threads} > {log} 2>&1"
+        "--descriptor {wildcards.descriptor} --sections {params.sections:q} {params.features} --pairs {params.pairs} --threads {threads} > {log} 2>&1"
 
 
 # Every scene's distractor keypoints of one (keypoint set, descriptor), drawn once: the scoring

@@ -59,7 +59,7 @@ def draw_distractors(scene: str, all_scenes: list[str], n_scenes: int, per_scene
     rng = scene_rng(seed, scene)
     out = []
     for other in _choose_scenes(rng, scene, all_scenes, n_scenes):
-        image = int(rng.integers(1, 7))
+        image = int(rng.integers(1, len(n_keypoints[other]) + 1))  # any image of the other scene
         n = int(n_keypoints[other][image])
         if per_scene == "all":
             rows = np.arange(n, dtype=np.int64)
