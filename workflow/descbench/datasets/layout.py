@@ -242,7 +242,7 @@ def scene_files(scene_dir: Path | str, check_exists: bool = True, n_images: int 
         raise DataError(
             f"scene folder {scene_dir} has images up to {found[n]} but no image "
             f"{', '.join(str(k) for k in missing_images)} ({', '.join(f'{stem}{k}.ppm' for k in missing_images)} or "
-            f"another extension): images are numbered 1..N without gaps. Restore the missing image(s), or renumber "
+            f"another extension): images are numbered 1..N without gaps: restore the missing image(s), or renumber "
             "the images (and their H_1_k files) so that the numbers follow on"
         )
     missing_homs = [homs[k].name for k in homs if homs[k].name not in names]
