@@ -240,3 +240,40 @@ def test_distractor_image_is_drawn_among_the_other_scenes_images():
         for d in draw_distractors("a", ["a", "b", "c"], 2, 3, seed, counts):
             images[d.scene].add(d.image)
     assert images["b"] == set(range(1, 9)) and images["c"] == {1, 2}
+
+
+# --------------------------------------------------------------------------- the keypoint job checks the files
+
+
+def test_a_pair_file_that_maps_outside_its_target_is_refused(scene: Path, tmp_path: Path):
+    from descbench import stages
+
+    write_homography(scene / "H_3_4", np.array([[1.0, 0, 1e5], [0, 1, 0], [0, 0, 1]]))  # 100,000 px to the right
+    _pairs_txt(scene, "2 5\n3 4 H_3_4\n")
+    spec = {"detector": "sift", "params": {}, "border_px": 40, "max_keypoints": 200}
+    with pytest.raises(DataError, match=r"H_3_4"):
+        stages.detect_scene(scene, "kp", spec, tmp_path / "kp.parquet")
+    assert not (tmp_path / "kp.parquet").exists()
+
+
+def test_projected_keypoints_need_every_reference_homography(scene: Path, tmp_path: Path):
+    from descbench import stages
+
+    (scene / "H_1_6").unlink()
+    _pairs_txt(scene, "2 5\n")
+    spec = {"detector": "sift", "mode": "projected", "params": {}, "border_px": 40, "max_keypoints": 200}
+    with pytest.raises(DataError, match=r"has no H_1_6 .*keypoint set 'kp' \(mode: projected"):
+        stages.detect_scene(scene, "kp", spec, tmp_path / "kp.parquet")
+
+
+def test_verification_statistics_without_pooling_refuse_several_query_images():
+    from descbench.stages import _check_verification_groups
+
+    groups = [(2, []), (3, [])]
+    ok = {"candidates": "nearest", "convention": "descbench"}
+    _check_verification_groups("s", groups, ok)
+    _check_verification_groups("s", groups[:1], {"candidates": "all", "convention": "workbench"})  # one query image: defined
+    for bad in ({"candidates": "all"}, {"convention": "workbench"}):
+        with pytest.raises(ConfigError, match=rf"scene s: its pairs have 2 query images \(2, 3\), and verification\."
+                                              rf"{next(iter(bad))}: {next(iter(bad.values()))} is defined for one query image"):
+            _check_verification_groups("s", groups, {**ok, **bad})

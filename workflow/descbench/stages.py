@@ -54,14 +54,15 @@ def dataset_digest(per_scene: dict[str, dict[str, str]]) -> str:
     return h.hexdigest()
 
 
-def detect_raw(image_path: Path, gray: np.ndarray, spec: dict, scene: str, image: int, kpset: str = "<set>") -> ImageKeypoints:
+def detect_raw(image_path: Path, gray: np.ndarray, spec: dict, scene: str, image: int, kpset: str = "<set>",
+               n_images: int | None = None) -> ImageKeypoints:
     """Image ``image`` (1..n) of ``scene``: the raw keypoints of the set's detector, in its order."""
     if spec["detector"] == "locked":
         from descbench.keypoints.locked import DUPLICATES, load_locked
 
         # the image's real size: a locked keypoint outside it is an error, not a border drop
         return load_locked(spec["params"]["path"], scene, image, gray.shape[1], gray.shape[0],
-                           spec["params"].get("duplicates", DUPLICATES[0]))
+                           spec["params"].get("duplicates", DUPLICATES[0]), n_images)
     if spec["detector"] == "precomputed":
         from descbench.precomputed import check_cap_has_scores, load_features
 
@@ -99,7 +100,7 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
         else:
             gray = read_image(image_path)
             h, w = gray.shape[:2]
-            raw = detect_raw(image_path, gray, spec, files.scene, k, kpset)
+            raw = detect_raw(image_path, gray, spec, files.scene, k, kpset, files.n_images)
             kept = filter_keypoints(raw, w, h, spec["border_px"], spec["max_keypoints"])
             n_raw = len(raw)
         sizes[str(k)] = [w, h]
