@@ -551,19 +551,30 @@ def _width_of(spec: dict) -> int:
     return 128
 
 
+def _scene_pairs(cfg: dict, scene_dir: Path, n_images: int) -> list[tuple[int, int]]:
+    """The pairs ``(a, b)`` a scene is scored on (its ``pairs.txt``, else the config's ``pairs``);
+    a scene folder not there yet (demo, download): the option's pairs of ``n_images`` images."""
+    from descbench.datasets.layout import list_pairs, pairs_mode
+
+    try:
+        return [(p.a, p.b) for p in scene_files(scene_dir).pairs(pairs_mode(cfg))]
+    except (DescbenchError, OSError):
+        return list_pairs(n_images, pairs_mode(cfg))
+
+
 def score_job(cfg: dict, kpset: str, descriptor: str, scene_dirs: list[Path]) -> dict:
     """``{"mem_mb", "runtime"}`` of the score job of (``kpset``, ``descriptor``) on ``scene_dirs``:
     memory from the largest image's keypoints and the two ``scoring.chunk_mb`` blocks, time from
-    the descriptor comparisons of the scene's 5 pairs (and, with ``verification.distractors_per_scene:
+    the descriptor comparisons of the scene's pairs (:func:`_scene_pairs`; and, with ``verification.distractors_per_scene:
     all``, of each query against every distractor image's keypoints)."""
     width = max(1.0, descriptor_width(cfg, descriptor) / 128.0)
     chunk_mb = (cfg.get("scoring") or {}).get("chunk_mb", 64)
     ver = cfg.get("verification") or {}
     all_distractors = ver.get("enabled") and ver.get("distractors_per_scene") == "all"
     mem, secs = 0.0, SCORE_MODEL.base_s
-    for _sizes, counts in _scenes(cfg, kpset, scene_dirs):
+    for d, (_sizes, counts) in zip(scene_dirs, _scenes(cfg, kpset, scene_dirs)):
         mem = max(mem, SCORE_MODEL.base_mb + 2 * chunk_mb + SCORE_MODEL.mb_per_kkp * width * max(counts) / 1000.0)
-        pairs = sum(counts[0] * n for n in counts[1:])
+        pairs = sum(counts[a - 1] * counts[b - 1] for a, b in _scene_pairs(cfg, d, len(counts)))
         if all_distractors:  # one image of each distractor scene, about this scene's size
             pairs += counts[0] * int(ver.get("distractor_scenes") or 0) * max(counts)
         secs += SCORE_S_PER_MPAIR * width * pairs / 1e6
