@@ -121,8 +121,10 @@ def test_candidates_are_matched_whatever_the_extension_case(scene: Path):
 
 def test_unchecked_scene_files_do_not_list_the_folder(tmp_path: Path):
     # check_exists=False is what a rule creating the scene uses: the folder need not exist
-    files = scene_files(tmp_path / "nowhere" / "v_x", check_exists=False)
-    assert files.images[0].name == "1.ppm"
+    files = scene_files(tmp_path / "nowhere" / "v_x", check_exists=False, n_images=6)
+    assert files.images[0].name == "1.ppm" and len(files.images) == 6 and sorted(files.homographies) == [2, 3, 4, 5, 6]
+    with pytest.raises(ValueError, match="needs n_images"):
+        scene_files(tmp_path / "nowhere" / "v_x", check_exists=False)
 
 
 # --------------------------------------------------------------------------- homographies

@@ -11,6 +11,7 @@ from descbench.config import (check_folders, combinations, effective_config, job
                               type_command_line_values, validate_config)
 from descbench.keypoints.sets import global_top_n, root_detector_spec, set_sources
 from descbench.datasets import dataset_tag, experiment_name, list_scenes, scene_root
+from descbench.datasets.hpatches import N_IMAGES  # the shape of a demo / HPatches scene not there yet
 from descbench.datasets.layout import pairs_mode, scene_files
 from descbench.paths import ResultPaths, scene_batches, score_tasks_on
 from descbench.errors import DescbenchError
@@ -296,7 +297,7 @@ def _scene_inputs(scene):
     if CFG["dataset"] == "hpatches":
         return [HPATCHES_FLAG]
     try:
-        files = scene_files(DATA / scene, check_exists=CFG["dataset"] == "folder")
+        files = scene_files(DATA / scene, check_exists=CFG["dataset"] == "folder", n_images=N_IMAGES)
     except DescbenchError as exc:
         raise WorkflowError(str(exc))
     return [str(p) for p in files.all_paths()]
@@ -340,14 +341,14 @@ def precomputed_inputs(wildcards):
         from descbench.keypoints.locked import locked_file
 
         return sorted({str(locked_file(spec["params"]["path"], s, k)) for s in BATCHES[wildcards.batch]
-                       for k in scene_files(DATA / s, check_exists=CFG["dataset"] == "folder").image_numbers})
+                       for k in scene_files(DATA / s, check_exists=CFG["dataset"] == "folder", n_images=N_IMAGES).image_numbers})
     if spec.get("detector") != "precomputed":
         return []
     from descbench.precomputed import feature_path
 
     out = []
     for scene in BATCHES[wildcards.batch]:
-        files = scene_files(DATA / scene, check_exists=CFG["dataset"] == "folder")
+        files = scene_files(DATA / scene, check_exists=CFG["dataset"] == "folder", n_images=N_IMAGES)
         if CFG["dataset"] != "folder" and not files.images[0].exists():
             continue  # images not there yet (download/demo rule): checked again when the job runs
         try:

@@ -5,7 +5,7 @@ if CFG["dataset"] == "demo":
     rule demo_scene:
         output:
             # an HPatches-shaped scene (descbench.datasets.hpatches)
-            [str(p) for p in scene_files(DATA / "{scene}", check_exists=False).all_paths()],
+            [str(p) for p in scene_files(DATA / "{scene}", check_exists=False, n_images=N_IMAGES).all_paths()],
         params:
             descbench=DESCBENCH,  # how the job starts descbench (common.smk)
             out_dir=lambda wc, output: str(Path(output[0]).parent.parent),

@@ -8,13 +8,15 @@ number of images and may list other pairs (:mod:`descbench.datasets.layout`).
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
+from functools import lru_cache
+from importlib import resources
 from pathlib import Path
 
-from descbench.datasets import HPATCHES_ROOT, hpatches_scenes
 from descbench.datasets.layout import read_homography, scene_files
-from descbench.errors import DataError
+from descbench.errors import ConfigError, DataError
 from descbench.fileops import write_text_atomic
 
 #: Images per HPatches sequence (image 1 and its 5 targets); the demo generates the same shape.
@@ -22,13 +24,31 @@ N_IMAGES = 6
 #: The target images k of the pairs (1, k) of an HPatches sequence.
 TARGET_IMAGES = tuple(range(2, N_IMAGES + 1))
 
+HPATCHES_ROOT = "hpatches-sequences-release"
+
+
+@lru_cache(maxsize=1)
+def hpatches_names() -> dict:
+    return json.loads(resources.files("descbench").joinpath("data/hpatches_scenes.json").read_text())
+
+
+def hpatches_scenes(subset: str = "full") -> list[str]:
+    """The 116 HPatches sequences, or the 108 of the D2-Net convention (8 largest removed)."""
+    names = hpatches_names()
+    if subset == "full":
+        return list(names["full"])
+    if subset == "d2net108":
+        drop = set(names["d2net_excluded"])
+        return [s for s in names["full"] if s not in drop]
+    raise ConfigError(f"unknown hpatches.subset {subset!r}; use full or d2net108")
+
 
 def validate_layout(root: Path, scenes: list[str]) -> None:
     """Every scene folder has its 6 images and 5 valid homographies (images are read later)."""
     problems = []
     for s in scenes:
         try:
-            files = scene_files(root / s)
+            files = scene_files(root / s)  # its numbering and homographies; the count is checked here
             if files.n_images != N_IMAGES:
                 raise DataError(f"HPatches scene folder {root / s} holds {files.n_images} images, not {N_IMAGES} "
                                 "(1.ppm..6.ppm); re-extract the archive")

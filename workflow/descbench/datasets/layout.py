@@ -196,14 +196,14 @@ def scene_files(scene_dir: Path | str, check_exists: bool = True, n_images: int 
     ``1.ppm.<method>``, a README, hidden files) are not looked at. Image extensions match in any
     letter case (``1.PPM``).
     With ``check_exists=False`` the HPatches names (``k.ppm``, ``H_1_k``) of ``n_images`` images
-    (default: an HPatches sequence's) are returned unchecked, which is what a rule that
-    *creates* the scene needs.
+    (required then: the dataset knows its shape, e.g. :data:`descbench.datasets.hpatches.N_IMAGES`)
+    are returned unchecked, which is what a rule that *creates* the scene needs.
     """
     scene_dir = Path(scene_dir)
     scene = scene_dir.name
     if not check_exists:
         if n_images is None:
-            from descbench.datasets.hpatches import N_IMAGES as n_images
+            raise ValueError("scene_files(check_exists=False) needs n_images: the names of a scene not there yet")
         return SceneFiles(
             scene,
             tuple(scene_dir / f"{k}.ppm" for k in range(1, n_images + 1)),
