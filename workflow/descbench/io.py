@@ -96,12 +96,14 @@ PAIRS = pa.schema(
 
 
 # Keypoint verification (protocols section 4, candidates: nearest): the pooled list of one scene,
-# query-major then segment order (images 2..6, then the distractor sets) -- the "stable order"
-# that the vlfeat/trapezoid AP conventions use for ties.
+# query-major then segment order (the query image's targets b, images 2..6 in HPatches, then the
+# distractor sets) -- the "stable order" that the vlfeat/trapezoid AP conventions use for ties. A
+# scene with several query images holds one such list per query image, in the order of each one's
+# first pair (rows with query_image).
 VERIFICATION_LIST = pa.schema(
     [
         ("query", pa.int32()),
-        ("target_scene", pa.string()),  # the scene itself (images 2..6) or a distractor scene
+        ("target_scene", pa.string()),  # the scene itself (its targets b) or a distractor scene
         ("target_image", pa.int8()),
         ("candidate", pa.int32()),  # keypoint row in that image
         ("distance", pa.float64()),  # exact ranking key: squared L2 (float) or Hamming (binary)
@@ -109,12 +111,12 @@ VERIFICATION_LIST = pa.schema(
     ]
 )
 
-# Keypoint retrieval (three-tier labels), per query of image 1.
+# Keypoint retrieval (three-tier labels), per query of the query image a (image 1 in HPatches).
 KEYPOINT_RETRIEVAL = pa.schema(
     [
         ("scene", pa.string()),
         ("query", pa.int32()),
-        ("n_positives", pa.int32()),  # R: relevant keypoints over images 2..6
+        ("n_positives", pa.int32()),  # R: relevant keypoints over the targets b (images 2..6 in HPatches)
         ("ap_negative", pa.float64()),  # hard negatives (label 0) count as non-relevant; NaN if R = 0
         ("ap_ignore", pa.float64()),  # hard negatives removed (HPatches MATLAB); NaN if R = 0
     ]
