@@ -64,7 +64,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "workflow"))  # the package next to this script, not an installed one
 
 from descbench.datasets import demo  # noqa: E402
-from descbench.datasets.layout import TARGET_IMAGES, write_homography  # noqa: E402
+from descbench.datasets.hpatches import TARGET_IMAGES  # noqa: E402  (an HPatches stand-in: its 6-image shape)
+from descbench.datasets.layout import write_homography  # noqa: E402
 
 #: The 8 HPatches sequences larger than 1600 x 1200 (the D2-Net subset drops them).
 LARGE_SCENES = frozenset({

@@ -8,7 +8,7 @@ import cv2
 import numpy as np
 import pytest
 
-from descbench.datasets import layout
+from descbench.datasets import hpatches, layout
 from descbench.datasets.demo import DEMO_SCENES, generate_demo, generate_scene
 from descbench.errors import ConfigError
 
@@ -41,8 +41,8 @@ def test_generate_scene_layout(tmp_path: Path, scene: str):
     scene_dir = tmp_path / scene
     files = layout.scene_files(scene_dir)
     assert len(files.all_paths()) == 11
-    assert [p.name for p in files.images] == [f"{k}.ppm" for k in range(1, layout.N_IMAGES + 1)]
-    assert sorted(files.homographies) == list(layout.TARGET_IMAGES)
+    assert [p.name for p in files.images] == [f"{k}.ppm" for k in range(1, hpatches.N_IMAGES + 1)]
+    assert sorted(files.homographies) == list(hpatches.TARGET_IMAGES)
     # No temporary files are left behind by the atomic writes.
     assert sorted(p.name for p in scene_dir.iterdir()) == sorted(p.name for p in files.all_paths())
     shapes = set()
@@ -52,7 +52,7 @@ def test_generate_scene_layout(tmp_path: Path, scene: str):
         assert max(img.shape[:2]) <= 640
         shapes.add(img.shape)
     assert len(shapes) == 1
-    for k in layout.TARGET_IMAGES:
+    for k in hpatches.TARGET_IMAGES:
         H = layout.read_homography(files.homographies[k])
         if scene.startswith("i_"):
             np.testing.assert_array_equal(H, np.eye(3))
@@ -82,7 +82,7 @@ def test_deterministic(tmp_path: Path):
         # Image 1 is the photograph itself; every generated image and (for v_) every
         # homography depends on the seed.
         assert a["1.ppm"] == c["1.ppm"]
-        for k in layout.TARGET_IMAGES:
+        for k in hpatches.TARGET_IMAGES:
             assert a[f"{k}.ppm"] != c[f"{k}.ppm"]
             if scene.startswith("v_"):
                 assert a[f"H_1_{k}"] != c[f"H_1_{k}"]
@@ -105,7 +105,7 @@ def test_homography_maps_image1_content_to_image_k(demo_dir: Path):
         ys, xs = np.mgrid[h // 4 : 3 * h // 4 : 4, w // 4 : 3 * w // 4 : 4]
         p1 = np.stack([xs.ravel(), ys.ravel()], axis=1).astype(np.float32)
         v1 = img1[p1[:, 1].astype(int), p1[:, 0].astype(int)]
-        for k in layout.TARGET_IMAGES:
+        for k in hpatches.TARGET_IMAGES:
             imgk = layout.read_image(files.images[k - 1]).astype(np.float32)
             H = layout.read_homography(files.homographies[k])
             errs = {}
@@ -124,7 +124,7 @@ def test_viewpoint_sift_matches_agree_with_homography(demo_dir: Path, scene: str
     matcher = cv2.BFMatcher(cv2.NORM_L2, crossCheck=True)
     files = layout.scene_files(demo_dir / scene)
     kp1, d1 = sift.detectAndCompute(layout.read_image(files.images[0]), None)
-    for k in layout.TARGET_IMAGES:
+    for k in hpatches.TARGET_IMAGES:
         kpk, dk = sift.detectAndCompute(layout.read_image(files.images[k - 1]), None)
         H = layout.read_homography(files.homographies[k])
         matches = matcher.match(d1, dk)

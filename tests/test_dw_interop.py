@@ -143,15 +143,25 @@ def test_image_is_a_number_or_a_file_name(tmp_path, images, ext):
         assert load_locked(str(f), "s", k, 100, 100).x.tolist() == [9.0 + k]
 
 
-@pytest.mark.parametrize("bad", ["7.ppm", "img1.ppm", "1.5", "0.png", "1ppm"])
+@pytest.mark.parametrize("bad", ["img1.ppm", "1.5", "0.png", "1ppm", "07.ppm"])
 @pytest.mark.parametrize("ext", ["csv", "parquet"])
 def test_a_bad_image_name_names_the_file_row_and_value(tmp_path, bad, ext):
     df = pd.DataFrame({"scene": ["s"] * 3, "image": ["1.ppm", bad, "3.ppm"], "x": 10.0, "y": 20.0, "size": 3.0})
     f = tmp_path / f"kp.{ext}"
     df.to_parquet(f) if ext == "parquet" else df.to_csv(f, index=False)
-    with pytest.raises(DataError, match=rf"{f}: column 'image' must hold integers 1\.\.6 or image names such as "
+    with pytest.raises(DataError, match=rf"{f}: column 'image' must hold image numbers 1\.\.N or image names such as "
                                         rf"1\.ppm \(row 1: '{bad}'\)"):
         load_locked(str(f), "s", 1, 100, 100)
+
+
+@pytest.mark.parametrize("ext", ["csv", "parquet"])
+def test_an_image_beyond_the_scene_names_the_file_and_row(tmp_path, ext):
+    df = pd.DataFrame({"scene": ["s"] * 3, "image": ["1.ppm", "7.ppm", "3.ppm"], "x": 10.0, "y": 20.0, "size": 3.0})
+    f = tmp_path / f"kp.{ext}"
+    df.to_parquet(f) if ext == "parquet" else df.to_csv(f, index=False)
+    with pytest.raises(DataError, match=rf"{f}: row 1 is a keypoint of image 7 of scene 's', which has images 1\.\.6"):
+        load_locked(str(f), "s", 1, 100, 100, n_images=6)
+    assert load_locked(str(f), "s", 7, 100, 100, n_images=8).x.tolist() == [10.0]  # a scene of 8 images
 
 
 def test_workbench_bookkeeping_columns_one_keypoint_set_per_file(tmp_path):

@@ -355,3 +355,18 @@ def test_measured_jobs_fit_under_their_estimates():
         est = jr.estimate_for_measurement(row)
         assert est["mem_mb"] >= 1.25 * mem, (job, what, side, est)
         assert est["runtime"] * 60 >= 2 * wall, (job, what, side, est)
+
+
+def test_score_job_time_follows_the_scene_pairs(tmp_path):
+    """The comparisons are N_a x N_b per pair (a, b) of the scene: its pairs.txt, else the config's
+    ``pairs`` (all: 15 pairs of 6 images instead of reference's 5)."""
+    scenes = [header_scene(tmp_path, f"s{i}", 2000, 1500) for i in range(3)]
+    # per pair 0.03 * 27264^2 / 1e6 = 22.30 s (test_score_job_by_hand); (3 + 3 * 5 * 22.30) * 2 = 675 s -> 12 min
+    assert jr.score_job(config(), "sift", "sift", scenes)["runtime"] == 12
+    # 15 pairs each: (3 + 3 * 15 * 22.30) * 2 = 2013 s -> 34 min
+    assert jr.score_job(config(pairs="all"), "sift", "sift", scenes)["runtime"] == 34
+    for s in scenes:
+        (s / "pairs.txt").write_text("2 3\n")  # one pair each: (3 + 3 * 22.30) * 2 = 139.8 s -> 3 min, floor 5
+    assert jr.score_job(config(pairs="all"), "sift", "sift", scenes)["runtime"] == 5
+    (scenes[0] / "pairs.txt").write_text("2 3\n3 4\n4 5\n5 6\n6 2\n1 2\n1 3\n")  # 7 + 1 + 1 pairs: 2 * (3 + 9 * 22.30) = 407 s -> 7
+    assert jr.score_job(config(), "sift", "sift", scenes)["runtime"] == 7

@@ -45,12 +45,13 @@ def test_statistics_against_brute_force():
         H = {k: np.array([[1.0, 0.02 * k, 3.0 * k], [-0.01 * k, 1.0, -2.0], [1e-5 * k, 0, 1.0]]) for k in range(2, 7)}
         per_image = {k: kps(rng.uniform(0, 120, (15 + k + s, 2)), rng.uniform(1, 30, 15 + k + s)) for k in range(1, 7)}
         per_image[4] = kps(np.zeros((0, 2)))  # an empty image
-        scenes.append((f"s{s}", per_image, {str(k): [120, 100] for k in range(1, 7)}, H))
+        scenes.append((f"s{s}", per_image, {str(k): [120, 100] for k in range(1, 7)}, [(1, k, H[k]) for k in range(2, 7)]))
     got = set_statistics(scenes, 3.0)
     shared = rep = 0
     vals = []
     no_data = 0
-    for _, per_image, sizes, H in scenes:
+    for _, per_image, sizes, pairs in scenes:
+        H = {k: h for _, k, h in pairs}
         for k in range(2, 7):
             if len(per_image[1]) == 0 or len(per_image[k]) == 0:
                 no_data += 1  # a pair with an image without keypoints has no data (matching metrics' rule)

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from descbench import io, stages
-from descbench.datasets import layout
+from descbench.datasets import hpatches, layout
 from descbench.errors import DataError
 from descbench.fileops import file_sha256
 from descbench.metrics.retrieval import RetrievalParams, score_pair
@@ -273,7 +273,7 @@ def direct_scores(scene: Path, npz: dict[int, dict], sel: dict[int, np.ndarray])
     params = RetrievalParams.from_config(SCORING)
     q = npz[1]
     out = {}
-    for k in layout.TARGET_IMAGES:
+    for k in hpatches.TARGET_IMAGES:
         t = npz[k]
         w, h = layout.image_size(scene / f"{k}.ppm")
         res = score_pair(
@@ -326,7 +326,7 @@ def test_end_to_end_float(scene: Path, tmp_path: Path):
     # Scores: identical to score_pair on the selected npz arrays.
     rows = {r["pair"]: r for r in pq.read_table(p_path).to_pylist()}
     direct = direct_scores(scene, npz, sel)
-    for k in layout.TARGET_IMAGES:
+    for k in hpatches.TARGET_IMAGES:
         r = rows[k]
         assert r["n_query_keypoints"] == CAP and r["n_target_keypoints"] == CAP
         assert r["n_relevant_queries"] == direct[k][0] > 0
@@ -362,7 +362,7 @@ def test_end_to_end_binary(scene: Path, tmp_path: Path):
     assert finite.size > 0 and finite.min() >= 0.0 and finite.max() <= 1.0
     rows = {r["pair"]: r for r in pq.read_table(p_path).to_pylist()}
     direct = direct_scores(scene, npz, sel)
-    for k in layout.TARGET_IMAGES:
+    for k in hpatches.TARGET_IMAGES:
         assert rows[k]["n_relevant_queries"] == direct[k][0] > 0
         assert rows[k]["sum_ap"] == pytest.approx(direct[k][1], abs=1e-9)
 

@@ -15,7 +15,7 @@ import pandas as pd
 import pytest
 
 from descbench import stages
-from descbench.datasets import layout, list_scenes
+from descbench.datasets import hpatches, layout, list_scenes
 from descbench.errors import ConfigError, DataError
 from descbench.keypoints.locked import load_locked
 from descbench.precomputed import feature_path, load_features
@@ -63,7 +63,7 @@ def _write_npz(scene: Path, mutate=None, scores: bool = True) -> None:
 def test_valid_demo_homographies_pass_the_overlap_check(pristine: Path):
     files = layout.scene_files(pristine)
     s1 = layout.image_size(files.images[0])
-    for k in layout.TARGET_IMAGES:
+    for k in hpatches.TARGET_IMAGES:
         H = layout.read_homography(files.homographies[k])
         sk = layout.image_size(files.images[k - 1])
         layout.check_homography_overlap(files.homographies[k], H, s1, sk, k)

@@ -31,20 +31,42 @@ def _oxford(scene: Path) -> Path:
     return scene
 
 
-def test_extra_image_and_homography_name_the_scene_and_the_files(scene: Path):
+def test_a_seventh_image_with_its_homography_is_a_longer_scene(scene: Path):
     shutil.copy(scene / "6.ppm", scene / "7.ppm")
     shutil.copy(scene / "H_1_6", scene / "H_1_7")
+    files = scene_files(scene)
+    assert files.n_images == 7 and [p.name for p in files.images][-1] == "7.ppm" and sorted(files.homographies) == list(range(2, 8))
+
+
+def test_a_seventh_image_without_its_homography_names_the_missing_file(scene: Path):
+    shutil.copy(scene / "6.ppm", scene / "7.ppm")
     with pytest.raises(DataError) as exc:
         scene_files(scene)
     msg = str(exc.value)
-    assert str(scene) in msg and "7.ppm, H_1_7" in msg
-    assert "exactly 6 images" in msg and "move the extra files out" in msg and "split" in msg
+    assert str(scene) in msg and "missing H_1_7" in msg and "scene of 7 images" in msg and "pairs.txt" in msg
 
 
-@pytest.mark.parametrize("extra", ["0.ppm", "7.png", "12.JPG", "01.ppm", "img3.ppm", "H_1_1", "H1to3p"])
+@pytest.mark.parametrize("extra", ["0.ppm", "01.ppm", "img3.ppm", "H_1_1", "H_1_7", "H1to3p"])
 def test_any_sequence_like_extra_file_is_an_error(scene: Path, extra: str):
     (scene / extra).write_bytes(b"x")
-    with pytest.raises(DataError, match=rf"{scene}.*not among its 1\.\.6 and H_1_2\.\.H_1_6.*: {extra}\. "):
+    with pytest.raises(DataError, match=rf"{scene}.*not among its images 1\.\.6 and homographies .*HPatches layout.*: "
+                                        rf"{extra}\. .*move the extra files out"):
+        scene_files(scene)
+
+
+@pytest.mark.parametrize("extra, missing", [("8.png", "7"), ("12.JPG", "7, 8, 9, 10, 11")])
+def test_a_gap_in_the_numbering_names_the_missing_images(scene: Path, extra: str, missing: str):
+    (scene / extra).write_bytes(b"x")
+    with pytest.raises(DataError, match=rf"{scene} has images up to {extra} but no image {missing} \(7\.ppm.*"
+                                        r"numbered 1\.\.N without gaps"):
+        scene_files(scene)
+
+
+def test_a_single_image_is_not_a_scene(scene: Path):
+    for k in range(2, 7):
+        (scene / f"{k}.ppm").unlink()
+        (scene / f"H_1_{k}").unlink()
+    with pytest.raises(DataError, match=r"at least 2 images numbered from 1.*found 1\.ppm"):
         scene_files(scene)
 
 
@@ -53,8 +75,11 @@ def test_oxford_layout_extra_files(scene: Path):
     assert [p.name for p in scene_files(scene).images] == [f"img{k}.ppm" for k in range(1, 7)]
     (scene / "img7.ppm").write_bytes(b"x")
     (scene / "H1to7p").write_text("1 0 0 0 1 0 0 0 1\n")
-    (scene / "H_1_2").write_text("1 0 0 0 1 0 0 0 1\n")  # the other layout's name: not used either
-    with pytest.raises(DataError, match=r"img1\.\.img6 and H1to2p\.\.H1to6p \(Oxford layout\): H1to7p, H_1_2, img7\.ppm"):
+    assert scene_files(scene).n_images == 7  # a longer sequence in the Oxford layout
+    (scene / "H_1_2").write_text("1 0 0 0 1 0 0 0 1\n")  # the other layout's name: not used
+    (scene / "7.ppm").write_bytes(b"x")
+    with pytest.raises(DataError, match=r"images 1\.\.7 and homographies \(img1\.\.imgN and H1to2p\.\.H1toNp \(Oxford "
+                                        r"layout\)\): 7\.ppm, H_1_2\."):
         scene_files(scene)
 
 
@@ -69,8 +94,9 @@ def test_files_that_are_not_images_of_the_sequence_are_allowed(scene: Path):
 
 
 def test_missing_files_also_mention_extra_ones(scene: Path):
-    (scene / "6.ppm").rename(scene / "7.ppm")
-    with pytest.raises(DataError, match=r"missing 6\.ppm.*also holds 7\.ppm"):
+    (scene / "H_1_6").unlink()
+    (scene / "H_1_2").rename(scene / "H_1_9")
+    with pytest.raises(DataError, match=r"missing H_1_2, H_1_6.*also holds H_1_9"):
         scene_files(scene)
 
 
@@ -95,8 +121,10 @@ def test_candidates_are_matched_whatever_the_extension_case(scene: Path):
 
 def test_unchecked_scene_files_do_not_list_the_folder(tmp_path: Path):
     # check_exists=False is what a rule creating the scene uses: the folder need not exist
-    files = scene_files(tmp_path / "nowhere" / "v_x", check_exists=False)
-    assert files.images[0].name == "1.ppm"
+    files = scene_files(tmp_path / "nowhere" / "v_x", check_exists=False, n_images=6)
+    assert files.images[0].name == "1.ppm" and len(files.images) == 6 and sorted(files.homographies) == [2, 3, 4, 5, 6]
+    with pytest.raises(ValueError, match="needs n_images"):
+        scene_files(tmp_path / "nowhere" / "v_x", check_exists=False)
 
 
 # --------------------------------------------------------------------------- homographies

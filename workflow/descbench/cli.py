@@ -207,6 +207,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--keypoint-sets", required=True, help="the validated keypoint_sets config as JSON [[name, spec], ...] (row order)")
     p.add_argument("--repeatability-px", type=float, required=True)
     p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument("--pairs", default="reference",
+                   help="the config's pairs option: each scene's pairs without a pairs.txt (descbench.datasets.layout)")
 
     p = sub.add_parser("export-keypoints", help="one keypoint set of every scene as a locked-keypoint file (.parquet/.csv/.csv.gz)")
     p.add_argument("--results-root", type=Path, required=True, help="<results_dir>/<dataset tag>")
@@ -229,6 +231,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="JSON {section: settings}: scoring and the section of every task to run (descbench.paths.SCORE_TASK_REGISTRY; "
                         "the workflow passes descbench.config.score_job_sections); a task whose section is absent does not run")
     p.add_argument("--features-of", default=None, help="read this descriptor's files (a scoring variant's base)")
+    p.add_argument("--pairs", default="reference",
+                   help="the config's pairs option: each scene's pairs without a pairs.txt (descbench.datasets.layout)")
 
     p = sub.add_parser("distractors", help="draw every scene's distractor keypoints of one descriptor into one file")
     p.add_argument("--features-of", default=None, help="read this descriptor's files (a scoring variant's base)")
@@ -414,14 +418,16 @@ def run(a: argparse.Namespace) -> None:
     elif a.cmd == "keypoint-cutoff":
         stages.keypoint_cutoff(_paths(a), a.name, json_arg(a.spec), a.out)
     elif a.cmd == "keypoint-stats":
-        stages.keypoint_statistics(_paths(a), a.scene_root, dict(json_arg(a.keypoint_sets)), a.repeatability_px, a.out_dir)
+        stages.keypoint_statistics(_paths(a), a.scene_root, dict(json_arg(a.keypoint_sets)), a.repeatability_px, a.out_dir,
+                                   a.pairs)
     elif a.cmd == "export-keypoints":
         stages.export_keypoints(_paths(a), a.name, a.out)
     elif a.cmd == "descriptors":
         stages.describe_batch(_paths(a), a.scene_root, a.batch, a.keypoint_set, a.name, json_arg(a.spec),
                               json_arg(a.keypoint_set_spec))
     elif a.cmd == "score":
-        stages.score_batch(_paths(a), a.scene_root, a.batch, a.keypoint_set, a.descriptor, json_arg(a.sections), a.features_of)
+        stages.score_batch(_paths(a), a.scene_root, a.batch, a.keypoint_set, a.descriptor, json_arg(a.sections), a.features_of,
+                           a.pairs)
     elif a.cmd == "distractors":
         stages.build_distractor_bank(_paths(a), a.keypoint_set, a.descriptor, json_arg(a.verification), a.out, a.features_of)
     elif a.cmd == "report":

@@ -41,15 +41,33 @@ KEYPOINTS = pa.schema(
     ]
 )
 
-# Per-query retrieval records (protocols section 4). Query = keypoint row of image 1.
+# Image pairs: a pair (a, b) scores image a's keypoints (the queries) against image b's. Every
+# per-pair table names the pair by ``pair`` = b, its target image, the HPatches key (pairs (1, k)).
+# A scene with a pair whose query image is not 1 (a folder dataset's pairs.txt, ``pairs: all``)
+# writes its tables with the extra column ``query_image`` = a before ``pair`` (before ``query`` in
+# the tables without ``pair``): with_query_image. A scene of (1, k) pairs keeps the schemas below
+# exactly, so HPatches and demo results stay bit for bit what they were; readers take a table
+# without ``query_image`` as query image 1 (descbench.report.table).
+QUERY_IMAGE = "query_image"
+
+
+def with_query_image(schema: pa.Schema) -> pa.Schema:
+    """``schema`` with the int8 column ``query_image`` (image a of the pair) before ``pair``, or
+    before ``query`` when the table has no ``pair`` column."""
+    names = schema.names
+    at = names.index("pair") if "pair" in names else names.index("query")
+    return schema.insert(at, pa.field(QUERY_IMAGE, pa.int8()))
+
+
+# Per-query retrieval records (protocols section 4). Query = keypoint row of image a (image 1 in HPatches).
 QUERIES = pa.schema(
     [
         ("scene", pa.string()),
-        ("pair", pa.int8()),  # target image k of pair (1, k)
-        ("query", pa.int32()),  # index among image 1's keypoints
-        ("inside", pa.bool_()),  # projection H q lies inside image k
+        ("pair", pa.int8()),  # target image b of pair (a, b) (k of HPatches' (1, k))
+        ("query", pa.int32()),  # index among image a's keypoints
+        ("inside", pa.bool_()),  # projection H q lies inside image b
         ("n_relevant", pa.int32()),  # R
-        ("gt_index", pa.int32()),  # nearest image-k keypoint to H q (-1 if image k has none)
+        ("gt_index", pa.int32()),  # nearest image-b keypoint to H q (-1 if image b has none)
         ("gt_px", pa.float64()),  # its pixel distance to H q (inf if none)
         ("n_closer", pa.int64()),  # L: candidates strictly closer than the first relevant item
         ("n_tied", pa.int64()),  # t: other candidates at exactly its distance
@@ -78,12 +96,14 @@ PAIRS = pa.schema(
 
 
 # Keypoint verification (protocols section 4, candidates: nearest): the pooled list of one scene,
-# query-major then segment order (images 2..6, then the distractor sets) -- the "stable order"
-# that the vlfeat/trapezoid AP conventions use for ties.
+# query-major then segment order (the query image's targets b, images 2..6 in HPatches, then the
+# distractor sets) -- the "stable order" that the vlfeat/trapezoid AP conventions use for ties. A
+# scene with several query images holds one such list per query image, in the order of each one's
+# first pair (rows with query_image).
 VERIFICATION_LIST = pa.schema(
     [
         ("query", pa.int32()),
-        ("target_scene", pa.string()),  # the scene itself (images 2..6) or a distractor scene
+        ("target_scene", pa.string()),  # the scene itself (its targets b) or a distractor scene
         ("target_image", pa.int8()),
         ("candidate", pa.int32()),  # keypoint row in that image
         ("distance", pa.float64()),  # exact ranking key: squared L2 (float) or Hamming (binary)
@@ -91,12 +111,12 @@ VERIFICATION_LIST = pa.schema(
     ]
 )
 
-# Keypoint retrieval (three-tier labels), per query of image 1.
+# Keypoint retrieval (three-tier labels), per query of the query image a (image 1 in HPatches).
 KEYPOINT_RETRIEVAL = pa.schema(
     [
         ("scene", pa.string()),
         ("query", pa.int32()),
-        ("n_positives", pa.int32()),  # R: relevant keypoints over images 2..6
+        ("n_positives", pa.int32()),  # R: relevant keypoints over the targets b (images 2..6 in HPatches)
         ("ap_negative", pa.float64()),  # hard negatives (label 0) count as non-relevant; NaN if R = 0
         ("ap_ignore", pa.float64()),  # hard negatives removed (HPatches MATLAB); NaN if R = 0
     ]

@@ -56,7 +56,8 @@ from pathlib import Path
 
 from descbench.datasets import experiment_name
 from descbench.datasets.demo import MAX_SIDE as DEMO_MAX_SIDE
-from descbench.datasets.layout import N_IMAGES, scene_files
+from descbench.datasets.hpatches import N_IMAGES  # the shape assumed for a scene not there yet, and the benchmark's
+from descbench.datasets.layout import scene_files
 from descbench.descriptors import get_family
 from descbench.errors import DescbenchError
 from descbench.io import META_KEY
@@ -259,8 +260,8 @@ def default_image_size(cfg: dict) -> tuple[int, int]:
 
 
 def scene_image_sizes(scene_dir: Path | str, default: tuple[int, int]) -> list[tuple[int, int]]:
-    """(width, height) of the scene's 6 images from their headers; ``default`` for every image of a
-    scene folder that does not exist or is not complete yet; an unreadable header: its file's
+    """(width, height) of the scene's images from their headers; ``default`` for every image of a
+    scene folder that does not exist or is not complete yet (an HPatches-shaped scene of 6); an unreadable header: its file's
     bytes times :data:`UNREADABLE_PIXELS_PER_BYTE` pixels (square), at least ``default``."""
     try:
         st = Path(scene_dir).stat()
@@ -285,7 +286,7 @@ def scene_image_sizes(scene_dir: Path | str, default: tuple[int, int]) -> list[t
 
 @functools.lru_cache(maxsize=16384)
 def _scene_images(scene_dir: str, mtime_ns: int) -> tuple[str, ...] | None:
-    """The scene's 6 image paths (``scene_files``), remembered per folder state (adding, removing or
+    """The scene's image paths (``scene_files``), remembered per folder state (adding, removing or
     renaming a file changes the folder's modification time); ``None`` for a folder that is not a
     complete scene (a download in progress: the job itself says what is wrong)."""
     try:
@@ -356,7 +357,8 @@ def _file_counts(path: str, size: int, mtime_ns: int) -> tuple[list[int] | None,
         f = pq.ParquetFile(path)
         meta = json.loads((f.schema_arrow.metadata or {}).get(META_KEY, b"{}"))
         image = f.read(columns=["image"]).column("image").to_numpy()
-        counts = np.bincount(image.astype(np.int64), minlength=N_IMAGES + 1)[1 : N_IMAGES + 1]
+        n = len(meta.get("image_sizes") or {}) or N_IMAGES  # every image of the scene, an empty one too
+        counts = np.bincount(image.astype(np.int64), minlength=n + 1)[1 : n + 1]
         return [int(c) for c in counts], json.dumps(meta.get("params"), sort_keys=True)
     except Exception:  # noqa: BLE001 - an unreadable file is "not known": the model is used
         return None, None
@@ -396,7 +398,7 @@ def _scenes(cfg: dict, kpset: str, scene_dirs: list[Path], counts: bool = True):
     out = []
     for d in scene_dirs:
         sizes = scene_image_sizes(d, default)
-        out.append((sizes, scene_keypoints(cfg, kpset, d, sizes) if counts else [0] * N_IMAGES))
+        out.append((sizes, scene_keypoints(cfg, kpset, d, sizes) if counts else [0] * len(sizes)))
     return out
 
 
@@ -452,19 +454,30 @@ def _width_of(spec: dict, cfg: dict, seen: tuple) -> int:
     return fam.width_of(params, parts)
 
 
+def _scene_pairs(cfg: dict, scene_dir: Path, n_images: int) -> list[tuple[int, int]]:
+    """The pairs ``(a, b)`` a scene is scored on (its ``pairs.txt``, else the config's ``pairs``);
+    a scene folder not there yet (demo, download): the option's pairs of ``n_images`` images."""
+    from descbench.datasets.layout import list_pairs, pairs_mode
+
+    try:
+        return [(p.a, p.b) for p in scene_files(scene_dir).pairs(pairs_mode(cfg))]
+    except (DescbenchError, OSError):
+        return list_pairs(n_images, pairs_mode(cfg))
+
+
 def score_job(cfg: dict, kpset: str, descriptor: str, scene_dirs: list[Path]) -> dict:
     """``{"mem_mb", "runtime"}`` of the score job of (``kpset``, ``descriptor``) on ``scene_dirs``:
     memory from the largest image's keypoints and the two ``scoring.chunk_mb`` blocks, time from
-    the descriptor comparisons of the scene's 5 pairs (and, with ``verification.distractors_per_scene:
+    the descriptor comparisons of the scene's pairs (:func:`_scene_pairs`; and, with ``verification.distractors_per_scene:
     all``, of each query against every distractor image's keypoints)."""
     width = max(1.0, descriptor_width(cfg, descriptor) / 128.0)
     chunk_mb = (cfg.get("scoring") or {}).get("chunk_mb", 64)
     ver = cfg.get("verification") or {}
     all_distractors = ver.get("enabled") and ver.get("distractors_per_scene") == "all"
     mem, secs = 0.0, SCORE_MODEL.base_s
-    for _sizes, counts in _scenes(cfg, kpset, scene_dirs):
+    for d, (_sizes, counts) in zip(scene_dirs, _scenes(cfg, kpset, scene_dirs)):
         mem = max(mem, SCORE_MODEL.base_mb + 2 * chunk_mb + SCORE_MODEL.mb_per_kkp * width * max(counts) / 1000.0)
-        pairs = sum(counts[0] * n for n in counts[1:])
+        pairs = sum(counts[a - 1] * counts[b - 1] for a, b in _scene_pairs(cfg, d, len(counts)))
         if all_distractors:  # one image of each distractor scene, about this scene's size
             pairs += counts[0] * int(ver.get("distractor_scenes") or 0) * max(counts)
         secs += SCORE_S_PER_MPAIR * width * pairs / 1e6

@@ -17,7 +17,8 @@ import numpy as np
 import pyarrow as pa
 
 from descbench import io
-from descbench.datasets.layout import (TARGET_IMAGES, check_homography_overlap, image_size, read_homography, read_image,
+from descbench.datasets.geometry import Pair
+from descbench.datasets.layout import (check_homography_overlap, image_size, load_pairs, read_homography, read_image,
                                        scene_files)
 from descbench.descriptors import compute_descriptors, get_family
 from descbench.errors import ConfigError, DataError
@@ -39,8 +40,8 @@ def write_timing(path: Path, scene: str, t0: float) -> None:
 
 
 def scene_input_digests(files) -> dict[str, str]:
-    """sha256 of each input file of a scene (6 images, 5 homographies), by file name: two results
-    with equal digests were computed from the same data."""
+    """sha256 of each input file of a scene (images, homographies, ``pairs.txt`` and its pairs'
+    files), by file name: two results with equal digests were computed from the same data."""
     return {Path(f).name: file_sha256(f) for f in files.all_paths()}
 
 
@@ -53,14 +54,15 @@ def dataset_digest(per_scene: dict[str, dict[str, str]]) -> str:
     return h.hexdigest()
 
 
-def detect_raw(image_path: Path, gray: np.ndarray, spec: dict, scene: str, image: int, kpset: str = "<set>") -> ImageKeypoints:
-    """Image ``image`` (1..6) of ``scene``: the raw keypoints of the set's detector, in its order."""
+def detect_raw(image_path: Path, gray: np.ndarray, spec: dict, scene: str, image: int, kpset: str = "<set>",
+               n_images: int | None = None) -> ImageKeypoints:
+    """Image ``image`` (1..n) of ``scene``: the raw keypoints of the set's detector, in its order."""
     if spec["detector"] == "locked":
         from descbench.keypoints.locked import DUPLICATES, load_locked
 
         # the image's real size: a locked keypoint outside it is an error, not a border drop
         return load_locked(spec["params"]["path"], scene, image, gray.shape[1], gray.shape[0],
-                           spec["params"].get("duplicates", DUPLICATES[0]))
+                           spec["params"].get("duplicates", DUPLICATES[0]), n_images)
     if spec["detector"] == "precomputed":
         from descbench.precomputed import check_cap_has_scores, load_features
 
@@ -78,10 +80,11 @@ def detect_raw(image_path: Path, gray: np.ndarray, spec: dict, scene: str, image
 
 
 def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
-    """Detect, border-filter and cap keypoints on the 6 images of a scene; write one Parquet."""
+    """Detect, border-filter and cap keypoints on the images of a scene; write one Parquet."""
     files = scene_files(scene_dir)
-    for k in TARGET_IMAGES:  # fail fast on a malformed homography, before any heavy work
+    for k in sorted(files.homographies):  # fail fast on a malformed homography, before any heavy work
         read_homography(files.homographies[k])
+    own = {(p.a, p.b): (p.file, read_homography(p.file)) for p in files.listed if p.file is not None}
     projected = spec.get("mode", "independent") == "projected"
     per_image, sizes, raw_counts, empty = {}, {}, {}, []
     for k, image_path in enumerate(files.images, start=1):
@@ -89,17 +92,19 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
             from descbench.keypoints.projected import project_keypoints
 
             w, h = image_size(image_path)  # read and validated like any detected image
-            kept = project_keypoints(per_image[1], read_homography(files.homographies[k]), w, h, spec["border_px"],
+            H = read_homography(files.homography_file(k, f"keypoint set '{kpset}' (mode: projected, image 1's keypoints "
+                                                          f"mapped into image {k})"))
+            kept = project_keypoints(per_image[1], H, w, h, spec["border_px"],
                                      sift_octave=spec["detector"] == "sift")
             n_raw = len(per_image[1])
         else:
             gray = read_image(image_path)
             h, w = gray.shape[:2]
-            raw = detect_raw(image_path, gray, spec, files.scene, k, kpset)
+            raw = detect_raw(image_path, gray, spec, files.scene, k, kpset, files.n_images)
             kept = filter_keypoints(raw, w, h, spec["border_px"], spec["max_keypoints"])
             n_raw = len(raw)
         sizes[str(k)] = [w, h]
-        if k > 1:  # image sizes known: H_1_k must map image 1 (at least partly) into image k
+        if k in files.homographies:  # image sizes known: H_1_k must map image 1 (at least partly) into image k
             check_homography_overlap(files.homographies[k], read_homography(files.homographies[k]), tuple(sizes["1"]), (w, h), k)
         raw_counts[str(k)] = n_raw
         if len(kept) == 0:
@@ -107,6 +112,8 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
             warn(f"{image_path}: no keypoint left after the border filter ({n_raw} {'projected' if projected and k > 1 else 'detected'}); "
                  "recorded as an empty image")
         per_image[k] = kept
+    for (a, b), (path, H) in own.items():  # a pairs.txt pair's own file: image a (at least partly) into image b
+        check_homography_overlap(path, H, tuple(sizes[str(a)]), tuple(sizes[str(b)]), b)
     extra = {}
     if spec["detector"] == "keynet":  # a learned detector: its weights' sha256 and the torch runtime
         from descbench.keypoints.keynet import cached_detector
@@ -161,8 +168,10 @@ def keypoint_cutoff(paths: ResultPaths, name: str, spec: dict, out: Path) -> Non
                                    "cutoff": list(cutoff) if cutoff else None}, sort_keys=True) + "\n")
 
 
-def keypoint_statistics(paths: ResultPaths, scene_root: Path, kpsets: dict, repeatability_px: float, out_dir: Path) -> None:
-    """``keypoint_stats.{parquet,csv,md}``: one row per keypoint set (descbench.report.keypoint_stats)."""
+def keypoint_statistics(paths: ResultPaths, scene_root: Path, kpsets: dict, repeatability_px: float, out_dir: Path,
+                        pairs: str = "reference") -> None:
+    """``keypoint_stats.{parquet,csv,md}``: one row per keypoint set (descbench.report.keypoint_stats);
+    repeatability over each scene's pairs under the config's ``pairs`` option."""
     import pandas as pd
 
     from descbench.report.keypoint_stats import provenance_columns, set_statistics, to_markdown
@@ -170,7 +179,7 @@ def keypoint_statistics(paths: ResultPaths, scene_root: Path, kpsets: dict, repe
     homographies, digests = {}, {}
     for scene in paths.scenes:
         files = scene_files(Path(scene_root) / scene)
-        homographies[scene] = {k: read_homography(files.homographies[k]) for k in TARGET_IMAGES}
+        homographies[scene] = [(p.a, p.b, p.homography("repeatability")) for p in load_pairs(files, pairs)]
         digests[scene] = scene_input_digests(files)
     rows = []
     for name in kpsets:
@@ -265,7 +274,7 @@ def load_keypoints(path: Path) -> tuple[dict[int, ImageKeypoints], dict]:
     image = io.column_array(table.column("image"))
     arrays = {f: io.column_array(table.column(f)) for f in ImageKeypoints.__dataclass_fields__}
     per_image = {}
-    for k in range(1, 7):
+    for k in range(1, len(meta["image_sizes"]) + 1):  # every image of the scene, an empty one too
         sel = np.flatnonzero(image == k)
         per_image[k] = ImageKeypoints(**{f: a[sel] for f, a in arrays.items()})
     return per_image, meta
@@ -327,7 +336,7 @@ def describe_composite_scene(paths: ResultPaths, scene: str, kpset: str, name: s
              for c in comps]
     feats = [read_features(k, d) for k, d in files]
     blocks, images = [], []
-    for k in range(1, 7):
+    for k in per_image:
         where = f"descriptor '{name}', scene {scene}, image {k}"
         for c, f, n in zip(comps, feats, names):
             check_alignment(per_image[k], f.per_image[k], c["tol_px"], f"{where}, component {n}")
@@ -345,7 +354,7 @@ def describe_composite_scene(paths: ResultPaths, scene: str, kpset: str, name: s
 
 @dataclass
 class SceneFeatures:
-    """Keypoints and descriptors of one scene, per image 1..6, checked to belong together."""
+    """Keypoints and descriptors of one scene, per image 1..n, checked to belong together."""
 
     scene: str
     per_image: dict[int, ImageKeypoints]
@@ -362,72 +371,144 @@ def read_features(keypoints: Path, descriptors: Path) -> SceneFeatures:
         raise DataError(f"{descriptors} was computed from a different version of {keypoints}; rerun its descriptor job")
     desc = io.descriptors_array(dtable)
     dimage = io.column_array(dtable.column("image"))
-    by_image = {k: desc[dimage == k] for k in range(1, 7)}
-    for k in range(1, 7):
+    if desc.shape[0] != sum(len(v) for v in per_image.values()):
+        raise DataError(f"{descriptors}: {desc.shape[0]} descriptors for {sum(len(v) for v in per_image.values())} keypoints "
+                        f"of images 1..{len(per_image)}; rebuild it")
+    by_image = {k: desc[dimage == k] for k in per_image}
+    for k in per_image:
         if by_image[k].shape[0] != len(per_image[k]):
             raise DataError(f"{descriptors}: image {k} has {by_image[k].shape[0]} descriptors for {len(per_image[k])} keypoints; rebuild it")
     return SceneFeatures(kmeta.get("scene", Path(keypoints).stem), per_image, by_image, kmeta, dmeta)
 
 
+def _groups(pairs: list[Pair]) -> list[tuple[int, list[Pair]]]:
+    """The pairs by query image ``a``: one group per image, in order of first appearance, each
+    group's pairs in listing order. A group shares its query keypoints (one screen pass)."""
+    out: dict[int, list[Pair]] = {}
+    for p in pairs:
+        out.setdefault(p.a, []).append(p)
+    return list(out.items())
+
+
+def _labelled(pairs: list[Pair]) -> bool:
+    """Whether a scene's rows carry ``query_image``: only when some pair's query image is not 1.
+    A scene of (1, k) pairs (HPatches, the demo) keeps the schema and bytes it always had, where
+    ``pair`` = k names the pair."""
+    return any(p.a != 1 for p in pairs)
+
+
+def _scene_pairs(files, pairs: list[Pair] | None) -> list[Pair]:
+    """``pairs`` or, when None (the single-scene entry points), the scene's pairs under the
+    default ``pairs: reference`` (its ``pairs.txt`` when it has one)."""
+    return load_pairs(files) if pairs is None else pairs
+
+
+def _target(f: SceneFeatures, p: Pair, what: str):
+    """The :class:`descbench.metrics.bojanic.Target` of pair ``p``'s image b."""
+    from descbench.metrics.bojanic import Target
+
+    kb = f.per_image[p.b]
+    return Target(kb.xy, f.by_image[p.b], p.homography(what), tuple(f.kmeta["image_sizes"][str(p.b)]), kb.angle, kb.size)
+
+
 def retrieval_task(scene_dir: Path, f: SceneFeatures, scoring: dict, out_queries: Path, out_pairs: Path, out_timing: Path,
-                   results: list | None = None, t0: float | None = None) -> None:
+                   results: dict | None = None, t0: float | None = None, pairs: list[Pair] | None = None) -> None:
     """Keypoint retrieval scores of one scene: per-query records and per-pair statistics.
 
-    ``results``: the pairs' :class:`descbench.metrics.retrieval.PairResult` (2..6) already
-    computed by :func:`scene_pass` (None: computed here); ``t0``: start of the timing.
+    ``pairs``: the scene's :class:`~descbench.datasets.geometry.Pair` list (None: its default
+    pairs); each pair's queries are image a's keypoints, its candidates image b's. ``results``:
+    ``{(a, b): PairResult}`` already computed by :func:`scene_pass` (None: computed here);
+    ``t0``: start of the timing.
     """
     # metrics (numba) imported here, not at the top: keypoint/descriptor jobs never load numba
     from descbench.metrics.retrieval import RetrievalParams, pair_statistics, policy_rank, score_pair
 
     t0 = time.perf_counter() if t0 is None else t0
     files = scene_files(scene_dir)
+    pairs = _scene_pairs(files, pairs)
+    labelled = _labelled(pairs)
     params = RetrievalParams.from_config(scoring)
     per_image, by_image, kmeta, dmeta = f.per_image, f.by_image, f.kmeta, f.dmeta
-    q_xy = per_image[1].xy
-    qcols: dict[str, list] = {n: [] for n in io.QUERIES.names}
+    qschema = io.with_query_image(io.QUERIES) if labelled else io.QUERIES
+    qcols: dict[str, list] = {n: [] for n in qschema.names}
     prows = []
-    for k in TARGET_IMAGES:
-        H = read_homography(files.homographies[k])
+    for p in pairs:
+        a, k = p.a, p.b
+        q = per_image[a]
         size = tuple(kmeta["image_sizes"][str(k)])
-        res = results[k - 2] if results is not None else score_pair(
-            q_xy, by_image[1], per_image[k].xy, by_image[k], H, size, params,
-            (per_image[1].angle, per_image[1].size), (per_image[k].angle, per_image[k].size))
-        nq = q_xy.shape[0]
+        res = results[(a, k)] if results is not None else score_pair(
+            q.xy, by_image[a], per_image[k].xy, by_image[k], p.homography("keypoint retrieval"), size, params,
+            (q.angle, q.size), (per_image[k].angle, per_image[k].size))
+        nq = q.xy.shape[0]
         qcols["scene"].append(np.full(nq, files.scene, dtype=object))
+        if labelled:
+            qcols["query_image"].append(np.full(nq, a, dtype=np.int8))
         qcols["pair"].append(np.full(nq, k, dtype=np.int8))
         qcols["query"].append(np.arange(nq, dtype=np.int32))
         for n in ("inside", "n_relevant", "gt_index", "gt_px", "n_closer", "n_tied", "ap"):
             qcols[n].append(getattr(res, n))
         qcols["rank"].append(res.rank if res.rank is not None else policy_rank(res.n_closer, res.n_tied, params.tie_policy))
-        prows.append({"scene": files.scene, "pair": k, **pair_statistics(res, len(per_image[k]))})
-    queries = pa.table({n: pa.array(np.concatenate(v), type=io.QUERIES.field(n).type) for n, v in qcols.items()}, schema=io.QUERIES)
-    pairs = io.table_from_rows(prows, io.PAIRS, f"scene {files.scene}: retrieval pairs table (io.PAIRS)")
+        prows.append({"scene": files.scene, **({"query_image": a} if labelled else {}), "pair": k,
+                      **pair_statistics(res, len(per_image[k]))})
+    queries = pa.table({n: pa.array(np.concatenate(v), type=qschema.field(n).type) for n, v in qcols.items()}, schema=qschema)
+    pschema = io.with_query_image(io.PAIRS) if labelled else io.PAIRS
+    pairs_table = io.table_from_rows(prows, pschema, f"scene {files.scene}: retrieval pairs table (io.PAIRS)")
     prov = io.provenance(
         "scoring", {"task": "keypoint_retrieval", **scoring}, scene=files.scene,
         descriptor=dmeta["descriptor"], keypoint_set=kmeta["params"]["keypoint_set"],
         distance=dmeta["distance"], empty_images=kmeta["empty_images"],
     )
     io.write_table(queries, out_queries, prov)
-    io.write_table(pairs, out_pairs, prov)
+    io.write_table(pairs_table, out_pairs, prov)
     write_timing(out_timing, files.scene, t0)
 
 
-def _verification_inputs(files, f: SceneFeatures, draws: list, scoring: dict, verification: dict):
-    """``(targets, BojanicParams)`` of a scene's verification task (DataError for foreign distractors)."""
-    from descbench.metrics.bojanic import BojanicParams, Target
+def _check_verification_groups(scene: str, groups: list, verification: dict) -> None:
+    """Verification of a scene with several query images pools their lists into the scene's one
+    list (:func:`_pooled_scene_stats`); the statistics that are not computed from that list
+    (``candidates: all``, ``convention: workbench``) have no such pooling: refused by name."""
+    if len(groups) < 2:
+        return
+    bad = [f"verification.{k}: {verification[k]}" for k, ok in (("candidates", "nearest"), ("convention", "descbench"))
+           if verification[k] != ok]
+    if bad:
+        raise ConfigError(
+            f"scene {scene}: its pairs have {len(groups)} query images ({', '.join(str(a) for a, _ in groups)}), and "
+            f"{' and '.join(bad)} is defined for one query image per scene (HPatches' image 1); use "
+            "verification.candidates: nearest and verification.convention: descbench, or give the scene pairs with "
+            "one query image (pairs.txt, or pairs: reference)")
 
-    per_image, by_image, kmeta = f.per_image, f.by_image, f.kmeta
+
+def _pooled_scene_stats(results: list, quantized_bins: int) -> dict:
+    """One scene row from several query images' :class:`~descbench.metrics.bojanic.SceneTaskResult`:
+    the scene's list is their lists one after the other, so its AP columns are the AP of that
+    list (:func:`descbench.metrics.bojanic.verification_ap`); counts and AP sums add up; the
+    distractor draw is the scene's, the same for every query image."""
+    from descbench.metrics.bojanic import verification_ap
+
+    st = [r.stats for r in results]
+    out = verification_ap(np.concatenate([r.v_distance for r in results]), np.concatenate([r.v_label for r in results]),
+                          quantized_bins)
+    for key in ("n_queries", "n_target_keypoints", "verification_num_positives", "verification_num_negatives",
+                "retrieval_n_queries_with_positive", "retrieval_sum_ap_negative", "retrieval_sum_ap_ignore",
+                "retrieval_num_true_positives", "retrieval_num_hard_negatives", "retrieval_num_distractors"):
+        out[key] = sum(s[key] for s in st)
+    out["n_distractor_scenes"], out["n_distractors"] = st[0]["n_distractor_scenes"], st[0]["n_distractors"]
+    return out
+
+
+def _verification_inputs(files, f: SceneFeatures, draws: list, scoring: dict, verification: dict, group: list[Pair]):
+    """``(targets, BojanicParams)`` of one query image's pairs ``group`` (DataError for foreign distractors)."""
+    from descbench.metrics.bojanic import BojanicParams
+
+    by_image = f.by_image
     for d in draws:
         if d.desc.dtype != by_image[1].dtype or d.desc.shape[1] != by_image[1].shape[1]:
             raise DataError(
                 f"scene {files.scene}: distractors from scene {d.scene} are {d.desc.dtype} x {d.desc.shape[1]}, "
                 f"the scene's descriptors {by_image[1].dtype} x {by_image[1].shape[1]}; rebuild the distractor bank"
             )
-    targets = []
-    for k in TARGET_IMAGES:
-        H = read_homography(files.homographies[k])
-        targets.append(Target(per_image[k].xy, by_image[k], H, tuple(kmeta["image_sizes"][str(k)]),
-                              per_image[k].angle, per_image[k].size))
+    targets = [_target(f, p, "keypoint verification") for p in group]
     return targets, BojanicParams.from_config(scoring=scoring, verification=verification)
 
 
@@ -441,48 +522,73 @@ def _matching_params(scoring: dict, matching: dict):
 
 def verification_task(scene_dir: Path, f: SceneFeatures, distractors: list, scoring: dict, verification: dict,
                       out_list: Path, out_queries: Path, out_scene: Path, out_timing: Path,
-                      result=None, t0: float | None = None) -> None:
+                      result=None, t0: float | None = None, pairs: list[Pair] | None = None) -> None:
     """Keypoint verification and keypoint retrieval of one scene, with distractors of other scenes.
 
+    Each query image a of the scene's ``pairs`` (None: its default pairs) is scored against its
+    pairs' images b and the distractors; with several query images, the list and query rows
+    carry ``query_image`` and the scene row pools them (:func:`_pooled_scene_stats`).
     ``distractors``: the scene's :class:`descbench.metrics.bojanic.Distractors`, in draw order
     (:func:`descbench.metrics.distractors.draw_distractors`; from the distractor bank in the
-    workflow, :func:`distractors_from_files` otherwise). ``result``: the
-    :class:`descbench.metrics.bojanic.SceneTaskResult` already computed by :func:`scene_pass`
-    (None: computed here); ``t0``: start of the timing.
+    workflow, :func:`distractors_from_files` otherwise). ``result``: ``[(a, group, SceneTaskResult)]``
+    per query image already computed by :func:`scene_pass` (None: computed here); ``t0``: start
+    of the timing.
     """
     from descbench.metrics.ap import verification_ap_columns
     from descbench.metrics.bojanic import score_scene_tasks
 
     t0 = time.perf_counter() if t0 is None else t0
     files = scene_files(scene_dir)
+    pairs = _scene_pairs(files, pairs)
+    labelled = _labelled(pairs)
     per_image, by_image, kmeta, dmeta = f.per_image, f.by_image, f.kmeta, f.dmeta
     draws = distractors
+    groups = _groups(pairs)
+    _check_verification_groups(files.scene, groups, verification)
     if result is None:
-        targets, params = _verification_inputs(files, f, draws, scoring, verification)
-        res = score_scene_tasks(per_image[1].xy, by_image[1], targets, list(draws), params, where=f"scene {files.scene}",
-                                q_frame=(per_image[1].angle, per_image[1].size))
+        result = []
+        for a, group in groups:
+            targets, params = _verification_inputs(files, f, draws, scoring, verification, group)
+            result.append((a, group, score_scene_tasks(per_image[a].xy, by_image[a], targets, list(draws), params,
+                                                       where=f"scene {files.scene}", q_frame=(per_image[a].angle, per_image[a].size))))
+    vparts, qparts = [], []
+    for a, group, res in result:
+        seg_scene = [files.scene] * len(group) + [d.scene for d in draws]
+        seg_image = [p.b for p in group] + [d.image for d in draws]
+        vcols = {
+            "query": pa.array(res.v_query, pa.int32()),
+            "target_scene": pa.array([seg_scene[s] for s in res.v_segment], pa.string()),
+            "target_image": pa.array(np.array(seg_image, dtype=np.int8)[res.v_segment.astype(np.int64)] if len(res.v_segment) else np.zeros(0, np.int8), pa.int8()),
+            "candidate": pa.array(res.v_candidate, pa.int32()),
+            "distance": pa.array(res.v_distance, pa.float64()),
+            "label": pa.array(res.v_label, pa.int8()),
+        }
+        nq = len(per_image[a])
+        qcols = {
+            "scene": pa.array([files.scene] * nq, pa.string()),
+            "query": pa.array(np.arange(nq), pa.int32()),
+            "n_positives": pa.array(res.r_positives, pa.int32()),
+            "ap_negative": pa.array(res.r_ap_negative, pa.float64()),
+            "ap_ignore": pa.array(res.r_ap_ignore, pa.float64()),
+        }
+        if labelled:
+            vcols["query_image"] = pa.array(np.full(len(res.v_query), a, np.int8), pa.int8())
+            qcols["query_image"] = pa.array(np.full(nq, a, np.int8), pa.int8())
+        vparts.append(vcols)
+        qparts.append(qcols)
+    lschema = io.with_query_image(io.VERIFICATION_LIST) if labelled else io.VERIFICATION_LIST
+    rschema = io.with_query_image(io.KEYPOINT_RETRIEVAL) if labelled else io.KEYPOINT_RETRIEVAL
+    vlist = pa.concat_tables([pa.table({n: c[n] for n in lschema.names}, schema=lschema) for c in vparts])
+    queries = pa.concat_tables([pa.table({n: c[n] for n in rschema.names}, schema=rschema) for c in qparts])
+    if len(result) == 1:
+        stats = result[0][2].stats
     else:
-        targets, res = TARGET_IMAGES, result
-    seg_scene = [files.scene] * len(targets) + [d.scene for d in draws]
-    seg_image = list(TARGET_IMAGES) + [d.image for d in draws]
-    vlist = pa.table({
-        "query": pa.array(res.v_query, pa.int32()),
-        "target_scene": pa.array([seg_scene[s] for s in res.v_segment], pa.string()),
-        "target_image": pa.array(np.array(seg_image, dtype=np.int8)[res.v_segment.astype(np.int64)] if len(res.v_segment) else np.zeros(0, np.int8), pa.int8()),
-        "candidate": pa.array(res.v_candidate, pa.int32()),
-        "distance": pa.array(res.v_distance, pa.float64()),
-        "label": pa.array(res.v_label, pa.int8()),
-    }, schema=io.VERIFICATION_LIST)
-    nq = len(per_image[1])
-    queries = pa.table({
-        "scene": pa.array([files.scene] * nq, pa.string()),
-        "query": pa.array(np.arange(nq), pa.int32()),
-        "n_positives": pa.array(res.r_positives, pa.int32()),
-        "ap_negative": pa.array(res.r_ap_negative, pa.float64()),
-        "ap_ignore": pa.array(res.r_ap_ignore, pa.float64()),
-    }, schema=io.KEYPOINT_RETRIEVAL)
+        from descbench.metrics.bojanic import BojanicParams
+
+        stats = _pooled_scene_stats([r for _, _, r in result],
+                                    BojanicParams.from_config(scoring=scoring, verification=verification).quantized_bins)
     scene_schema = io.verification_scene_schema(verification_ap_columns(), verification["convention"] == "workbench")
-    scene_row = io.table_from_rows([{"scene": files.scene, **res.stats}], scene_schema,
+    scene_row = io.table_from_rows([{"scene": files.scene, **stats}], scene_schema,
                                    f"scene {files.scene}: verification scene table (io.verification_scene_schema)")
     prov = io.provenance(
         "verification", {"task": "keypoint_verification+keypoint_retrieval", "scoring": scoring, "verification": verification},
@@ -499,74 +605,102 @@ def verification_task(scene_dir: Path, f: SceneFeatures, distractors: list, scor
 
 def matching_task(scene_dir: Path, f: SceneFeatures, scoring: dict, matching: dict,
                   out_pairs: Path, out_classifier: Path, out_roc: Path, out_timing: Path,
-                  results: list | None = None, t0: float | None = None) -> None:
+                  results: dict | None = None, t0: float | None = None, pairs: list[Pair] | None = None) -> None:
     """Matching metrics (mutual NN: legacy precision, MMA, matching score, homography accuracy,
-    repeatability) and matching as a binary classifier, for every pair (1, k) of one scene.
+    repeatability) and matching as a binary classifier, for every pair (a, b) of one scene
+    (``pairs``; None: its default pairs).
 
-    ``results``: the pairs' ``(stats, ClassifierResult)`` (2..6) already computed by
-    :func:`scene_pass` (None: computed here); ``t0``: start of the timing.
+    ``results``: ``{(a, b): (stats, ClassifierResult)}`` already computed by :func:`scene_pass`
+    (None: computed here); ``t0``: start of the timing.
     """
     from descbench.metrics.matching import evaluate_pair
 
     t0 = time.perf_counter() if t0 is None else t0
     files = scene_files(scene_dir)
+    pairs = _scene_pairs(files, pairs)
+    labelled = _labelled(pairs)
     per_image, by_image, kmeta, dmeta = f.per_image, f.by_image, f.kmeta, f.dmeta
     mparams, cparams = _matching_params(scoring, matching)
-    size1 = tuple(kmeta["image_sizes"]["1"])
     prows, crows, roc_cols = [], [], []
-    for k in TARGET_IMAGES:
-        H = read_homography(files.homographies[k])
-        size = tuple(kmeta["image_sizes"][str(k)])
+    for p in pairs:
+        a, k = p.a, p.b
+        key = {"scene": files.scene, **({"query_image": a} if labelled else {}), "pair": k}
         if results is not None:
-            stats, res = results[k - 2]
+            stats, res = results[(a, k)]
         else:
-            stats, res = evaluate_pair(per_image[1].xy, by_image[1], per_image[k].xy, by_image[k], H, size1, size, mparams,
+            stats, res = evaluate_pair(per_image[a].xy, by_image[a], per_image[k].xy, by_image[k], p.homography("matching"),
+                                       tuple(kmeta["image_sizes"][str(a)]), tuple(kmeta["image_sizes"][str(k)]), mparams,
                                        cparams, tuple(matching["classifier_matchers"]))
-        prows.append({"scene": files.scene, "pair": k, **stats})
-        crows += [{"scene": files.scene, "pair": k, **r} for r in res.summary_rows()]
+        prows.append({**key, **stats})
+        crows += [{**key, **r} for r in res.summary_rows()]
         rr = res.roc_rows()
         n = rr["tp"].shape[0]
-        roc_cols.append({"scene": np.full(n, files.scene, dtype=object), "pair": np.full(n, k, dtype=np.int8), **rr})
-    pairs = io.table_from_rows(prows, io.matching_pairs_schema(mparams.mma_thresholds),
-                               f"scene {files.scene}: matching pairs table (io.matching_pairs_schema)")
-    classifier = io.table_from_rows(crows, io.CLASSIFIER, f"scene {files.scene}: classifier table (io.CLASSIFIER)")
-    roc = pa.table({c.name: pa.array(np.concatenate([r[c.name] for r in roc_cols]), type=c.type) for c in io.ROC_POINTS}, schema=io.ROC_POINTS)
+        roc_cols.append({"scene": np.full(n, files.scene, dtype=object), **({"query_image": np.full(n, a, dtype=np.int8)} if labelled else {}),
+                         "pair": np.full(n, k, dtype=np.int8), **rr})
+    label = io.with_query_image if labelled else (lambda schema: schema)
+    pairs_table = io.table_from_rows(prows, label(io.matching_pairs_schema(mparams.mma_thresholds)),
+                                     f"scene {files.scene}: matching pairs table (io.matching_pairs_schema)")
+    classifier = io.table_from_rows(crows, label(io.CLASSIFIER), f"scene {files.scene}: classifier table (io.CLASSIFIER)")
+    roc_schema = label(io.ROC_POINTS)
+    roc = pa.table({c.name: pa.array(np.concatenate([r[c.name] for r in roc_cols]), type=c.type) for c in roc_schema}, schema=roc_schema)
     prov = io.provenance(
         "matching", {"task": "matching+binary_classifier", "scoring": scoring, "matching": matching}, scene=files.scene,
         descriptor=dmeta["descriptor"], keypoint_set=kmeta["params"]["keypoint_set"], distance=dmeta["distance"],
         empty_images=kmeta["empty_images"], image_sizes=kmeta["image_sizes"],
     )
-    io.write_table(pairs, out_pairs, prov)
+    io.write_table(pairs_table, out_pairs, prov)
     io.write_table(classifier, out_classifier, prov)
     io.write_table(roc, out_roc, prov)
     write_timing(out_timing, files.scene, t0)
 
 
+@dataclass
+class ScenePass:
+    """The built-in tasks' results of one scene's pairs (None: task disabled), keyed by pair, and
+    each task's seconds summed over the scene's query images (:func:`scene_pass`)."""
+
+    retrieval: dict | None  # {(a, b): PairResult}
+    verification: list | None  # [(a, its pairs, SceneTaskResult)] per query image
+    matching: dict | None  # {(a, b): (stats, ClassifierResult)}
+    seconds: dict
+
+
 def scene_pass(scene_dir: Path, f: SceneFeatures, scoring: dict, distractors: list | None,
-               verification: dict | None, matching: dict | None):
+               verification: dict | None, matching: dict | None, pairs: list[Pair] | None = None) -> ScenePass:
     """Keypoint retrieval, verification (when ``verification`` and ``distractors`` are given) and
-    matching (when ``matching`` is given) of one scene with ONE float32 screen product per block
-    of image-1 rows for all of them: :func:`descbench.metrics.scenepass.score_scene` on the
-    scene's files (a :class:`descbench.metrics.scenepass.SceneResults`)."""
+    matching (when ``matching`` is given) of one scene's ``pairs`` (None: its default pairs) with
+    ONE float32 screen product per block of query rows for all of them, per query image:
+    :func:`descbench.metrics.scenepass.score_scene` on each query image a and its pairs' images b."""
     from descbench.metrics import scenepass
-    from descbench.metrics.bojanic import Target
     from descbench.metrics.retrieval import RetrievalParams
 
     files = scene_files(scene_dir)
+    pairs = _scene_pairs(files, pairs)
     per_image, by_image, kmeta = f.per_image, f.by_image, f.kmeta
-    bparams = mm = None
-    if verification is not None and distractors is not None:
-        targets, bparams = _verification_inputs(files, f, distractors, scoring, verification)
-    else:
-        targets = [Target(per_image[k].xy, by_image[k], read_homography(files.homographies[k]), tuple(kmeta["image_sizes"][str(k)]),
-                          per_image[k].angle, per_image[k].size)
-                   for k in TARGET_IMAGES]
-        distractors = None
-    if matching is not None:
-        mm = (*_matching_params(scoring, matching), tuple(matching["classifier_matchers"]))
-    return scenepass.score_scene(per_image[1].xy, by_image[1], targets, RetrievalParams.from_config(scoring),
-                                 distractors, bparams, mm, tuple(kmeta["image_sizes"]["1"]), where=f"scene {files.scene}",
-                                 q_frame=(per_image[1].angle, per_image[1].size))
+    groups = _groups(pairs)
+    with_ver = verification is not None and distractors is not None
+    if with_ver:
+        _check_verification_groups(files.scene, groups, verification)
+    mm = (*_matching_params(scoring, matching), tuple(matching["classifier_matchers"])) if matching is not None else None
+    out = ScenePass({}, [] if with_ver else None, {} if matching is not None else None, {})
+    for a, group in groups:
+        bparams = None
+        if with_ver:
+            targets, bparams = _verification_inputs(files, f, distractors, scoring, verification, group)
+        else:
+            targets = [_target(f, p, "keypoint retrieval") for p in group]
+        q = per_image[a]
+        sr = scenepass.score_scene(q.xy, by_image[a], targets, RetrievalParams.from_config(scoring),
+                                   distractors if with_ver else None, bparams, mm, tuple(kmeta["image_sizes"][str(a)]),
+                                   where=f"scene {files.scene}", q_frame=(q.angle, q.size))
+        out.retrieval.update({(a, p.b): r for p, r in zip(group, sr.retrieval)})
+        if with_ver:
+            out.verification.append((a, group, sr.verification))
+        if sr.matching is not None:
+            out.matching.update({(a, p.b): r for p, r in zip(group, sr.matching)})
+        for key, s in sr.seconds.items():
+            out.seconds[key] = out.seconds.get(key, 0.0) + s
+    return out
 
 
 # Single-scene entry points on files (tests, scripts): the same task functions.
@@ -601,8 +735,9 @@ def score_matching_scene(scene_dir: Path, keypoints: Path, descriptors: Path, sc
 DRAW_KEYS = ("seed", "distractor_scenes", "distractors_per_scene")
 
 
-def image_counts(descriptors: Path) -> dict[int, int]:
-    """Keypoints per image 1..6 of a scene, from its descriptor file's ``image`` column only."""
+def image_counts(descriptors: Path, keypoints: Path) -> dict[int, int]:
+    """Keypoints per image 1..n of a scene, from its descriptor file's ``image`` column only; ``n``
+    from its keypoint file's footer (an image without keypoints has no row to count)."""
     import pyarrow.parquet as pq
 
     try:
@@ -610,7 +745,8 @@ def image_counts(descriptors: Path) -> dict[int, int]:
             image = io.column_array(fh.read(columns=["image"]).column("image"))
     except (OSError, pa.ArrowInvalid, KeyError) as exc:
         raise DataError(f"cannot read {descriptors} ({exc}); {io.rebuild_hint(descriptors)}") from exc
-    return {k: int(c) for k, c in zip(range(1, 7), np.bincount(image.astype(np.int64), minlength=7)[1:])}
+    n = len(io.read_meta(keypoints)["image_sizes"])
+    return {k: int(c) for k, c in zip(range(1, n + 1), np.bincount(image.astype(np.int64), minlength=n + 1)[1:])}
 
 
 def draw_all(targets: list[str], all_scenes: list[str], verification: dict, counts_of) -> dict[str, list]:
@@ -659,7 +795,7 @@ def distractors_from_files(scene: str, all_scenes: list[str], verification: dict
         f = read_features(Path(files[o][0]), Path(files[o][1]))
         return f.by_image, f.dmeta, files[o][1]
 
-    draws = draw_all([scene], all_scenes, verification, lambda o: image_counts(Path(files[o][1])))
+    draws = draw_all([scene], all_scenes, verification, lambda o: image_counts(Path(files[o][1]), Path(files[o][0])))
     return _take_rows(draws, descriptor, load)[scene]
 
 
@@ -680,7 +816,8 @@ def build_distractor_bank(paths: ResultPaths, kpset: str, descriptor: str, verif
         f = read_features(Path(paths.keypoints(kpset, o)), Path(paths.descriptors(kpset, files_of, o)))
         return f.by_image, f.dmeta, paths.descriptors(kpset, files_of, o)
 
-    draws = draw_all(all_scenes, all_scenes, draw_params, lambda o: image_counts(Path(paths.descriptors(kpset, files_of, o))))
+    draws = draw_all(all_scenes, all_scenes, draw_params,
+                     lambda o: image_counts(Path(paths.descriptors(kpset, files_of, o)), Path(paths.keypoints(kpset, o))))
     taken = _take_rows(draws, files_of, load)
     cols: dict[str, list] = {"target_scene": [], "distractor_scene": [], "image": [], "row": []}
     blocks = []
@@ -766,13 +903,15 @@ class SceneJob:
     ``sections``: this job's settings, ``{section: settings}`` for ``scoring`` and every enabled
     task's section (the descriptor's effective values); ``fused``: the built-in tasks' results of
     the one screen pass over the scene (:func:`scene_pass`); ``distractors``: the scene's drawn
-    distractors (verification on) or None."""
+    distractors (verification on) or None; ``pairs``: the scene's pairs
+    (:class:`~descbench.datasets.geometry.Pair`, the dataset's list under the config's ``pairs``)."""
 
     scene_dir: Path
     features: SceneFeatures
     sections: dict
     fused: object = None
     distractors: list | None = None
+    pairs: list | None = None
 
     def t0_of(self, key: str) -> float:
         """Start of a fused task's timing: now minus its share of the fused pass."""
@@ -787,21 +926,21 @@ class SceneJob:
 
 def write_retrieval(job: SceneJob, outs: list[Path]) -> None:
     retrieval_task(job.scene_dir, job.features, job.sections["scoring"], *outs, results=job.fused.retrieval,
-                   t0=job.t0_of("retrieval"))
+                   t0=job.t0_of("retrieval"), pairs=job.pairs)
 
 
 def write_verification(job: SceneJob, outs: list[Path]) -> None:
     verification_task(job.scene_dir, job.features, job.distractors, job.sections["scoring"], job.sections["verification"],
-                      *outs, result=job.fused.verification, t0=job.t0_of("verification"))
+                      *outs, result=job.fused.verification, t0=job.t0_of("verification"), pairs=job.pairs)
 
 
 def write_matching(job: SceneJob, outs: list[Path]) -> None:
     matching_task(job.scene_dir, job.features, job.sections["scoring"], job.sections["matching"], *outs,
-                  results=job.fused.matching, t0=job.t0_of("matching"))
+                  results=job.fused.matching, t0=job.t0_of("matching"), pairs=job.pairs)
 
 
 def score_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, descriptor: str,
-                sections: dict, features: str | None = None) -> None:
+                sections: dict, features: str | None = None, pairs: str = "reference") -> None:
     """Every enabled task of descbench.paths.SCORE_TASK_REGISTRY on every scene of a batch, in one
     process: each scene's features are read once and shared by the tasks.
 
@@ -809,7 +948,8 @@ def score_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, de
     (descbench.config.score_job_sections); a task whose section is absent does not run. Keypoint
     retrieval, verification + keypoint retrieval with distractors (from the distractor bank) and
     matching + classifier share ONE screen pass per scene (:func:`scene_pass`); each task's writer
-    then writes its files, in registry order."""
+    then writes its files, in registry order. ``pairs``: the config's ``pairs`` option (each scene's
+    pairs: :meth:`descbench.datasets.layout.SceneFiles.pairs`)."""
     from descbench.paths import SCORE_TASK_REGISTRY, scoring_sections, task_hook
 
     sections = sections if isinstance(sections, dict) else {}
@@ -828,8 +968,9 @@ def score_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, de
         # `features`: a scoring variant reads its base descriptor's files (descriptors.<d>.features_of)
         f = read_features(Path(paths.keypoints(kpset, scene)), Path(paths.descriptors(kpset, features or descriptor, scene)))
         draws = bank[scene] if bank is not None else None
+        scene_pairs = load_pairs(scene_files(scene_dir), pairs)
         # one screen product per row block for the built-in tasks; each task's timing file gets its share
-        sp = scene_pass(scene_dir, f, scoring, draws, verification, matching)
-        job = SceneJob(scene_dir, f, sections, sp, draws)
+        sp = scene_pass(scene_dir, f, scoring, draws, verification, matching, scene_pairs)
+        job = SceneJob(scene_dir, f, sections, sp, draws, scene_pairs)
         for name, write in tasks:
             write(job, paths.task_files(name, kpset, descriptor, scene))

@@ -11,7 +11,8 @@ from descbench.config import (check_folders, combinations, effective_config, job
                               type_command_line_values, validate_config)
 from descbench.keypoints.sets import global_top_n, root_detector_spec, set_sources
 from descbench.datasets import dataset_tag, experiment_name, list_scenes, scene_root
-from descbench.datasets.layout import TARGET_IMAGES, scene_files
+from descbench.datasets.hpatches import N_IMAGES  # the shape of a demo / HPatches scene not there yet
+from descbench.datasets.layout import pairs_mode, scene_files
 from descbench.paths import ResultPaths, scene_batches, score_tasks_on
 from descbench.errors import DescbenchError
 from descbench import smktuning
@@ -93,6 +94,7 @@ CFG = _validated_config()
 DATA = scene_root(CFG)
 RES = Path(CFG["results_dir"]) / experiment_name(CFG)  # results/<experiment>/, default the dataset tag
 SCENES = list_scenes(CFG)
+PAIRS_MODE = pairs_mode(CFG)  # each scene's pairs without a pairs.txt (descbench.datasets.layout)
 EXE = CFG["execution"]
 # Jobs work on scene batches (descbench.paths); everything below is computed once, at parse time,
 # so that building the DAG costs Snakemake no input-function work per job.
@@ -277,7 +279,7 @@ def _scene_inputs(scene):
     if CFG["dataset"] == "hpatches":
         return [HPATCHES_FLAG]
     try:
-        files = scene_files(DATA / scene, check_exists=CFG["dataset"] == "folder")
+        files = scene_files(DATA / scene, check_exists=CFG["dataset"] == "folder", n_images=N_IMAGES)
     except DescbenchError as exc:
         raise WorkflowError(str(exc))
     return [str(p) for p in files.all_paths()]
@@ -322,14 +324,15 @@ def precomputed_inputs(wildcards):
     if spec.get("detector") == "locked":
         from descbench.keypoints.locked import locked_file
 
-        return tracked(sorted({str(locked_file(spec["params"]["path"], s, k)) for s in BATCHES[wildcards.batch] for k in range(1, 7)}))
+        return tracked(sorted({str(locked_file(spec["params"]["path"], s, k)) for s in BATCHES[wildcards.batch]
+                               for k in scene_files(DATA / s, check_exists=CFG["dataset"] == "folder", n_images=N_IMAGES).image_numbers}))
     if spec.get("detector") != "precomputed":
         return []
     from descbench.precomputed import feature_path
 
     out = []
     for scene in BATCHES[wildcards.batch]:
-        files = scene_files(DATA / scene, check_exists=CFG["dataset"] == "folder")
+        files = scene_files(DATA / scene, check_exists=CFG["dataset"] == "folder", n_images=N_IMAGES)
         if CFG["dataset"] != "folder" and not files.images[0].exists():
             continue  # images not there yet (download/demo rule): checked again when the job runs
         try:
@@ -342,6 +345,11 @@ def precomputed_inputs(wildcards):
 def batch_spec(batch):
     """This batch only: keypoint and descriptor jobs touch nothing else."""
     return spec_file("batches", batch, {batch: BATCHES[batch]})
+
+
+def pairs_spec():
+    """The ``pairs`` option (passed as ``--pairs``; this file makes a change of it rerun the jobs it concerns)."""
+    return spec_file("dataset", "pairs", PAIRS_MODE)
 
 
 def all_batches_spec():

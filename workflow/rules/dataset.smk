@@ -4,8 +4,8 @@ if CFG["dataset"] == "demo":
 
     rule demo_scene:
         output:
-            [str(DATA / "{scene}" / f"{k}.ppm") for k in range(1, 7)]
-            + [str(DATA / "{scene}" / f"H_1_{k}") for k in TARGET_IMAGES],
+            # an HPatches-shaped scene (descbench.datasets.hpatches)
+            [str(p) for p in scene_files(DATA / "{scene}", check_exists=False, n_images=N_IMAGES).all_paths()],
         params:
             descbench=DESCBENCH,  # how the job starts descbench (common.smk)
             out_dir=lambda wc, output: str(Path(output[0]).parent.parent),

@@ -39,6 +39,7 @@ rule keypoint_stats:
         keypoints=[PATHS.keypoints_dir(ks, b) for ks in CFG["keypoint_sets"] for b in BATCHES],
         batches_spec=lambda wc: all_batches_spec(),
         kpsets=lambda wc: spec_file("report", "keypoint_sets", [[name, spec] for name, spec in CFG["keypoint_sets"].items()]),  # rows in config order
+        pairs_spec=lambda wc: pairs_spec(),
     output:
         [_in_report(f) for f in KEYPOINT_STATS_FILES],
     params:
@@ -46,6 +47,7 @@ rule keypoint_stats:
         root=results_root(1),  # <root>/report/keypoint_stats.csv
         scene_root=lambda wc: str(DATA),
         repeatability_px=CFG["matching"]["repeatability_px"],
+        pairs=PAIRS_MODE,  # the pairs whose repeatability is reported (descbench.datasets.layout)
         out_dir=lambda wc, output: str(Path(output[0]).parent),
     log:
         str(RES / "logs" / "keypoint_stats.log"),
@@ -59,7 +61,7 @@ rule keypoint_stats:
     shell:
         "{params.descbench} keypoint-stats --results-root {params.root} --scene-root {params.scene_root} "
         "--batches @{input.batches_spec:q} --keypoint-sets @{input.kpsets:q} --repeatability-px {params.repeatability_px} "
-        "--out-dir {params.out_dir} > {log} 2>&1"
+        "--pairs {params.pairs} --out-dir {params.out_dir} > {log} 2>&1"
 
 
 # The run's figures (descbench/report/plots.py), PNG + SVG; captions state each metric's definition.

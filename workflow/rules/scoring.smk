@@ -35,6 +35,7 @@ rule score:
         # the descriptor's effective settings (its overrides: a sweep over scoring parameters):
         # scoring and every enabled task's section, one spec file
         sections=lambda wc: spec_file("score", wc.descriptor, score_job_sections(CFG, wc.descriptor)),
+        pairs_spec=lambda wc: pairs_spec(),
     output:
         [directory(PATHS.task_dir(t, "{kpset}", "{descriptor}", "{batch}")) for t in SCORE_TASKS_ON],
     params:
@@ -42,6 +43,7 @@ rule score:
         scene_root=lambda wc: str(DATA),
         results_root=results_root(3),  # <root>/scores/<kpset>/<descriptor>/<batch>
         features=features_arg,
+        pairs=PAIRS_MODE,  # each scene's pairs without a pairs.txt (descbench.datasets.layout)
         numba_cache=NUMBA_CACHE,
     log:
         str(RES / "logs" / "score" / "{kpset}" / "{descriptor}" / "{batch}.log"),
@@ -56,7 +58,7 @@ rule score:
     shell:
         "export NUMBA_NUM_THREADS={threads} {params.numba_cache}; {params.descbench} score --results-root {params.results_root} --scene-root {params.scene_root} "
         "--batches @{input.batches_spec:q} --batch {wildcards.batch} --keypoint-set {wildcards.kpset} "
-        "--descriptor {wildcards.descriptor} --sections @{input.sections:q} {params.features} --threads {threads} > {log} 2>&1"
+        "--descriptor {wildcards.descriptor} --sections @{input.sections:q} {params.features} --pairs {params.pairs} --threads {threads} > {log} 2>&1"
 
 
 # Every scene's distractor keypoints of one (keypoint set, descriptor), drawn once: the scoring

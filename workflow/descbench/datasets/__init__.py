@@ -6,30 +6,12 @@ are constants; a user folder is listed by directory names (plus a stat of the ex
 
 from __future__ import annotations
 
-import json
-from functools import lru_cache
-from importlib import resources
 from pathlib import Path
 
 from descbench.errors import ConfigError
 
-HPATCHES_ROOT = "hpatches-sequences-release"
-
-
-@lru_cache(maxsize=1)
-def hpatches_names() -> dict:
-    return json.loads(resources.files("descbench").joinpath("data/hpatches_scenes.json").read_text())
-
-
-def hpatches_scenes(subset: str = "full") -> list[str]:
-    """The 116 HPatches sequences, or the 108 of the D2-Net convention (8 largest removed)."""
-    names = hpatches_names()
-    if subset == "full":
-        return list(names["full"])
-    if subset == "d2net108":
-        drop = set(names["d2net_excluded"])
-        return [s for s in names["full"] if s not in drop]
-    raise ConfigError(f"unknown hpatches.subset {subset!r}; use full or d2net108")
+# HPatches' facts live in its dataset module; re-exported here, where every dataset's scenes are listed
+from descbench.datasets.hpatches import HPATCHES_ROOT, hpatches_names, hpatches_scenes  # noqa: F401
 
 
 def dataset_tag(cfg: dict) -> str:

@@ -48,7 +48,8 @@ from pathlib import Path
 
 import numpy as np
 
-from descbench.datasets.layout import N_IMAGES, TARGET_IMAGES, write_homography
+from descbench.datasets.hpatches import N_IMAGES
+from descbench.datasets.layout import write_homography
 from descbench.errors import ConfigError
 from descbench.fileops import write_bytes_atomic
 from descbench.rng import keyed_rng
@@ -129,11 +130,11 @@ def _is_convex(quad: np.ndarray) -> bool:
     return bool(np.all(crosses > 0) or np.all(crosses < 0))
 
 
-def _random_homography(w: int, h: int, k: int, rng: np.random.Generator) -> np.ndarray:
-    """A random homography of severity growing with ``k`` (see the module docstring)."""
+def _random_homography(w: int, h: int, k: int, rng: np.random.Generator, n_images: int = N_IMAGES) -> np.ndarray:
+    """A random homography of severity growing with ``k`` up to ``n_images`` (see the module docstring)."""
     import cv2
 
-    s = (k - 1) / (N_IMAGES - 1)  # 0.2 .. 1
+    s = (k - 1) / (n_images - 1)  # 0.2 .. 1 for 6 images
     src = np.array([[0, 0], [w - 1, 0], [w - 1, h - 1], [0, h - 1]], dtype=np.float64)
     centre = np.array([(w - 1) / 2.0, (h - 1) / 2.0])
     size = np.array([w, h], dtype=np.float64)
@@ -171,9 +172,9 @@ def _warp(img: np.ndarray, H: np.ndarray) -> np.ndarray:
     )
 
 
-def _photometric(img: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
-    """A photometric change of strength growing with ``k`` (see the module docstring)."""
-    t = (k - 1) / (N_IMAGES - 1)  # 0.2 .. 1
+def _photometric(img: np.ndarray, k: int, rng: np.random.Generator, n_images: int = N_IMAGES) -> np.ndarray:
+    """A photometric change of strength growing with ``k`` up to ``n_images`` (see the module docstring)."""
+    t = (k - 1) / (n_images - 1)  # 0.2 .. 1 for 6 images
     gamma = np.exp(rng.uniform(-1.0, 1.0) * 0.35 * t)
     direction = 1.0 if rng.random() < 0.5 else -1.0
     brightness = np.exp(direction * rng.uniform(0.5, 1.0) * 0.5 * t)
@@ -193,8 +194,11 @@ def _write_image(path: Path, img: np.ndarray) -> None:
     write_bytes_atomic(path, buf.tobytes())
 
 
-def generate_scene(scene: str, out_dir: Path, seed: int = 0) -> None:
+def generate_scene(scene: str, out_dir: Path, seed: int = 0, n_images: int = N_IMAGES) -> None:
     """Write demo scene ``scene`` to ``out_dir/<scene>/`` (``1.ppm..6.ppm``, ``H_1_2..H_1_6``).
+
+    ``n_images``: the scene's length (the demo dataset's scenes have HPatches' 6; a longer scene
+    is what tests of folder datasets with other lengths build; severity still grows to the last).
 
     Image 1 is the scikit-image photograph; images 2..6 are random homographic warps
     (``v_*``) or photometric changes (``i_*``, identity homographies) of growing severity,
@@ -209,13 +213,15 @@ def generate_scene(scene: str, out_dir: Path, seed: int = 0) -> None:
     scene_dir = Path(out_dir) / scene
     scene_dir.mkdir(parents=True, exist_ok=True)
     _write_image(scene_dir / "1.ppm", img1)
-    for k in TARGET_IMAGES:
+    if n_images < 2:
+        raise ConfigError(f"a demo scene needs at least 2 images, not {n_images}")
+    for k in range(2, n_images + 1):
         if scene.startswith("v_"):
-            H = _random_homography(w, h, k, rng)
+            H = _random_homography(w, h, k, rng, n_images)
             img = _add_noise(_warp(img1, H), rng)
         else:
             H = np.eye(3)
-            img = _photometric(img1, k, rng)
+            img = _photometric(img1, k, rng, n_images)
         _write_image(scene_dir / f"{k}.ppm", img)
         write_homography(scene_dir / f"H_1_{k}", H)
 

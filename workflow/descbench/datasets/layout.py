@@ -1,9 +1,34 @@
-"""The HPatches sequence layout: file names, homography files and image reading.
+"""Scene folders: images, homographies, the pairs to evaluate, and image reading.
 
-A scene (= sequence) folder holds images ``1..6`` and homographies ``H_1_2 .. H_1_6``
-(3x3 whitespace-separated text mapping image-1 pixels to image k: ``p_k ~ H [x, y, 1]^T``).
-The Oxford affine layout (``img1.ppm``, ``H1to2p``) has the same semantics and is accepted
-wherever a scene folder is read.
+A scene folder holds images ``1..n`` (``1.ppm``, ``2.png``, ...; any ``n >= 2``, numbered without
+gaps: a missing number is an error naming it) and the homographies ``H_1_k`` (3x3
+whitespace-separated text mapping image-1 pixels to image k: ``p_k ~ H [x, y, 1]^T``). The
+Oxford affine layout (``img1.ppm``, ``H1to2p``) has the same semantics and is accepted wherever a
+scene folder is read. HPatches sequences are the case ``n = 6`` (:mod:`descbench.datasets.hpatches`).
+
+The pairs a scene is evaluated on (:class:`PairSpec`; each scoring task scores image ``a``'s
+keypoints against image ``b``'s, see :mod:`descbench.datasets.geometry`):
+
+- without a ``pairs.txt``, the config's ``pairs`` option (:data:`PAIR_MODES`, default
+  ``reference``): ``reference`` = ``(1, k)`` for ``k = 2..n`` with ``H_1_k`` (HPatches'
+  protocol); ``all`` = every unordered pair ``a < b``, the homography ``H_1_b H_1_a^-1``
+  composed from the scene's ``H_1_k`` files. Unordered because every pair then appears once,
+  with the lower-numbered image as the query side, and the (1, k) pairs are exactly the
+  ``reference`` pairs (the same rows); the reversed pair (b, a) adds no new image pair.
+  Both modes need every ``H_1_2 .. H_1_n``.
+- a ``pairs.txt`` in the scene folder lists the scene's pairs explicitly and takes precedence
+  over the option (it is the scene's own choice). One pair per line, ``a b`` or ``a b FILE``;
+  ``#`` starts a comment, blank lines are skipped::
+
+      # query image, target image [, homography file image a -> image b]
+      2 5             # composed: H_1_5 H_1_2^-1 (needs H_1_2 and H_1_5)
+      1 3             # (1, k): the H_1_3 file itself
+      3 4 H_3_4       # its own file in the scene folder: p_4 ~ H [x_3, y_3, 1]^T
+
+  Pairs are ordered (``2 5`` queries image 2 against image 5; ``5 2`` is another pair) and kept
+  in file order. Errors name the file and line: a malformed line, an image outside ``1..n``, a
+  self pair, a duplicate pair, a missing homography file. With a ``pairs.txt``, ``H_1_k`` files
+  are needed only by the pairs composed from them (and by ``mode: projected`` keypoint sets).
 
 Everything here is pure: it only stats, reads and validates files, and every failure is a
 :class:`~descbench.errors.DataError` that names the file and the fix.
@@ -17,24 +42,88 @@ from pathlib import Path
 
 import numpy as np
 
-from descbench.errors import DataError
+from descbench.datasets.geometry import Homography, Pair, compose_homography
+from descbench.errors import ConfigError, DataError
 from descbench.fileops import write_text_atomic
 
-N_IMAGES = 6
-TARGET_IMAGES = tuple(range(2, N_IMAGES + 1))
 IMAGE_EXTENSIONS = (".ppm", ".png", ".jpg", ".jpeg", ".pgm", ".bmp", ".tif", ".tiff")
+#: The optional explicit pair list of a scene folder.
+PAIRS_FILE = "pairs.txt"
+#: The config's ``pairs`` option: which pairs a scene without a ``pairs.txt`` is evaluated on.
+PAIR_MODES = ("reference", "all")
+
+
+@dataclass(frozen=True)
+class PairSpec:
+    """A pair of a scene as listed (no file read): query image ``a``, target image ``b`` and where
+    its homography comes from: ``file`` (a ``pairs.txt`` pair's own file, image a -> image b) or,
+    when None, the scene's ``H_1_a`` / ``H_1_b`` (``H_1_b`` itself when ``a == 1``, composed
+    otherwise). ``where``: ``pairs.txt:<line>`` for a listed pair, for messages."""
+
+    a: int
+    b: int
+    file: Path | None = None
+    where: str = ""
 
 
 @dataclass(frozen=True)
 class SceneFiles:
-    """Paths of one scene: ``images[k-1]`` is image k, ``homographies[k]`` is ``H_1_k``."""
+    """Paths of one scene: ``images[k-1]`` is image k, ``homographies[k]`` is ``H_1_k`` (every
+    target without a ``pairs.txt``; those present with one), ``pairs_file`` the ``pairs.txt`` or
+    None, ``listed`` its pairs in file order (empty without one)."""
 
     scene: str
     images: tuple[Path, ...]
     homographies: dict[int, Path]
+    pairs_file: Path | None = None
+    listed: tuple[PairSpec, ...] = ()
+
+    @property
+    def n_images(self) -> int:
+        return len(self.images)
+
+    @property
+    def image_numbers(self) -> range:
+        return range(1, len(self.images) + 1)
 
     def all_paths(self) -> list[Path]:
-        return [*self.images, *(self.homographies[k] for k in TARGET_IMAGES)]
+        """Every input file of the scene: images, ``H_1_k`` files, ``pairs.txt`` and its pairs' files."""
+        own = [p.file for p in self.listed if p.file is not None]
+        return [*self.images, *(self.homographies[k] for k in sorted(self.homographies)),
+                *([self.pairs_file] if self.pairs_file is not None else []), *dict.fromkeys(own)]
+
+    def pairs(self, mode: str = "reference") -> tuple[PairSpec, ...]:
+        """The scene's pairs: its ``pairs.txt`` when it has one, else ``mode`` (:data:`PAIR_MODES`)."""
+        if self.pairs_file is not None:
+            return self.listed
+        return tuple(PairSpec(a, b) for a, b in list_pairs(self.n_images, mode))
+
+    def homography_file(self, k: int, what: str) -> Path:
+        """``H_1_k``; DataError naming ``what`` (who needs it) when the scene has none."""
+        if k not in self.homographies:
+            raise DataError(f"scene folder {self.images[0].parent} has no H_1_{k} (homography image 1 -> image {k}), "
+                            f"which {what} needs; add it, or evaluate the scene without it")
+        return self.homographies[k]
+
+
+def list_pairs(n_images: int, mode: str = "reference") -> list[tuple[int, int]]:
+    """The pairs ``(a, b)`` of a scene of ``n_images`` images under the ``pairs`` option ``mode``:
+    ``reference`` = (1, k), k = 2..n; ``all`` = every a < b, a-major (its first pairs are the
+    reference pairs)."""
+    if mode == "reference":
+        return [(1, k) for k in range(2, n_images + 1)]
+    if mode == "all":
+        return [(a, b) for a in range(1, n_images + 1) for b in range(a + 1, n_images + 1)]
+    raise ConfigError(f"pairs: {mode!r} is not a pair mode; use one of {', '.join(PAIR_MODES)}")
+
+
+def pairs_mode(cfg: dict) -> str:
+    """The config's ``pairs`` option (``reference`` when absent: the key has no schema default so
+    that a config without it records exactly what it did before the option existed)."""
+    mode = cfg.get("pairs") or "reference"
+    if mode not in PAIR_MODES:
+        raise ConfigError(f"pairs: {mode!r} is not a pair mode; use one of {', '.join(PAIR_MODES)}")
+    return mode
 
 
 def _find_image(scene_dir: Path, stem: str, names: list[str] | None = None) -> Path | None:
@@ -42,7 +131,7 @@ def _find_image(scene_dir: Path, stem: str, names: list[str] | None = None) -> P
     that exists, the extension matched case-insensitively (``1.PPM``, ``img3.Jpg``; OpenCV decodes by
     content, not by name). ``names``: the folder's listing (read here if not given). Two candidates
     for one image (``1.ppm`` and ``1.PPM``, or ``1.ppm`` and ``1.png``) are rejected by
-    :func:`_check_sequence_files`, so the choice here is never a silent one."""
+    :func:`_sequence_images`, so the choice here is never a silent one."""
     if names is None:
         names = sorted(p.name for p in scene_dir.iterdir())
     for ext in IMAGE_EXTENSIONS:
@@ -60,99 +149,203 @@ _SEQUENCE_IMAGE = re.compile(rf"(img)?([0-9]+)\.({_EXT_PATTERN})", re.IGNORECASE
 _SEQUENCE_HOMOGRAPHY = re.compile(r"(?:H_1_([0-9]+)|H1to([0-9]+)p)", re.IGNORECASE)
 
 
-def _check_sequence_files(scene_dir: Path, oxford: bool) -> list[str]:
-    """Reject two candidate files for one image; return the names of the sequence-like files
-    that are not one of the scene's 6 images and 5 homographies (the caller reports them)."""
+def _homography_name(k: int, oxford: bool) -> str:
+    return f"H1to{k}p" if oxford else f"H_1_{k}"
+
+
+def _sequence_images(scene_dir: Path, names: list[str], oxford: bool) -> tuple[dict[int, str], list[str]]:
+    """``({k: file name}, other sequence-like names)``: the images of the folder's layout, one
+    file per number (two candidates for one image are an error), and the names that look like
+    images or homographies of a sequence but are not one of the layout's (the caller decides)."""
     prefix = "img" if oxford else ""
-    candidates: dict[int, list[str]] = {k: [] for k in range(1, N_IMAGES + 1)}
-    used_homographies = {f"H1to{k}p" if oxford else f"H_1_{k}" for k in TARGET_IMAGES}
+    candidates: dict[int, list[str]] = {}
     extra = []
-    for name in sorted(p.name for p in scene_dir.iterdir()):  # hidden names (".x") never match
+    for name in names:  # hidden names (".x") never match
         image = _SEQUENCE_IMAGE.fullmatch(name)
         if image is not None:
             stem = name[: name.rindex(".")]
             k = int(image.group(2))
-            if stem == f"{prefix}{k}" and k in candidates:
-                candidates[k].append(name)
+            if stem == f"{prefix}{k}" and k >= 1:
+                candidates.setdefault(k, []).append(name)
             else:
                 extra.append(name)
-        elif _SEQUENCE_HOMOGRAPHY.fullmatch(name) is not None and name not in used_homographies:
-            extra.append(name)
-    for k, names in candidates.items():
-        if len(names) > 1:
+    for k, found in sorted(candidates.items()):
+        if len(found) > 1:
             raise DataError(
-                f"scene folder {scene_dir} holds {len(names)} candidate files for image {k}: "
-                f"{', '.join(names)}; descbench does not guess which one is the image. Keep exactly one "
+                f"scene folder {scene_dir} holds {len(found)} candidate files for image {k}: "
+                f"{', '.join(found)}; descbench does not guess which one is the image. Keep exactly one "
                 f"of them ({prefix}{k} with one extension) and move the other(s) out of the scene folder"
             )
-    return extra
+    return {k: found[0] for k, found in sorted(candidates.items())}, extra
 
 
-def _extra_files_message(scene_dir: Path, extra: list[str], oxford: bool) -> str:
-    layout = ("img1..img6 and H1to2p..H1to6p (Oxford layout)" if oxford
-              else "1..6 and H_1_2..H_1_6 (HPatches layout)")
-    return (
-        f"scene folder {scene_dir} holds files that look like images or homographies of the sequence "
-        f"but are not among its {layout}: {', '.join(extra)}. A scene is exactly 6 images (image 1 "
-        "and its 5 targets) and 5 homographies, and descbench does not ignore the rest silently: move "
-        "the extra files out of the scene folder, or split a longer sequence into scenes of 6 images "
-        "(each with its own 5 homographies from its image 1)"
-    )
+def _layout_text(oxford: bool) -> str:
+    return ("img1..imgN and H1to2p..H1toNp (Oxford layout)" if oxford
+            else "1..N (e.g. 1.ppm) and H_1_2..H_1_N (HPatches layout)")
 
 
-def scene_files(scene_dir: Path | str, check_exists: bool = True) -> SceneFiles:
-    """Locate the 6 images and 5 homographies of a scene folder (HPatches or Oxford layout).
+def scene_files(scene_dir: Path | str, check_exists: bool = True, n_images: int | None = None) -> SceneFiles:
+    """Locate the images, homographies and pair list of a scene folder (HPatches or Oxford layout).
 
-    Only file names are inspected (no image is read), so this is safe at DAG-build time.
-    :class:`DataError` if a file is missing, if one image has two candidate files (``1.ppm`` and
-    ``1.png``), or if the folder holds other files that look like images or homographies of the
-    sequence (``7.ppm``, ``H_1_7``, ``img0.png``, files of the other layout): a scene is exactly 6
-    images and 5 homographies. Other files (precomputed features ``1.ppm.<method>``, a README,
-    hidden files) are not looked at. Image extensions match in any letter case (``1.PPM``).
-    With ``check_exists=False`` the HPatches names (``k.ppm``, ``H_1_k``) are returned
-    unchecked, which is what a rule that *creates* the scene needs.
+    Only file names are inspected (no image or homography is read; ``pairs.txt`` is read and
+    checked), so this is safe at DAG-build time. :class:`DataError` if the folder has fewer than
+    2 images, a gap in the numbering (``1, 2, 4``), two candidate files for one image (``1.ppm``
+    and ``1.png``), a missing ``H_1_k`` (without a ``pairs.txt``), a homography of an image the
+    folder does not have (``H_1_9`` for 8 images), files of the other layout, or a bad
+    ``pairs.txt`` (:func:`read_pairs_file`). Other files (precomputed features
+    ``1.ppm.<method>``, a README, hidden files) are not looked at. Image extensions match in any
+    letter case (``1.PPM``).
+    With ``check_exists=False`` the HPatches names (``k.ppm``, ``H_1_k``) of ``n_images`` images
+    (required then: the dataset knows its shape, e.g. :data:`descbench.datasets.hpatches.N_IMAGES`)
+    are returned unchecked, which is what a rule that *creates* the scene needs.
     """
     scene_dir = Path(scene_dir)
     scene = scene_dir.name
     if not check_exists:
+        if n_images is None:
+            raise ValueError("scene_files(check_exists=False) needs n_images: the names of a scene not there yet")
         return SceneFiles(
             scene,
-            tuple(scene_dir / f"{k}.ppm" for k in range(1, N_IMAGES + 1)),
-            {k: scene_dir / f"H_1_{k}" for k in TARGET_IMAGES},
+            tuple(scene_dir / f"{k}.ppm" for k in range(1, n_images + 1)),
+            {k: scene_dir / f"H_1_{k}" for k in range(2, n_images + 1)},
         )
     if not scene_dir.is_dir():
         raise DataError(
             f"scene folder {scene_dir} does not exist; place the sequence there "
-            f"(HPatches layout: 1.ppm..6.ppm and H_1_2..H_1_6) or remove '{scene}' from the scene list"
+            f"(HPatches layout: 1.ppm..N.ppm and H_1_2..H_1_N) or remove '{scene}' from the scene list"
         )
-    images, missing = [], []
     names = sorted(p.name for p in scene_dir.iterdir())
     oxford = _find_image(scene_dir, "img1", names) is not None and _find_image(scene_dir, "1", names) is None
-    for k in range(1, N_IMAGES + 1):
-        stem = f"img{k}" if oxford else str(k)
-        p = _find_image(scene_dir, stem, names)
-        if p is None:
-            missing.append(f"{stem}.ppm (or {stem} with another of {'/'.join(IMAGE_EXTENSIONS[1:])}, in any letter case)")
-        else:
-            images.append(p)
-    homs = {}
-    for k in TARGET_IMAGES:
-        p = scene_dir / (f"H1to{k}p" if oxford else f"H_1_{k}")
-        if not p.exists():
-            missing.append(p.name)
-        homs[k] = p
-    extra = _check_sequence_files(scene_dir, oxford)
-    if missing:
+    found, extra = _sequence_images(scene_dir, names, oxford)
+    n = max(found, default=0)
+    stem = "img" if oxford else ""
+    pairs_path = scene_dir / PAIRS_FILE
+    has_pairs = pairs_path.is_file()
+    homs = {k: scene_dir / _homography_name(k, oxford) for k in range(2, n + 1)}
+    for name in names:
+        m = _SEQUENCE_HOMOGRAPHY.fullmatch(name)
+        if m is None:
+            continue
+        k = int(m.group(1) or m.group(2))
+        if name != _homography_name(k, oxford) or k not in homs:
+            extra.append(name)
+    missing_images = [k for k in range(1, n + 1) if k not in found]
+    if n < 2:
+        listed = ", ".join(found.values()) or "none"
         raise DataError(
-            f"scene folder {scene_dir} is incomplete: missing {', '.join(missing)}. "
-            "A scene needs images 1..6 and homographies H_1_2..H_1_6 (HPatches layout) or "
-            "img1..img6 and H1to2p..H1to6p (Oxford layout); restore the files (re-extract the "
-            "dataset archive) or remove the scene"
+            f"scene folder {scene_dir} is incomplete: a scene needs at least 2 images numbered from 1 "
+            f"({stem}1.ppm, {stem}2.ppm, ... or another of {'/'.join(IMAGE_EXTENSIONS[1:])}, in any letter case); "
+            f"found {listed}. Restore the files (re-extract the dataset archive) or remove the scene"
+            + (f" (the folder also holds {', '.join(extra)}, which are not part of a scene)" if extra else "")
+        )
+    if missing_images:
+        raise DataError(
+            f"scene folder {scene_dir} has images up to {found[n]} but no image "
+            f"{', '.join(str(k) for k in missing_images)} ({', '.join(f'{stem}{k}.ppm' for k in missing_images)} or "
+            f"another extension): images are numbered 1..N without gaps: restore the missing image(s), or renumber "
+            "the images (and their H_1_k files) so that the numbers follow on"
+        )
+    missing_homs = [homs[k].name for k in homs if homs[k].name not in names]
+    if missing_homs and not has_pairs:
+        raise DataError(
+            f"scene folder {scene_dir} is incomplete: missing {', '.join(missing_homs)}. A scene of {n} images "
+            f"needs the homographies {_homography_name(2, oxford)}..{_homography_name(n, oxford)} (image 1 -> "
+            f"image k), or a {PAIRS_FILE} listing its pairs with their own homography files; restore the files "
+            "(re-extract the dataset archive) or remove the scene"
             + (f" (the folder also holds {', '.join(extra)}, which are not part of a scene)" if extra else "")
         )
     if extra:
-        raise DataError(_extra_files_message(scene_dir, extra, oxford))
-    return SceneFiles(scene, tuple(images), homs)
+        raise DataError(
+            f"scene folder {scene_dir} holds files that look like images or homographies of the sequence "
+            f"but are not among its images 1..{n} and homographies ({_layout_text(oxford)}): {', '.join(extra)}. "
+            "descbench does not ignore them silently: move the extra files out of the scene folder, or rename "
+            f"them into the sequence (images numbered 1..N without gaps, {_homography_name(2, oxford)}.. for "
+            "image 1 -> image k)"
+        )
+    homs = {k: p for k, p in homs.items() if p.name in names}
+    images = tuple(scene_dir / found[k] for k in range(1, n + 1))
+    if not has_pairs:
+        return SceneFiles(scene, images, homs)
+    return SceneFiles(scene, images, homs, pairs_path, read_pairs_file(pairs_path, n, homs))
+
+
+def read_pairs_file(path: Path | str, n_images: int, homographies: dict[int, Path]) -> tuple[PairSpec, ...]:
+    """The pairs of a ``pairs.txt`` (format: the module docstring), for a scene of ``n_images``
+    images whose ``H_1_k`` files are ``homographies``. DataError naming the file and line for a
+    malformed line, an image outside 1..n, a self pair, a duplicate, a missing homography file
+    (a pair's own, or an ``H_1_k`` a composed pair needs), an own file outside the scene folder,
+    and a file without any pair."""
+    path = Path(path)
+    try:
+        text = path.read_text()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read {path}: {exc}") from exc
+    fix = f"one pair per line: 'a b' (homography composed from H_1_a and H_1_b) or 'a b FILE' (its own homography file)"
+    seen: dict[tuple[int, int], int] = {}
+    out = []
+    for lineno, raw in enumerate(text.splitlines(), start=1):
+        fields = raw.split("#", 1)[0].split()
+        if not fields:
+            continue
+        where = f"{path}, line {lineno}"
+        try:
+            if len(fields) not in (2, 3):
+                raise ValueError
+            a, b = int(fields[0]), int(fields[1])
+        except ValueError:
+            raise DataError(f"{where}: malformed line {raw.strip()!r}; {fix}") from None
+        bad = [k for k in (a, b) if not 1 <= k <= n_images]
+        if bad:
+            raise DataError(f"{where}: pair ({a}, {b}) names image {bad[0]}, but the scene has images 1..{n_images}; "
+                            "fix the image number or add the image")
+        if a == b:
+            raise DataError(f"{where}: pair ({a}, {b}) pairs image {a} with itself; a pair is two different images, "
+                            "remove the line")
+        if (a, b) in seen:
+            raise DataError(f"{where}: pair ({a}, {b}) is listed again (first on line {seen[(a, b)]}); each pair is "
+                            "evaluated once (a repeat would count it twice in every mean), remove one of the lines")
+        seen[(a, b)] = lineno
+        own = None
+        if len(fields) == 3:
+            own = path.parent / fields[2]
+            if Path(fields[2]).is_absolute() or own.resolve().parent != path.parent.resolve():
+                raise DataError(f"{where}: homography file {fields[2]!r} is not a file name in the scene folder "
+                                f"{path.parent}; put the file there and give its name")
+            if not own.is_file():
+                raise DataError(f"{where}: pair ({a}, {b}) names its homography file {own}, which does not exist; "
+                                f"add it (3x3, image {a} -> image {b}) or fix the name")
+        else:
+            need = [k for k in (a, b) if k != 1 and k not in homographies]
+            if need:
+                raise DataError(f"{where}: pair ({a}, {b}) has no homography file, so it is composed from "
+                                f"H_1_{a} and H_1_{b}, but {', '.join(f'H_1_{k}' for k in need)} does not exist in "
+                                f"{path.parent}; add it, or give the pair its own file ('{a} {b} FILE', image {a} -> "
+                                f"image {b})")
+        out.append(PairSpec(a, b, own, f"{path.name}:{lineno}"))
+    if not out:
+        raise DataError(f"{path} lists no pair; {fix}, or delete the file to evaluate the scene's (1, k) pairs")
+    return tuple(out)
+
+
+def pair_homography(files: SceneFiles, spec: PairSpec) -> np.ndarray:
+    """The homography image a -> image b of one pair, validated (:func:`read_homography`): the
+    pair's own file; ``H_1_b`` itself when ``a == 1`` (bit for bit the file's matrix); else
+    ``H_1_b H_1_a^-1`` (:func:`descbench.datasets.geometry.compose_homography`), ``H_1_1`` being
+    the identity."""
+    if spec.file is not None:
+        return read_homography(spec.file)
+    what = f"pair ({spec.a}, {spec.b})" + (f" ({spec.where})" if spec.where else "")
+    if spec.a == 1:
+        return read_homography(files.homography_file(spec.b, what))
+    H_1a = read_homography(files.homography_file(spec.a, what))
+    H_1b = np.eye(3) if spec.b == 1 else read_homography(files.homography_file(spec.b, what))
+    names = f"H_1_{spec.a} and " + ("the identity (image 1)" if spec.b == 1 else f"H_1_{spec.b}")
+    return compose_homography(H_1a, H_1b, f"{names} of {files.images[0].parent}")
+
+
+def load_pairs(files: SceneFiles, mode: str = "reference") -> list[Pair]:
+    """The scene's pairs (:meth:`SceneFiles.pairs`) with their homographies read."""
+    return [Pair(p.a, p.b, Homography(pair_homography(files, p))) for p in files.pairs(mode)]
 
 
 def read_homography(path: Path | str) -> np.ndarray:

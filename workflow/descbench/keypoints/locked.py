@@ -8,7 +8,7 @@ size = diameter in px, angle in degrees or -1, octave/class_id as the producing 
 them). Three layouts:
 
 - one file for the whole dataset with two more columns, ``scene`` (the scene folder name) and
-  ``image``: the image number 1..6 or the image's file name ``<k>.<ext>`` (``1.ppm``, ``3.png``:
+  ``image``: the image number 1..n (n: the scene's image count) or the image's file name ``<k>.<ext>`` (``1.ppm``, ``3.png``:
   the C++ DescriptorWorkbench's ``image_name``); the workbench's database column names
   ``scene_name`` / ``image_name`` are read as ``scene`` / ``image``, and its bookkeeping columns
   ``id``, ``keypoint_set_id`` (one value per file), ``valid_bounds``, ``created_at`` are ignored,
@@ -88,7 +88,7 @@ ALIASES = {"scene_name": "scene", "image_name": "image"}
 DW_BOOKKEEPING = ("id", "keypoint_set_id", "valid_bounds", "created_at")
 # one image's file in the workbench's export-csv folder (<folder>/<scene>/<name>), in the order tried
 DW_IMAGE_FILES = ("{k}ppm.csv", "{k}.csv", "{k}ppm.csv.gz", "{k}.csv.gz")
-_IMAGE_NAME = re.compile(r"^\s*([1-6])(?:\.[A-Za-z][A-Za-z0-9]*)?\s*$")  # 1, 1.ppm, 3.png (not 1.5)
+_IMAGE_NAME = re.compile(r"^\s*([1-9][0-9]*)(?:\.[A-Za-z][A-Za-z0-9]*)?\s*$")  # 1, 1.ppm, 12.png (not 1.5, not 0)
 _SHOW = 5  # offending rows listed in an error message
 _FIX = ("; write the file with columns scene, image, x, y, size[, angle, response, octave, class_id] "
         "(see `descbench export-keypoints`)")
@@ -163,11 +163,12 @@ def _empty_columns(need_scene: bool) -> dict[str, np.ndarray]:
 
 
 def _image_numbers(col: pa.ChunkedArray, path: Path) -> np.ndarray:
-    """The ``image`` column as 1..6: integers, or names ``<k>.<ext>`` / ``<k>`` (text)."""
-    bad = f"locked keypoint file {path}: column 'image' must hold integers 1..6 or image names such as 1.ppm"
+    """The ``image`` column as 1..n: integers, or names ``<k>.<ext>`` / ``<k>`` (text); whether
+    ``n`` is the scene's image count is checked per scene (:func:`load_locked`)."""
+    bad = f"locked keypoint file {path}: column 'image' must hold image numbers 1..N or image names such as 1.ppm"
     if pa.types.is_integer(col.type):
         a = col.to_numpy().astype(np.int64)
-        wrong = np.flatnonzero((a < 1) | (a > 6))
+        wrong = np.flatnonzero(a < 1)
         if wrong.size:
             raise DataError(f"{bad} (row {int(wrong[0])}: {int(a[wrong[0]])}){_FIX}")
         return a
@@ -320,7 +321,7 @@ def octave_mode(params: dict) -> str:
 
 
 def load_locked(path: str, scene: str, image: int, width: int, height: int,
-                duplicates: str = DUPLICATES[0]) -> ImageKeypoints:
+                duplicates: str = DUPLICATES[0], n_images: int | None = None) -> ImageKeypoints:
     """``scene``/``image``'s keypoints from a locked keypoint file, per-image pattern or workbench
     folder, in file order.
 
@@ -331,6 +332,8 @@ def load_locked(path: str, scene: str, image: int, width: int, height: int,
     keypoint stage, as any image without keypoints).
     ``width`` x ``height``: the real size of the image the keypoints belong to; a keypoint outside
     it is a DataError (module docstring), as are duplicates unless ``duplicates="keep"``.
+    ``n_images``: the scene's image count; a dataset file's row for an image beyond it is a
+    DataError (its keypoints would never be read).
     """
     if duplicates not in DUPLICATES:
         raise ConfigError(f"keypoint_sets.<set>.params.duplicates is {duplicates!r}; use one of {', '.join(DUPLICATES)}")
@@ -359,6 +362,10 @@ def load_locked(path: str, scene: str, image: int, width: int, height: int,
             raise DataError(f"locked keypoint file {f} has no keypoints for scene '{scene}'"
                             + (" (the file has no rows at all, only a header)" if len(cols["x"]) == 0 else "")
                             + "; add them, or restrict the run to the file's scenes with `scenes:`")
+        beyond = np.flatnonzero(in_scene & (cols["image"] > n_images)) if n_images is not None else []
+        if len(beyond):
+            raise DataError(f"locked keypoint file {f}: row {int(beyond[0])} is a keypoint of image {int(cols['image'][beyond[0]])} "
+                            f"of scene '{scene}', which has images 1..{n_images}; fix the image numbers or remove the rows")
         sel = np.flatnonzero(in_scene & (cols["image"] == image))
     kps = ImageKeypoints(**{k: cols[k][sel] for k in FIELDS}, source_index=np.arange(len(sel), dtype=np.int32))
     where = f"locked keypoint file {f}, scene {scene}, image {image}"

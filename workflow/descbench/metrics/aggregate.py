@@ -40,7 +40,7 @@ def _ratio(num: float, den: float) -> float:
 
 def scene_table(pairs: pd.DataFrame) -> pd.DataFrame:
     """Per-scene sums and values (one row per scene, sorted by name)."""
-    sums = pairs.drop(columns=["pair"]).groupby("scene", sort=True).sum(numeric_only=True)
+    sums = pairs.drop(columns=["pair", "query_image"], errors="ignore").groupby("scene", sort=True).sum(numeric_only=True)
     out = pd.DataFrame(index=sums.index)
     out["true_map"] = [_ratio(s, r) for s, r in zip(sums.sum_ap, sums.n_relevant_queries)]
     out["true_map_including_zeros"] = [_ratio(s, q) for s, q in zip(sums.sum_ap, sums.n_queries)]
@@ -49,8 +49,12 @@ def scene_table(pairs: pd.DataFrame) -> pd.DataFrame:
     out["sum_ap"] = sums.sum_ap.astype(np.float64)  # with n_relevant_queries: the scene's share of the micro mAP
     for c in ("n_queries", "n_relevant_queries", "n_outside", "n_target_keypoints"):
         out[c] = sums[c].astype(np.int64)
-    # image 1's keypoints are the same in every pair of the scene: not a sum
-    out["n_query_keypoints"] = pairs.groupby("scene", sort=True)["n_query_keypoints"].max().astype(np.int64)
+    # a query image's keypoints are the same in each of its pairs: not a sum over pairs, a sum over query images
+    if "query_image" in pairs.columns:
+        per_query = pairs.groupby(["scene", "query_image"], sort=True)["n_query_keypoints"].max()
+        out["n_query_keypoints"] = per_query.groupby(level="scene").sum().astype(np.int64)
+    else:
+        out["n_query_keypoints"] = pairs.groupby("scene", sort=True)["n_query_keypoints"].max().astype(np.int64)
     return out.reset_index()
 
 
@@ -313,6 +317,10 @@ def features_per_image(pairs: pd.DataFrame) -> float:
     scene image 1's count (the same in every pair of the scene) and each image k's count."""
     if len(pairs) == 0:
         return float("nan")
+    if "query_image" in pairs.columns:  # pairs (a, b): every image of a scene once, on either side
+        counts = pd.concat([pairs[["scene", "query_image", "n_keypoints_1"]].set_axis(["scene", "image", "n"], axis=1),
+                            pairs[["scene", "pair", "n_keypoints_2"]].set_axis(["scene", "image", "n"], axis=1)])
+        return float(counts.drop_duplicates(["scene", "image"]).n.mean())
     first = pairs.groupby("scene", sort=True).n_keypoints_1.first()
     return float((first.sum() + pairs.n_keypoints_2.sum()) / (len(first) + len(pairs)))
 

@@ -8,7 +8,7 @@ For a scene s, the distractors are keypoints of *other* scenes:
    ``others`` is the sorted list of the evaluated scenes without s. With fewer other scenes than
    ``distractor_scenes`` (e.g. the 8-scene demo), all of them are used; the number actually used is
    recorded next to every result (``n_distractor_scenes``).
-3. for each chosen scene, in that order: ``image = rng.integers(1, 7)`` (one of its 6 images), then
+3. for each chosen scene, in that order: ``image = rng.integers(1, n_images + 1)`` (one of its images; 6 in HPatches), then
    ``rows = sorted(rng.choice(n, size=min(per_scene, n), replace=False))`` among that image's n
    keypoints (``per_scene = "all"``: every keypoint, no draw).
 
@@ -46,7 +46,7 @@ def distractor_scenes(scene: str, all_scenes: list[str], n_scenes: int, seed: in
 @dataclass(frozen=True)
 class DistractorDraw:
     scene: str  # the other scene
-    image: int  # its image (1..6)
+    image: int  # its image (1..n of that scene)
     rows: np.ndarray  # int64 indices among that image's keypoints, ascending
 
 
@@ -59,7 +59,7 @@ def draw_distractors(scene: str, all_scenes: list[str], n_scenes: int, per_scene
     rng = scene_rng(seed, scene)
     out = []
     for other in _choose_scenes(rng, scene, all_scenes, n_scenes):
-        image = int(rng.integers(1, 7))
+        image = int(rng.integers(1, len(n_keypoints[other]) + 1))  # any image of the other scene
         n = int(n_keypoints[other][image])
         if per_scene == "all":
             rows = np.arange(n, dtype=np.int64)

@@ -90,7 +90,8 @@ from typing import Any
 
 import numpy as np
 
-from descbench.datasets.layout import TARGET_IMAGES, read_homography, read_image, scene_files
+from descbench.datasets.hpatches import TARGET_IMAGES  # HPatches patches: a 6-image sequence's targets e/h/t 1..5
+from descbench.datasets.layout import read_homography, read_image, scene_files
 from descbench.errors import ConfigError, DataError
 from descbench.keypoints.projected import homography_jacobian
 from descbench.patches import JITTER_NAMES, JITTERS, PATCH_SIZE, PATCH_TYPES
@@ -460,6 +461,12 @@ def sequence_patches(scene_dir: Path | str, params: PatchGenParams = PatchGenPar
     and the fix).
     """
     files = scene_files(scene_dir)
+    if files.n_images != len(TARGET_IMAGES) + 1 or files.pairs_file is not None:
+        raise DataError(f"scene folder {scene_dir} holds {files.n_images} images"
+                        + (f" and a {files.pairs_file.name}" if files.pairs_file is not None else "")
+                        + f"; HPatches patches are cut from a sequence of exactly {len(TARGET_IMAGES) + 1} images with "
+                        f"H_1_2..H_1_{len(TARGET_IMAGES) + 1} (their e/h/t strips 1..5 are images 2..6): evaluate the "
+                        "scene with keypoints instead, or give the patch benchmark 6-image sequences")
     images = [read_image(p) for p in files.images]
     homs = {k: read_homography(files.homographies[k]) for k in TARGET_IMAGES}
     h1, w1 = images[0].shape[:2]

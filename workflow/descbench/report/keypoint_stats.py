@@ -10,12 +10,13 @@ Definitions (each computed over every evaluated image of every scene):
   cells (cells start at (0, 0); partial cells at the right/bottom edge count) holding at least
   one keypoint; ``coverage_mean`` is the mean over images. The border rule empties the outer
   ``border_px`` band, so coverage below 1 is expected even for a dense detector;
-- repeatability at ``repeatability_px`` (default 3) for the pairs (1, k):
+- repeatability at ``repeatability_px`` (default 3) for the scene's pairs (a, b) (the dataset's,
+  (1, k) for HPatches):
   :func:`descbench.metrics.matching.pair_repeatability` (SuperPoint / KP2D definition, the same
   as the matching metrics'); ``repeatability`` pools the counts of every pair
   (sum of repeated / sum of shared), ``repeatability_pair_mean`` is the mean of the pairs' own
   values (pairs with no shared keypoint, NaN, are left out and counted in
-  ``repeatability_pairs_undefined``). A pair whose image 1 or image k has no keypoint has no
+  ``repeatability_pairs_undefined``). A pair whose image a or image b has no keypoint has no
   data (the matching metrics' rule): it adds nothing to either and counts as undefined.
 
 Each row also carries the set's provenance: its kind (detector / source / intersection), root
@@ -44,8 +45,9 @@ def coverage(x: np.ndarray, y: np.ndarray, width: int, height: int, cell_px: int
     return float(np.unique(cy * nx + cx).size) / (nx * ny)
 
 
-def set_statistics(scenes: list[tuple[str, dict[int, ImageKeypoints], dict, dict]], repeatability_px: float) -> dict:
-    """One set's statistics. ``scenes``: ``(scene, per_image, image_sizes {"k": [w, h]}, H {k: H_1_k})``."""
+def set_statistics(scenes: list[tuple[str, dict[int, ImageKeypoints], dict, list]], repeatability_px: float) -> dict:
+    """One set's statistics. ``scenes``: ``(scene, per_image, image_sizes {"k": [w, h]}, pairs)``,
+    ``pairs`` a list of ``(a, b, H_ab)`` (H_ab: image a -> image b) in the scene's pair order."""
     from descbench.metrics.matching import pair_repeatability
 
     counts, sizes, cover = [], [], []
@@ -57,11 +59,11 @@ def set_statistics(scenes: list[tuple[str, dict[int, ImageKeypoints], dict, dict
             counts.append(len(kps))
             sizes.append(kps.size)
             cover.append(coverage(kps.x, kps.y, w, h))
-        for k in range(2, 7):
-            if len(per_image[1]) == 0 or len(per_image[k]) == 0:
+        for a, k, H in hom:
+            if len(per_image[a]) == 0 or len(per_image[k]) == 0:
                 undefined += 1  # no data (the pairs-without-keypoints rule of the matching metrics)
                 continue
-            s1, sk, r1, rk = pair_repeatability(per_image[1].xy, per_image[k].xy, hom[k], image_sizes["1"],
+            s1, sk, r1, rk = pair_repeatability(per_image[a].xy, per_image[k].xy, H, image_sizes[str(a)],
                                                 image_sizes[str(k)], repeatability_px)
             shared += s1 + sk
             repeated += r1 + rk

@@ -96,7 +96,7 @@ def mean_roc(roc: pd.DataFrame, fpr_grid: np.ndarray) -> np.ndarray | None:
     TPR among its operating points with FPR <= x (its points in ``point`` order); then the mean
     over pairs at every x of ``fpr_grid``. None without pairs."""
     curves = []
-    for _, g in roc.groupby(["scene", "pair"], sort=True):
+    for _, g in roc.groupby([c for c in ("scene", "query_image", "pair") if c in roc.columns], sort=True):
         g = g.sort_values("point")
         idx = np.searchsorted(g.fpr.to_numpy(), fpr_grid, side="right") - 1
         best = np.maximum.accumulate(g.tpr.to_numpy())

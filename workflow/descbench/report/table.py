@@ -78,8 +78,16 @@ def entry_files(paths: ResultPaths, keypoint_set: str, descriptor: str, scenes: 
 
 def _concat(tables: list[pa.Table]) -> pd.DataFrame:
     """Per-scene tables as one DataFrame: concatenated in Arrow and converted once (one pandas
-    conversion per scene file cost the report ~13 s at 116 scenes x 20 descriptors)."""
-    return pa.concat_tables([t.replace_schema_metadata(None) for t in tables]).to_pandas()
+    conversion per scene file cost the report ~13 s at 116 scenes x 20 descriptors). When some
+    scene's table names its pairs' query images (``io.QUERY_IMAGE``), a table without the column
+    gets it as 1: its pairs are (1, k)."""
+    tables = [t.replace_schema_metadata(None) for t in tables]
+    if any(io.QUERY_IMAGE in t.column_names for t in tables):
+        tables = [t if io.QUERY_IMAGE in t.column_names else
+                  t.add_column(io.with_query_image(t.schema).get_field_index(io.QUERY_IMAGE), io.QUERY_IMAGE,
+                               pa.array(np.ones(len(t), np.int8)))
+                  for t in tables]
+    return pa.concat_tables(tables).to_pandas()
 
 
 def load_pairs(paths: list[Path]) -> tuple[pd.DataFrame, list[dict]]:
