@@ -434,7 +434,7 @@ def test_each_job_runs_in_its_env(tmp_path):
     used = {}
     for line in activations.read_text().splitlines():
         prefix, job = line.split("\t", 1)
-        command = re.search(r"-m descbench (\S+)", job).group(1)
+        command = re.search(r"-m descbench (?:--error-fd \d+ )?(\S+)", job).group(1)
         name = re.search(r"--name (\S+)", job)
         kind = f"{command}:{name.group(1)}" if command in ("keypoints", "descriptors") else command
         used.setdefault(kind, set()).add(env_files[Path(prefix + ".yaml").read_bytes()])

@@ -6,8 +6,6 @@ must cover exactly those pairs, with the homographies the dataset defines."""
 from __future__ import annotations
 
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +17,7 @@ import yaml
 from descbench.datasets.demo import generate_scene
 from descbench.datasets.layout import read_homography, write_homography
 from descbench.paths import ResultPaths, scene_batches
+from test_workflow import snakemake
 
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.e2e
@@ -26,14 +25,6 @@ pytestmark = pytest.mark.e2e
 LONG = [(1, k) for k in range(2, 9)]
 LISTED = [(2, 5), (3, 4), (5, 2), (4, 6)]
 PAIRS_TXT = "# query image, target image [, homography file]\n2 5\n3 4 H_3_4\n5 2   # reversed\n4 6\n"
-
-
-def _snakemake(work: Path, *args: str) -> str:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(work), *args]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, out[-4000:]
-    return out
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +47,7 @@ def run(tmp_path_factory):
     cfg["folder"] = {"path": str(data), "name": "pairs"}
     cfg["execution"]["scenes_per_job"] = 1
     (work / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    _snakemake(work, "--cores", "2")
+    snakemake(work, "--cores", "2")
     return work, cfg, data
 
 
@@ -171,7 +162,7 @@ def test_all_pairs_option(run, tmp_path):
     cfg = {**cfg, "pairs": "all", "folder": {"path": str(only), "name": "all"},
            "descriptors": {"sift": cfg["descriptors"]["sift"]}, "verification": {**cfg["verification"], "enabled": False}}
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-    _snakemake(tmp_path, "--cores", "2")
+    snakemake(tmp_path, "--cores", "2")
     paths = ResultPaths(tmp_path / "results" / "folder-all", scene_batches(["v_long"], 1))
     want = [(a, b) for a in range(1, 9) for b in range(a + 1, 9)]
     for task, kind in (("scores", "pairs.parquet"), ("matching", "pairs.parquet")):

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -17,16 +15,10 @@ import yaml
 torch = pytest.importorskip("torch")
 KF = pytest.importorskip("kornia.feature")
 
+from test_workflow import snakemake  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 pytestmark = pytest.mark.e2e
-
-
-def snakemake(workdir: Path, *args: str) -> str:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, out[-4000:]
-    return out
 
 
 def save_tfeat(path: Path, seed: int) -> None:

@@ -325,7 +325,7 @@ def test_changed_setting_with_snakemake_records_reruns_its_jobs(base):
     changed["scoring"]["tau_px"] = 1.0
     write_config(work, changed)
     _, out = snakemake(work, "-n")
-    assert "Updated input files: results/demo/specs/score/sift.json" in out and "rule score:" in out and "rule report:" in out
+    assert "results/demo/specs/.dry-run/score/sift.json" in out and "rule score:" in out and "rule report:" in out
     _, out = snakemake(work, "--cores", "2")
     assert "descbench results, written by this run" in out
     assert true_map(work / "results/demo") != true_map(root_results(base))

@@ -193,7 +193,7 @@ def test_numba_threads_and_cache_dir_reach_every_kernel_job(run, tmp_path):
     finally:
         write_config(work, cfg)
     shells = [l.strip().removeprefix("Shell command: ") for l in out.splitlines() if " -m descbench " in l]
-    kernel_jobs = [s for s in shells if " descbench score " in s or " descbench warmup " in s]
+    kernel_jobs = [s for s in shells if re.search(r" descbench (--error-fd \d+ )?(score|warmup) ", s)]
     assert len(kernel_jobs) == 2 * 2 + 1, shells  # 2 batches x 2 descriptors + warm-up
     quoted = f"NUMBA_CACHE_DIR='{tmp_path / 'numba cache'}'"
     assert all(s.startswith("export NUMBA_NUM_THREADS=") and quoted in s for s in kernel_jobs), kernel_jobs

@@ -117,9 +117,13 @@ def digest_name(path: Path | str) -> str:
     return f"{Path(path).name}.{hashlib.sha256(resolved.encode()).hexdigest()[:12]}.sha256"
 
 
-def digest_file(path: Path | str, folder: Path | str, write: bool = True) -> Path:
+def digest_file(path: Path | str, folder: Path | str, write: bool = True, preview: Path | str | None = None) -> Path:
     """The digest file of ``path`` under ``folder``, brought up to date with the file's content
     (``write=False``: only its name, e.g. on a cluster job node, where the main run wrote it).
+
+    ``preview`` (a dry run): the digest under ``folder`` is left as it is; when the content
+    changed, a digest is written under ``preview`` instead and returned (a new input, which
+    Snakemake shows as the reason to rerun), so that a dry run changes nothing a later run sees.
 
     The digest holds ``sha256 <hex>``, the absolute path and the ``written`` token of the write
     (a new one only when the content changed); nothing about dates.
@@ -133,7 +137,7 @@ def digest_file(path: Path | str, folder: Path | str, write: bool = True) -> Pat
     sha = None
     try:
         cached = json.loads(cache.read_text())
-        if cached.get("stat") == _stat_key(st) and out.exists():
+        if cached.get("stat") == _stat_key(st):
             sha = cached.get("sha256")
     except (OSError, ValueError, AttributeError):
         pass
@@ -146,5 +150,7 @@ def digest_file(path: Path | str, folder: Path | str, write: bool = True) -> Pat
             return out
     except (OSError, UnicodeDecodeError):
         pass
+    if preview is not None:
+        out = Path(preview) / out.name
     _replace(out, f"{head}written {_token()}\n")
     return out

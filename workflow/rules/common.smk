@@ -141,14 +141,16 @@ SCORE_TASKS_ON = score_tasks_on(CFG)  # descbench.paths.SCORE_TASK_REGISTRY
 # exactly the jobs that read it, whether or not .snakemake still has its records (deleted, or a
 # second working directory on the same results folder). The files are written while Snakemake
 # builds the DAG (the input functions below), by the run's main process only (not on a cluster
-# job's node, which reads what the main process wrote).
+# job's node, which reads what the main process wrote); a dry run writes the changed ones
+# elsewhere (RES/specs/.dry-run/), so that it changes nothing a later run compares.
 # A run that starts jobs also takes RES/descbench.lock (onstart; released by onsuccess/onerror):
 # a second run on the same folder stops and names the first, before it writes any spec file.
 import os as _os
+import shutil
 import sys as _sys
 
 from descbench import runguard
-from descbench.specfiles import digest_file, write_spec
+from descbench.specfiles import digest_file, spec_value_text, write_spec
 from snakemake_interface_executor_plugins.settings import ExecMode as _ExecMode
 
 WORKDIR = Path(_os.getcwd()).resolve()  # Snakemake changed into --directory before parsing
@@ -161,25 +163,32 @@ def _main_process():
     return getattr(workflow, "exec_mode", _ExecMode.DEFAULT) == _ExecMode.DEFAULT
 
 
-def _guard():
-    """At the first spec or digest file of the DAG build: whether this process may write them. A
-    run (not a dry run) stops if another live run holds the folder's lock; a dry run warns and
-    writes nothing (its DAG then shows what the files on disk imply)."""
-    if "may_write" in _RUN:
-        return _RUN["may_write"]
-    may = _main_process()
-    if may:
+def _write_mode():
+    """At the first spec or digest file of the DAG build: ``write`` (a run's main process),
+    ``preview`` (a dry run: changed files go to RES/specs/.dry-run/, so that its DAG shows what
+    a run would redo while the files a later run compares stay as they are) or ``none`` (a
+    cluster job's node, which reads what the main run wrote; or the folder is locked by another
+    live run: a run stops, a dry run warns)."""
+    if "mode" in _RUN:
+        return _RUN["mode"]
+    mode = "write" if _main_process() else "none"
+    if mode == "write":
         other = runguard.read_lock(RES)
         if other is not None and other.get("pid") != _os.getpid() and runguard.alive(other) is not False:
             if workflow.executor_plugin is not None and not workflow.dryrun:
                 _stop(runguard.locked_message(RES, other))
             logger.warning(runguard.locked_message(RES, other))
-            may = False
-    _RUN["may_write"] = may
-    return may
+            mode = "none"
+        elif workflow.dryrun:
+            mode = "preview"
+            shutil.rmtree(PREVIEW_DIR, ignore_errors=True)
+    _RUN["mode"] = mode
+    return mode
 
 
+PREVIEW_DIR = SPEC_DIR / ".dry-run"
 _SPEC_TEXT = {}  # spec file -> its text, as this run wrote (or found) it
+_SPEC_PATHS = {}  # spec file -> the file handed to Snakemake (a dry run's preview of a changed one)
 
 
 def spec_file(kind, name, value):
@@ -189,9 +198,20 @@ def spec_file(kind, name, value):
     text = as_json(value)
     if _SPEC_TEXT.get(path) != text:
         _SPEC_TEXT[path] = text
-        if _guard():
+        _SPEC_PATHS[path] = path
+        mode = _write_mode()
+        if mode == "write":
             write_spec(path, text)
-    return path
+        elif mode == "preview":
+            try:
+                same = spec_value_text(Path(path).read_text(encoding="utf-8")) == text
+            except (OSError, UnicodeDecodeError):
+                same = False
+            if not same:
+                preview = PREVIEW_DIR / kind / f"{name}.json"
+                write_spec(preview, text)
+                _SPEC_PATHS[path] = str(preview)
+    return _SPEC_PATHS[path]
 
 
 _DIGESTS = {}
@@ -206,8 +226,10 @@ def tracked(paths):
             if not _os.path.exists(p):
                 return_value = p
             else:
+                mode = _write_mode()
                 try:
-                    return_value = str(digest_file(p, SPEC_DIR / "files", write=_guard()))
+                    return_value = str(digest_file(p, SPEC_DIR / "files", write=mode != "none",
+                                                   preview=PREVIEW_DIR / "files" if mode == "preview" else None))
                 except OSError as exc:
                     raise WorkflowError(f"descbench: cannot read {p} ({exc.strerror})") from None
             _DIGESTS[p] = return_value
