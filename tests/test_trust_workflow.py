@@ -59,6 +59,18 @@ def descbench_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("descbench")]
 
 
+def test_a_config_error_is_one_line_without_snakemakes_traceback(tmp_path: Path):
+    """A bad value stops the run with its one-line message and exit status 1; no traceback lines
+    into the workflow's own files (which say nothing about the config) follow it."""
+    cfg = base_config()
+    cfg["scoring"]["tau_px"] = -3
+    write_config(tmp_path, cfg)
+    out = snakemake(tmp_path, "-n", ok=False)
+    assert descbench_lines(out) == ["descbench config error: invalid config value at 'scoring.tau_px': -3 is less than "
+                                    "or equal to the minimum of 0"], out[-2000:]
+    assert "common.smk" not in out and "WorkflowError" not in out and "Traceback" not in out
+
+
 # ----------------------------------------------------------------------------- 1. YAML syntax
 
 

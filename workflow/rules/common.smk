@@ -87,7 +87,10 @@ def _validated_config():
         check_folders({"results_dir": Path(cfg["results_dir"]) / experiment_name(cfg)})
         return cfg
     except DescbenchError as exc:
-        raise WorkflowError(f"descbench config error: {exc}")
+        # the message alone: a WorkflowError raised here would add Snakemake's traceback lines
+        # (this file, its line numbers) under it, which say nothing about the config
+        logger.error(f"descbench config error: {exc}")
+        raise SystemExit(1) from None
 
 
 CFG = _validated_config()
