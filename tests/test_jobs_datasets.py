@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 from descbench import cli
 from descbench.datasets.demo import generate_scene
