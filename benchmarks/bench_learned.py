@@ -18,7 +18,7 @@ carries over ``exec`` from it is ~20 MiB, far below every child's peak.
 generator, ``make_hpatches_standin.collage``, seed 0), ``--keypoints`` keypoints (default 4,096)
 uniform in the image 40 px from the border, sizes log-uniform in 2.5..64 px, angles uniform in
 [0, 360). The child pins itself to ``threads`` CPUs (``os.sched_setaffinity``), calls
-``descbench.cli.limit_threads(threads, "descriptors")`` as a descriptor job does, fills the params
+``descbench.jobs.common.limit_threads(threads, "descriptors")`` as a descriptor job does, fills the params
 with ``check_descriptor_params`` (``weights: random``, ``device: cpu``, ``threads``, ``engine``),
 runs one warm-up, then ``--repeats`` times, alternating:
 
@@ -205,7 +205,7 @@ def child_export(spec: dict) -> dict:
 def child_throughput(spec: dict) -> dict:
     import numpy as np
 
-    from descbench.cli import limit_threads
+    from descbench.jobs.common import limit_threads
 
     threads, family, n, reps_n = spec["threads"], spec["family"], spec["keypoints"], spec["repeats"]
     limit_threads(threads, "descriptors")
@@ -344,7 +344,7 @@ def child_memory(spec: dict) -> dict:
     mark("start")
     import numpy as np
 
-    from descbench.cli import limit_threads
+    from descbench.jobs.common import limit_threads
 
     limit_threads(1, "descriptors")
     import kornia  # noqa: F401
@@ -656,7 +656,7 @@ def per_category(res_root: Path, bw) -> dict[str, dict[str, float]]:
 
 def startup_cpu(runs: int) -> dict[str, float]:
     """Median CPU s (wait4) of the imports a job pays before it computes: without and with torch."""
-    cmds = {"plain": "import descbench.stages", "torch": "import descbench.stages, torch, kornia.feature"}
+    cmds = {"plain": "import descbench.cli as c; c.job_modules()", "torch": "import descbench.cli as c; c.job_modules(); import torch, kornia.feature"}
     out = {}
     for k, c in cmds.items():
         vals = []

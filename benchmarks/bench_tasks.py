@@ -9,7 +9,7 @@ Run as a script, not a test::
     python benchmarks/bench_tasks.py --parts 1,3 --json out.json
 
 Every configuration runs in a fresh child process (same interpreter, ``--child SPEC``) that
-limits numba and BLAS to ``--threads`` (default 2; ``descbench.cli.limit_threads``), warms the
+limits numba and BLAS to ``--threads`` (default 2; ``descbench.jobs.common.limit_threads``), warms the
 numba kernels up on a small scene (not timed), builds its synthetic scenes in memory, times the
 scoring and reports the peak RSS (``VmHWM``) of the whole child and of the scoring alone (the
 high-water mark is reset through ``/proc/self/clear_refs`` once the data exist). Children get
@@ -205,15 +205,15 @@ def make_scene(spec: dict, proto: np.ndarray, images=(1, 2, 3, 4, 5, 6)) -> dict
 
 
 def limit_threads(threads: int) -> int:
-    """``descbench.cli.limit_threads`` (numba, BLAS, OpenCV); a local equivalent if it cannot be imported."""
+    """``descbench.jobs.common.limit_threads`` (numba, BLAS, OpenCV); a local equivalent if it cannot be imported."""
     import numba
 
     try:
-        from descbench.cli import limit_threads as pkg_limit
+        from descbench.jobs.common import limit_threads as pkg_limit
 
         pkg_limit(threads)
-    except Exception as exc:  # noqa: BLE001 - the CLI module is optional here
-        print(f"note: descbench.cli.limit_threads unavailable ({exc!r}); using numba + threadpoolctl", file=sys.stderr)
+    except Exception as exc:  # noqa: BLE001 - the package's job module is optional here
+        print(f"note: descbench.jobs.common.limit_threads unavailable ({exc!r}); using numba + threadpoolctl", file=sys.stderr)
         from threadpoolctl import threadpool_limits
 
         numba.set_num_threads(max(1, min(threads, numba.config.NUMBA_NUM_THREADS)))

@@ -369,10 +369,10 @@ def fixed_costs(res_root: Path) -> dict[str, list[float]]:
 
 
 #: Start-up floors timed by ``startup_floor``: the interpreter + CLI alone, and the same plus the
-#: imports a scoring job needs before it computes anything (numpy, pyarrow, numba, the stages).
+#: imports a scoring job needs before it computes anything (numpy, pyarrow, numba, the job modules).
 STARTUP_COMMANDS = {
     "python -m descbench --help": ["-m", "descbench", "--help"],
-    "python -c 'import descbench.stages'": ["-c", "import descbench.stages"],
+    "python -c 'import descbench.cli as c; c.job_modules()'": ["-c", "import descbench.cli as c; c.job_modules()"],
 }
 
 

@@ -15,7 +15,10 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from descbench import io, stages
+from descbench import io
+from descbench.jobs.descriptors import describe_scene
+from descbench.jobs.keypoints import detect_scene
+from descbench.jobs.score import score_scene
 from descbench.datasets import layout
 from descbench.errors import DataError
 
@@ -42,19 +45,19 @@ def _raises_naming(fn, *names: str) -> str:
 
 def _detect(scene: Path, tmp_path: Path, spec: dict = KP_SPEC, name: str = "kp") -> Path:
     out = tmp_path / "out" / f"{name}.parquet"
-    stages.detect_scene(scene, name, spec, out)
+    detect_scene(scene, name, spec, out)
     return out
 
 
 def _describe(scene: Path, kp: Path, tmp_path: Path, spec: dict = DESC_SPEC, kpspec: dict = KP_SPEC, name: str = "desc") -> Path:
     out = tmp_path / "out" / f"{name}.parquet"
-    stages.describe_scene(scene, kp, name, spec, kpspec, out)
+    describe_scene(scene, kp, name, spec, kpspec, out)
     return out
 
 
 def _score(scene: Path, kp: Path, desc: Path, tmp_path: Path):
     outs = [tmp_path / "out" / f for f in ("queries.parquet", "pairs.parquet", "timing.json")]
-    stages.score_scene(scene, kp, desc, SCORING, *outs)
+    score_scene(scene, kp, desc, SCORING, *outs)
     return outs
 
 
@@ -286,7 +289,7 @@ def test_descriptors_from_other_keypoint_file(scene: Path, tmp_path: Path):
     assert "rerun" in msg
     assert not (tmp_path / "out" / "pairs.parquet").exists()
     # Rebuilding the keypoint file in place (different content) is caught the same way.
-    stages.detect_scene(scene, "kp_a", {**KP_SPEC, "border_px": 60}, kp_a)
+    detect_scene(scene, "kp_a", {**KP_SPEC, "border_px": 60}, kp_a)
     _raises_naming(lambda: _score(scene, kp_a, desc_a, tmp_path), str(desc_a), str(kp_a))
 
 

@@ -13,7 +13,9 @@ from descbench.descriptors import check_descriptor_params
 from descbench.descriptors.composite import aggregate, check_alignment, paired, resolve_components
 from descbench.errors import ConfigError, DataError
 from descbench.paths import ResultPaths
-from descbench import stages
+from descbench.jobs.common import read_features
+from descbench.jobs.descriptors import describe_batch
+from descbench.jobs.keypoints import detect_batch
 from descbench.keypoints.sets import root_detector_spec
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -227,16 +229,16 @@ def test_the_descriptor_job_fuses_the_two_sides_of_an_intersection(scene, tmp_pa
     ks, ds = cfg["keypoint_sets"], cfg["descriptors"]
     for s in ("sift", "orb", "both_sift", "both_orb"):
         Path(paths.keypoints_dir(s, "batch0")).mkdir(parents=True)
-        stages.detect_batch(paths, scene.parent, "batch0", s, ks[s])
+        detect_batch(paths, scene.parent, "batch0", s, ks[s])
     for s, d in (("both_sift", "sift"), ("both_orb", "rootsift")):
         Path(paths.descriptors_dir(s, d, "batch0")).mkdir(parents=True)
-        stages.describe_batch(paths, scene.parent, "batch0", s, d, ds[d], root_detector_spec(ks, s))
+        describe_batch(paths, scene.parent, "batch0", s, d, ds[d], root_detector_spec(ks, s))
     spec = {**ds["c"], "components": resolve_components(ds["c"]["params"], "both_orb", ds, ks)}
     Path(paths.descriptors_dir("both_orb", "c", "batch0")).mkdir(parents=True)
-    stages.describe_batch(paths, scene.parent, "batch0", "both_orb", "c", spec, {})
-    got = stages.read_features(Path(paths.keypoints("both_orb", scene.name)), Path(paths.descriptors("both_orb", "c", scene.name)))
-    a = stages.read_features(Path(paths.keypoints("both_sift", scene.name)), Path(paths.descriptors("both_sift", "sift", scene.name)))
-    b = stages.read_features(Path(paths.keypoints("both_orb", scene.name)), Path(paths.descriptors("both_orb", "rootsift", scene.name)))
+    describe_batch(paths, scene.parent, "batch0", "both_orb", "c", spec, {})
+    got = read_features(Path(paths.keypoints("both_orb", scene.name)), Path(paths.descriptors("both_orb", "c", scene.name)))
+    a = read_features(Path(paths.keypoints("both_sift", scene.name)), Path(paths.descriptors("both_sift", "sift", scene.name)))
+    b = read_features(Path(paths.keypoints("both_orb", scene.name)), Path(paths.descriptors("both_orb", "rootsift", scene.name)))
     assert sum(len(got.per_image[k]) for k in range(1, 7)) > 20
     for k in range(1, 7):
         want = (1.0 * l2(a.by_image[k]) + 3.0 * b.by_image[k].astype(np.float64)) / 4.0
@@ -247,7 +249,7 @@ def test_the_descriptor_job_fuses_the_two_sides_of_an_intersection(scene, tmp_pa
     other = Path(paths.keypoints("both_sift", scene.name))
     other.write_bytes(Path(paths.keypoints("both_orb", scene.name)).read_bytes())
     with pytest.raises(DataError, match="computed from a different version"):
-        stages.describe_batch(paths, scene.parent, "batch0", "both_orb", "c", spec, {})
+        describe_batch(paths, scene.parent, "batch0", "both_orb", "c", spec, {})
 
 
 def test_every_row_says_what_its_networks_were_loaded_with():

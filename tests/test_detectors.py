@@ -170,7 +170,8 @@ def test_sift_descriptors_on_other_keypoints_use_the_size_derived_octave(pristin
 
 def test_keypoint_stage_runs_an_opencv_detector_and_records_its_params(pristine, tmp_path):
     from descbench.io import read_meta
-    from descbench.stages import detect_scene, load_keypoints
+    from descbench.jobs.common import load_keypoints
+    from descbench.jobs.keypoints import detect_scene
 
     cfg = validate_config({"keypoint_sets": {"orb500": {"detector": "orb", "params": {"n_features": 300}}},
                            "descriptors": {"d": {"family": "sift"}}}, SCHEMA)

@@ -18,7 +18,9 @@ import pandas as pd
 import pyarrow as pa
 import pytest
 
-from descbench import io, stages
+from descbench import io
+from descbench.jobs.common import load_keypoints
+from descbench.jobs.keypoints import detect_scene
 from descbench.errors import DataError
 from descbench.keypoints.locked import DW_IMAGE_FILES, FIELDS, load_locked, locked_file, octave_mode
 from descbench.report.experiments import (DW, DW_COLUMNS, DW_NOT_COMPUTED, DW_PREFIX, compare_experiments,
@@ -47,8 +49,8 @@ def bits(a) -> np.ndarray:
 
 
 def detect(scene: Path, spec: dict, out: Path):
-    stages.detect_scene(scene, "dw", spec, out)
-    return stages.load_keypoints(out)
+    detect_scene(scene, "dw", spec, out)
+    return load_keypoints(out)
 
 
 # ----------------------------------------------------------------------------- the fixtures are the workbench's format

@@ -1,6 +1,6 @@
-"""Job structure: scene batches, per-scene files inside batch folders, and the batch stages.
+"""Job structure: scene batches, per-scene files inside batch folders, and the batch jobs.
 
-The batch a scene is scored in must not change any result: the batch stages (one process per
+The batch a scene is scored in must not change any result: the batch jobs (one process per
 batch, features read once, distractor scenes cached) are compared byte for byte with the
 single-scene entry points, and with another batch size.
 """
@@ -15,7 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from descbench import stages
+from descbench.errors import DataError
+from descbench.jobs import common, descriptors, distractors, keypoints, score
 from descbench.datasets.demo import generate_scene
 from descbench.paths import ResultPaths, scene_batches
 
@@ -76,11 +77,11 @@ def scene_root(tmp_path_factory) -> Path:
 def _run_batches(root: Path, scene_root: Path, per_job: int) -> ResultPaths:
     paths = ResultPaths(root, scene_batches(SCENES, per_job))
     for b in paths.batches:
-        stages.detect_batch(paths, scene_root, b, "kp", KP_SPEC)
-        stages.describe_batch(paths, scene_root, b, "kp", "desc", DESC_SPEC, KP_SPEC)
-    stages.build_distractor_bank(paths, "kp", "desc", VERIFICATION, Path(paths.distractor_bank("kp", "desc")))
+        keypoints.detect_batch(paths, scene_root, b, "kp", KP_SPEC)
+        descriptors.describe_batch(paths, scene_root, b, "kp", "desc", DESC_SPEC, KP_SPEC)
+    distractors.build_distractor_bank(paths, "kp", "desc", VERIFICATION, Path(paths.distractor_bank("kp", "desc")))
     for b in paths.batches:
-        stages.score_batch(paths, scene_root, b, "kp", "desc", {"scoring": SCORING, "verification": VERIFICATION, "matching": MATCHING})
+        score.score_batch(paths, scene_root, b, "kp", "desc", {"scoring": SCORING, "verification": VERIFICATION, "matching": MATCHING})
     return paths
 
 
@@ -129,11 +130,11 @@ def test_batch_stages_equal_the_single_scene_entry_points(tmp_path, scene_root, 
         kp, desc = Path(batched.keypoints("kp", s)), Path(batched.descriptors("kp", "desc", s))
         out = tmp_path / s
         out.mkdir()
-        stages.score_scene(scene_root / s, kp, desc, SCORING, out / "q.parquet", out / "p.parquet", out / "t.json")
+        score.score_scene(scene_root / s, kp, desc, SCORING, out / "q.parquet", out / "p.parquet", out / "t.json")
         others = {o: (batched.keypoints("kp", o), batched.descriptors("kp", "desc", o)) for o in SCENES if o != s}
-        stages.score_verification_scene(scene_root / s, kp, desc, others, SCENES, SCORING, VERIFICATION,
+        score.score_verification_scene(scene_root / s, kp, desc, others, SCENES, SCORING, VERIFICATION,
                                         out / "vl.parquet", out / "vq.parquet", out / "vs.parquet", out / "vt.json")
-        stages.score_matching_scene(scene_root / s, kp, desc, SCORING, MATCHING,
+        score.score_matching_scene(scene_root / s, kp, desc, SCORING, MATCHING,
                                     out / "mp.parquet", out / "mc.parquet", out / "mr.parquet", out / "mt.json")
         pairs = {
             "q.parquet": batched.score("kp", "desc", s, "queries.parquet"),
@@ -151,12 +152,12 @@ def test_batch_stages_equal_the_single_scene_entry_points(tmp_path, scene_root, 
 
 def test_distractor_bank_reads_each_scene_once_and_guards_its_configuration(tmp_path, batched, monkeypatch):
     calls = []
-    real = stages.read_features
-    monkeypatch.setattr(stages, "read_features", lambda kp, desc: calls.append(Path(kp).name) or real(kp, desc))
+    real = common.read_features
+    monkeypatch.setattr(distractors, "read_features", lambda kp, desc: calls.append(Path(kp).name) or real(kp, desc))
     out = tmp_path / "bank.parquet"
-    stages.build_distractor_bank(batched, "kp", "desc", VERIFICATION, out)
+    distractors.build_distractor_bank(batched, "kp", "desc", VERIFICATION, out)
     assert sorted(calls) == sorted(f"{s}.parquet" for s in SCENES)  # every scene is some scene's distractor
-    bank = stages.read_distractor_bank(out, SCENES, VERIFICATION, "desc")
+    bank = distractors.read_distractor_bank(out, SCENES, VERIFICATION, "desc")
     assert [d.scene for d in bank["v_coins"]] == sorted({"i_rocket", "v_camera"}, key=[d.scene for d in bank["v_coins"]].index)
     for target, ds in bank.items():
         assert {d.scene for d in ds} == set(SCENES) - {target}
@@ -164,12 +165,12 @@ def test_distractor_bank_reads_each_scene_once_and_guards_its_configuration(tmp_
             f = real(Path(batched.keypoints("kp", d.scene)), Path(batched.descriptors("kp", "desc", d.scene)))
             assert d.rows.shape[0] == min(20, len(f.per_image[d.image]))
             assert (d.desc == f.by_image[d.image][d.rows]).all()
-    with pytest.raises(stages.DataError, match="drawn for another configuration"):
-        stages.read_distractor_bank(out, SCENES, {**VERIFICATION, "seed": 1}, "desc")
-    with pytest.raises(stages.DataError, match="drawn for another configuration"):
-        stages.read_distractor_bank(out, SCENES[:2], VERIFICATION, "desc")
-    with pytest.raises(stages.DataError, match="drawn for another configuration"):
-        stages.read_distractor_bank(out, SCENES, VERIFICATION, "other")
+    with pytest.raises(DataError, match="drawn for another configuration"):
+        distractors.read_distractor_bank(out, SCENES, {**VERIFICATION, "seed": 1}, "desc")
+    with pytest.raises(DataError, match="drawn for another configuration"):
+        distractors.read_distractor_bank(out, SCENES[:2], VERIFICATION, "desc")
+    with pytest.raises(DataError, match="drawn for another configuration"):
+        distractors.read_distractor_bank(out, SCENES, VERIFICATION, "other")
 
 
 def test_cli_rejects_a_batch_that_is_not_in_the_batch_list(tmp_path):

@@ -18,7 +18,8 @@ import pytest
 import torch
 import kornia.feature as KF
 
-from descbench import stages
+from descbench.jobs.common import load_keypoints
+from descbench.jobs.keypoints import detect_scene
 from descbench.config import validate_config
 from descbench.datasets.layout import read_image
 from descbench.errors import ConfigError
@@ -259,8 +260,8 @@ def test_a_keynet_set_runs_through_detect_scene(scene, tmp_path):
                                                      "params": {"weights": "random", "weights_seed": 2, "device": "cpu", "up_levels": 0}}},
                             "descriptors": {"d": {"family": "sift"}}}, SCHEMA)["keypoint_sets"]["kn"]
     out = tmp_path / "kn.parquet"
-    stages.detect_scene(scene, "kn", spec, out)
-    per_image, meta = stages.load_keypoints(out)
+    detect_scene(scene, "kn", spec, out)
+    per_image, meta = load_keypoints(out)
     for k, kps in per_image.items():
         h, w = read_image(scene / f"{k}.ppm").shape
         assert 0 < len(kps) <= 300 < meta["raw_counts"][str(k)]

@@ -16,7 +16,8 @@ from descbench.config import root_detector_spec, validate_config
 from descbench.errors import ConfigError
 from descbench.keypoints import ImageKeypoints
 from descbench.paths import ResultPaths, scene_batches
-from descbench.stages import _write_keypoints, derive_scene, keypoint_cutoff, load_keypoints
+from descbench.jobs.common import load_keypoints
+from descbench.jobs.keypoints import _write_keypoints, derive_scene, keypoint_cutoff
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"

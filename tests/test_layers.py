@@ -6,7 +6,7 @@ Dependencies point one way:
     0  errors, paths, columns, io, fileops, rng, params, torchrt, jobfacts, (package __init__) - bottom: names, files, schemas
     1  datasets, keypoints, descriptors, metrics, precomputed     - pure computations
     2  patches, report, config, sweeps                            - benchmarks and reports over them
-    3  stages, patches.stages, cli, __main__, smktuning           - the jobs and the command line
+    3  jobs, patches.stages, cli, __main__, smktuning             - the jobs and the command line
 
 A module imports only modules of its own layer or below; no module imports a private name
 (``_x``) of another package; and no two modules import each other (directly or in a cycle).
@@ -47,7 +47,7 @@ LAYERS = {
     "descbench.config": 2,
     "descbench.sweeps": 2,
     "descbench.jobresources": 2,
-    "descbench.stages": 3,
+    "descbench.jobs": 3,
     "descbench.patches.stages": 3,
     "descbench.cli": 3,
     "descbench.__main__": 3,
@@ -154,18 +154,18 @@ def test_no_import_cycles():
 def test_the_linter_sees_upward_private_and_relative_imports():
     """The checker itself, on a made-up layer-1 module: a function-level upward import, a private
     name of another package and a relative import are all seen."""
-    src = "def f():\n    from descbench.stages import run\nfrom ..keypoints.detectors import _cv_attr\nfrom . import ap\n"
+    src = "def f():\n    from descbench.jobs.score import run\nfrom ..keypoints.detectors import _cv_attr\nfrom . import ap\n"
     found = imports_in(src, "descbench.metrics.probe", False)
-    assert ("descbench.stages", ["run"], 2) in found
+    assert ("descbench.jobs.score", ["run"], 2) in found
     assert ("descbench.keypoints.detectors", ["_cv_attr"], 3) in found
     assert ("descbench.metrics.ap", [], 4) in found
-    assert layer("descbench.metrics.probe") == 1 and layer("descbench.stages") == 3
+    assert layer("descbench.metrics.probe") == 1 and layer("descbench.jobs.score") == 3
     assert top_package("descbench.keypoints.detectors") != top_package("descbench.metrics.probe")
 
 
 # The scoring-task registry (descbench.paths, layer 0) names its functions as "module:function",
 # imported by their callers: each must live where its caller may import it, and be public.
-HOOK_CALLERS = {"writer": "descbench.stages", "schemas": "descbench.report.table", "summarize": "descbench.report.table"}
+HOOK_CALLERS = {"writer": "descbench.jobs.score", "schemas": "descbench.report.table", "summarize": "descbench.report.table"}
 
 
 def hook_problems(registry: dict) -> list[str]:
@@ -194,8 +194,8 @@ def test_score_task_functions_live_where_their_callers_may_import_them():
     assert not hook_problems(SCORE_TASK_REGISTRY), "\n".join(hook_problems(SCORE_TASK_REGISTRY))
     # the check sees a summary in the jobs' layer, a private writer of another package and a typo
     wrong = ScoreTask("x", "x", ("a.parquet",), writer="descbench.metrics.ap:_private", schemas="descbench.report.table:nope",
-                      summarize="descbench.stages:score_batch")
+                      summarize="descbench.jobs.score:score_batch")
     found = "\n".join(hook_problems({"x": wrong}))
-    assert "x.summarize: descbench.stages (layer 3) is above its caller descbench.report.table (layer 2)" in found
+    assert "x.summarize: descbench.jobs.score (layer 3) is above its caller descbench.report.table (layer 2)" in found
     assert "x.writer: 'descbench.metrics.ap:_private' is private to descbench.metrics" in found
     assert "x.schemas: 'descbench.report.table:nope' is not a function" in found

@@ -10,7 +10,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from descbench import stages
+from descbench.jobs.common import load_keypoints
+from descbench.jobs.keypoints import derive_scene, detect_scene, export_keypoints
 from descbench.errors import DataError
 from descbench.keypoints.locked import FIELDS, OCTAVE_COLUMN, OCTAVE_MODES, octave_mode
 from descbench.paths import ResultPaths, scene_batches
@@ -30,9 +31,9 @@ def exported(pristine: Path, tmp_path: Path):
     """The demo scene's SIFT set, as a results tree, plus its exports in both formats."""
     paths = ResultPaths(tmp_path / "res", scene_batches([pristine.name], 1))
     kp = Path(paths.keypoints("sift", pristine.name))
-    stages.detect_scene(pristine, "sift", SIFT, kp)
+    detect_scene(pristine, "sift", SIFT, kp)
     for fmt in ("parquet", "csv", "csv.gz"):
-        stages.export_keypoints(paths, "sift", Path(paths.keypoint_export("sift", fmt)))
+        export_keypoints(paths, "sift", Path(paths.keypoint_export("sift", fmt)))
     return paths, kp
 
 
@@ -44,8 +45,8 @@ def _fields(per_image):
 def test_export_then_import_is_bit_exact(pristine, tmp_path, exported, fmt):
     paths, kp = exported
     out = tmp_path / f"locked_{fmt}.parquet"
-    stages.detect_scene(pristine, "mine", locked(paths.keypoint_export("sift", fmt)), out)
-    want, got = _fields(stages.load_keypoints(kp)[0]), _fields(stages.load_keypoints(out)[0])
+    detect_scene(pristine, "mine", locked(paths.keypoint_export("sift", fmt)), out)
+    want, got = _fields(load_keypoints(kp)[0]), _fields(load_keypoints(out)[0])
     assert sum(len(w["x"]) for w in want.values()) > 100
     for k in want:
         for f in FIELDS:
@@ -65,8 +66,8 @@ def test_per_image_files_keep_file_order_and_class_id(pristine, tmp_path):
         (tmp_path / "kp").mkdir(exist_ok=True)
         df.to_csv(tmp_path / "kp" / f"{pristine.name}_{k}.csv", index=False)
     out = tmp_path / "o.parquet"
-    stages.detect_scene(pristine, "mine", locked(tmp_path / "kp" / "{scene}_{image}.csv"), out)
-    per_image, _ = stages.load_keypoints(out)
+    detect_scene(pristine, "mine", locked(tmp_path / "kp" / "{scene}_{image}.csv"), out)
+    per_image, _ = load_keypoints(out)
     for k in range(1, 7):
         df = pd.read_csv(tmp_path / "kp" / f"{pristine.name}_{k}.csv")
         kps = per_image[k]
@@ -78,9 +79,9 @@ def test_per_image_files_keep_file_order_and_class_id(pristine, tmp_path):
 def test_border_rule_applies_to_locked_sets(pristine, tmp_path, exported):
     paths, kp = exported
     out = tmp_path / "o.parquet"
-    stages.detect_scene(pristine, "mine", {**locked(paths.keypoint_export("sift", "parquet")), "border_px": 100}, out)
-    per_image, _ = stages.load_keypoints(out)
-    full, _ = stages.load_keypoints(kp)
+    detect_scene(pristine, "mine", {**locked(paths.keypoint_export("sift", "parquet")), "border_px": 100}, out)
+    per_image, _ = load_keypoints(out)
+    full, _ = load_keypoints(kp)
     for k in per_image:
         assert 0 < len(per_image[k]) < len(full[k])
         assert per_image[k].x.min() >= 100 and per_image[k].y.min() >= 100
@@ -113,20 +114,20 @@ def test_malformed_locked_file_names_the_file(pristine, tmp_path, exported, muta
     df = mutate(pd.read_parquet(paths.keypoint_export("sift", "parquet")))
     f = _write(tmp_path, df, f"bad.{ext}")
     with pytest.raises(DataError, match=message) as err:
-        stages.detect_scene(pristine, "mine", locked(f), tmp_path / "o.parquet")
+        detect_scene(pristine, "mine", locked(f), tmp_path / "o.parquet")
     assert str(f) in str(err.value)
     assert not (tmp_path / "o.parquet").exists()
 
 
 def test_missing_per_image_file_names_it(pristine, tmp_path):
     with pytest.raises(DataError, match=r"kp/v_coins_1\.csv does not exist"):
-        stages.detect_scene(pristine, "mine", locked(tmp_path / "kp" / "{scene}_{image}.csv"), tmp_path / "o.parquet")
+        detect_scene(pristine, "mine", locked(tmp_path / "kp" / "{scene}_{image}.csv"), tmp_path / "o.parquet")
 
 
 def test_export_rejects_unknown_format(pristine, tmp_path, exported):
     paths, _ = exported
     with pytest.raises(DataError, match=r"k\.txt: use a file name ending in \.parquet, \.csv, \.csv\.gz"):
-        stages.export_keypoints(paths, "sift", tmp_path / "k.txt")
+        export_keypoints(paths, "sift", tmp_path / "k.txt")
 
 
 def test_import_rejects_unknown_format_naming_the_endings(pristine, tmp_path, exported):
@@ -134,7 +135,7 @@ def test_import_rejects_unknown_format_naming_the_endings(pristine, tmp_path, ex
     f = tmp_path / "kp.csv.bz2"
     f.write_bytes(Path(paths.keypoint_export("sift", "csv")).read_bytes())
     with pytest.raises(DataError, match=r"kp\.csv\.bz2: unknown format '\.csv\.bz2'; use \.parquet, \.csv, \.csv\.gz"):
-        stages.detect_scene(pristine, "mine", locked(f), tmp_path / "o.parquet")
+        detect_scene(pristine, "mine", locked(f), tmp_path / "o.parquet")
 
 
 def test_csv_gz_export_is_the_csv_compressed_reproducibly(pristine, tmp_path, exported):
@@ -146,7 +147,7 @@ def test_csv_gz_export_is_the_csv_compressed_reproducibly(pristine, tmp_path, ex
     gz = Path(paths.keypoint_export("sift", "csv.gz")).read_bytes()
     assert gzip.decompress(gz) == Path(paths.keypoint_export("sift", "csv")).read_bytes()
     assert gz[3] == 0 and gz[4:8] == b"\0\0\0\0"  # FLG: no FNAME; MTIME 0
-    stages.export_keypoints(paths, "sift", tmp_path / "again.csv.gz")
+    export_keypoints(paths, "sift", tmp_path / "again.csv.gz")
     assert (tmp_path / "again.csv.gz").read_bytes() == gz
 
 
@@ -163,27 +164,27 @@ def test_export_records_the_octave_mode_of_its_root_detector(pristine, tmp_path,
               pd.read_csv(_io.BytesIO(gzip.decompress(f.read_bytes())) if fmt == "csv.gz" else f))
         assert list(df.columns)[-1] == OCTAVE_COLUMN and set(df[OCTAVE_COLUMN]) == {"sift"}, fmt
     derived = {"source": "sift", "filters": [{"min_size": 3.0}]}
-    stages.derive_scene(paths, pristine.name, "big", derived, Path(paths.keypoints("big", pristine.name)), None)
-    stages.export_keypoints(paths, "big", tmp_path / "big.csv")
+    derive_scene(paths, pristine.name, "big", derived, Path(paths.keypoints("big", pristine.name)), None)
+    export_keypoints(paths, "big", tmp_path / "big.csv")
     assert set(pd.read_csv(tmp_path / "big.csv")[OCTAVE_COLUMN]) == {"sift"}
     from descbench.config import validate_config
 
     orb = validate_config({"keypoint_sets": {"orb": {"detector": "orb", "max_keypoints": 300}},
                            "descriptors": {"d": {"family": "sift"}}}, SCHEMA)["keypoint_sets"]["orb"]
-    stages.detect_scene(pristine, "orb", orb, Path(paths.keypoints("orb", pristine.name)))
-    stages.export_keypoints(paths, "orb", tmp_path / "orb.csv")
+    detect_scene(pristine, "orb", orb, Path(paths.keypoints("orb", pristine.name)))
+    export_keypoints(paths, "orb", tmp_path / "orb.csv")
     assert set(pd.read_csv(tmp_path / "orb.csv")[OCTAVE_COLUMN]) == {"from_size"}
 
 
 def test_export_of_a_derived_set_whose_source_file_is_gone_says_so(pristine, tmp_path, exported):
     paths, kp = exported
-    stages.derive_scene(paths, pristine.name, "big", {"source": "sift", "filters": [{"min_size": 3.0}]},
+    derive_scene(paths, pristine.name, "big", {"source": "sift", "filters": [{"min_size": 3.0}]},
                         Path(paths.keypoints("big", pristine.name)), None)
-    stages.derive_scene(paths, pristine.name, "bigger", {"source": "big", "filters": [{"min_size": 4.0}]},
+    derive_scene(paths, pristine.name, "bigger", {"source": "big", "filters": [{"min_size": 4.0}]},
                         Path(paths.keypoints("bigger", pristine.name)), None)
     Path(paths.keypoints("big", pristine.name)).unlink()
     with pytest.raises(DataError, match=r"cannot export keypoint set 'bigger': its source set 'big' \(bigger\) has no file"):
-        stages.export_keypoints(paths, "bigger", tmp_path / "x.csv")
+        export_keypoints(paths, "bigger", tmp_path / "x.csv")
 
 
 @pytest.mark.parametrize("fmt", ["parquet", "csv", "csv.gz"])
@@ -199,8 +200,8 @@ def test_sift_descriptors_on_locked_sift_keypoints_with_their_octave_equal_the_o
     spec = locked(paths.keypoint_export("sift", fmt))
     if octave is not None:
         spec["params"]["octave"] = octave
-    stages.detect_scene(pristine, "mine", spec, out)
-    a, b = stages.load_keypoints(kp)[0], stages.load_keypoints(out)[0]
+    detect_scene(pristine, "mine", spec, out)
+    a, b = load_keypoints(kp)[0], load_keypoints(out)[0]
     for k in (1, 2, 6):
         img = pristine / f"{k}.ppm"
         np.testing.assert_array_equal(sift_descriptors(img, b[k], {}, spec), sift_descriptors(img, a[k], {}, SIFT))
@@ -231,7 +232,7 @@ def test_a_bad_octave_record_names_the_file(pristine, tmp_path, exported, values
     df[OCTAVE_COLUMN] = [values[i % 2] for i in range(len(df))]
     f = _write(tmp_path, df, "bad.csv")
     with pytest.raises(DataError, match=message) as err:
-        stages.detect_scene(pristine, "mine", locked(f), tmp_path / "o.parquet")
+        detect_scene(pristine, "mine", locked(f), tmp_path / "o.parquet")
     assert str(f) in str(err.value)
 
 

@@ -260,11 +260,11 @@ def cv2_threads():
 
 @pytest.mark.parametrize("threads", [1, 3])
 def test_onnxruntime_session_runs_on_the_jobs_threads(models, ramp_png, monkeypatch, cv2_threads, threads):
-    """A job's ``--threads`` (set through the CLI's limit_threads) becomes the session's intra-op
+    """A job's ``--threads`` (set through the jobs' limit_threads) becomes the session's intra-op
     threads, with one inter-op thread; the provenance records it and the rows do not change."""
     import threadpoolctl
 
-    from descbench.cli import limit_threads
+    from descbench.jobs.common import limit_threads
 
     monkeypatch.setattr(threadpoolctl, "threadpool_limits", lambda n: None)  # BLAS limits would outlive the test
     rng = np.random.default_rng(5)

@@ -246,28 +246,28 @@ def test_distractor_image_is_drawn_among_the_other_scenes_images():
 
 
 def test_a_pair_file_that_maps_outside_its_target_is_refused(scene: Path, tmp_path: Path):
-    from descbench import stages
+    from descbench.jobs.keypoints import detect_scene
 
     write_homography(scene / "H_3_4", np.array([[1.0, 0, 1e5], [0, 1, 0], [0, 0, 1]]))  # 100,000 px to the right
     _pairs_txt(scene, "2 5\n3 4 H_3_4\n")
     spec = {"detector": "sift", "params": {}, "border_px": 40, "max_keypoints": 200}
     with pytest.raises(DataError, match=r"H_3_4"):
-        stages.detect_scene(scene, "kp", spec, tmp_path / "kp.parquet")
+        detect_scene(scene, "kp", spec, tmp_path / "kp.parquet")
     assert not (tmp_path / "kp.parquet").exists()
 
 
 def test_projected_keypoints_need_every_reference_homography(scene: Path, tmp_path: Path):
-    from descbench import stages
+    from descbench.jobs.keypoints import detect_scene
 
     (scene / "H_1_6").unlink()
     _pairs_txt(scene, "2 5\n")
     spec = {"detector": "sift", "mode": "projected", "params": {}, "border_px": 40, "max_keypoints": 200}
     with pytest.raises(DataError, match=r"has no H_1_6 .*keypoint set 'kp' \(mode: projected"):
-        stages.detect_scene(scene, "kp", spec, tmp_path / "kp.parquet")
+        detect_scene(scene, "kp", spec, tmp_path / "kp.parquet")
 
 
 def test_verification_statistics_without_pooling_refuse_several_query_images():
-    from descbench.stages import _check_verification_groups
+    from descbench.jobs.score import _check_verification_groups
 
     groups = [(2, []), (3, [])]
     ok = {"candidates": "nearest", "convention": "descbench"}

@@ -107,7 +107,7 @@ def test_verification_pools_the_query_images(run):
 
 def test_scores_use_the_dataset_homographies(run):
     from descbench.metrics.retrieval import RetrievalParams, pair_statistics, score_pair
-    from descbench.stages import read_features
+    from descbench.jobs.common import read_features
 
     work, cfg, data = run
     paths = _res(work)
@@ -131,7 +131,7 @@ def test_keypoint_statistics_cover_the_pairs(run):
     from descbench.datasets.geometry import Pair
     from descbench.datasets.layout import load_pairs, scene_files
     from descbench.report.keypoint_stats import set_statistics
-    from descbench.stages import load_keypoints
+    from descbench.jobs.common import load_keypoints
 
     work, cfg, data = run
     paths = _res(work)

@@ -13,7 +13,11 @@ import numpy as np
 import pyarrow.parquet as pq
 import pytest
 
-from descbench import io, stages
+from descbench import io
+from descbench.jobs.common import load_keypoints
+from descbench.jobs.descriptors import describe_scene
+from descbench.jobs.keypoints import detect_scene
+from descbench.jobs.score import score_scene
 from descbench.datasets import hpatches, layout
 from descbench.errors import DataError
 from descbench.fileops import file_sha256
@@ -261,10 +265,10 @@ def expected_selection(kp: np.ndarray, scores: np.ndarray, w: int, h: int) -> np
 def run_stages(scene: Path, tmp_path: Path, kpset: dict = KPSET, dspec: dict = PRE_DESC, tag: str = "pre"):
     out = tmp_path / "out" / tag
     kp, desc = out / "kp.parquet", out / "desc.parquet"
-    stages.detect_scene(scene, "mynet_set", kpset, kp)
-    stages.describe_scene(scene, kp, tag, dspec, kpset, desc)
+    detect_scene(scene, "mynet_set", kpset, kp)
+    describe_scene(scene, kp, tag, dspec, kpset, desc)
     q, p, t = out / "queries.parquet", out / "pairs.parquet", out / "timing.json"
-    stages.score_scene(scene, kp, desc, SCORING, q, p, t)
+    score_scene(scene, kp, desc, SCORING, q, p, t)
     return kp, desc, q, p
 
 
@@ -291,7 +295,7 @@ def test_end_to_end_float(scene: Path, tmp_path: Path):
     kp_path, desc_path, q_path, p_path = run_stages(scene, tmp_path)
 
     # Keypoints: border filter, then the CAP highest scores.
-    per_image, kmeta = stages.load_keypoints(kp_path)
+    per_image, kmeta = load_keypoints(kp_path)
     assert kmeta["empty_images"] == []
     sel = {}
     for k in range(1, 7):
@@ -350,7 +354,7 @@ def test_end_to_end_binary(scene: Path, tmp_path: Path):
     dtable, dmeta = io.read_table(desc_path)
     assert dmeta["distance"] == "hamming" and dmeta["packed_bits"] is True
     assert dmeta["dtype"] == "uint8" and dmeta["dimension"] == 128
-    per_image, _ = stages.load_keypoints(kp_path)
+    per_image, _ = load_keypoints(kp_path)
     sel = {k: per_image[k].source_index.astype(np.int64) for k in range(1, 7)}
     desc = io.descriptors_array(dtable)
     dimage = dtable.column("image").to_numpy()
@@ -377,7 +381,7 @@ def test_end_to_end_root_and_no_cap(scene: Path, tmp_path: Path):
         src.rename(root / SCENE / src.name)
     kpset = {**KPSET, "max_keypoints": None, "params": {**KPSET["params"], "root": str(root)}}
     kp_path, _, _, p_path = run_stages(scene, tmp_path, kpset=kpset)
-    per_image, kmeta = stages.load_keypoints(kp_path)
+    per_image, kmeta = load_keypoints(kp_path)
     for k in range(1, 7):
         w, h = kmeta["image_sizes"][str(k)]
         x, y = npz[k]["keypoints"][:, 0], npz[k]["keypoints"][:, 1]
@@ -398,7 +402,7 @@ def test_stage_missing_npz_names_file(scene: Path, tmp_path: Path):
 def _detect_then_rewrite_npz(scene: Path, tmp_path: Path, rewrite) -> tuple[Path, Path]:
     npz = write_sift_npz(scene)
     kp = tmp_path / "out" / "kp.parquet"
-    stages.detect_scene(scene, "mynet_set", KPSET, kp)
+    detect_scene(scene, "mynet_set", KPSET, kp)
     f = scene / f"2.ppm.{METHOD}"
     n = npz[2]
     save_npz(f, **rewrite(n["keypoints"], n["descriptors"], n["scores"]))
@@ -410,7 +414,7 @@ def test_stage_npz_shrunk_after_detection(scene: Path, tmp_path: Path):
         scene, tmp_path, lambda k, d, s: dict(keypoints=k[:50], descriptors=d[:50], scores=s[:50])
     )
     with pytest.raises(DataError) as info:
-        stages.describe_scene(scene, kp, "pre", PRE_DESC, KPSET, tmp_path / "out" / "desc.parquet")
+        describe_scene(scene, kp, "pre", PRE_DESC, KPSET, tmp_path / "out" / "desc.parquet")
     assert str(f) in str(info.value)
 
 
@@ -420,7 +424,7 @@ def test_stage_npz_reordered_after_detection(scene: Path, tmp_path: Path):
     )
     out = tmp_path / "out" / "desc.parquet"
     try:
-        stages.describe_scene(scene, kp, "pre", PRE_DESC, KPSET, out)
+        describe_scene(scene, kp, "pre", PRE_DESC, KPSET, out)
     except DataError as exc:
         assert str(f) in str(exc)
         return

@@ -8,7 +8,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from descbench import stages
+from descbench.jobs.common import load_keypoints
+from descbench.jobs.keypoints import detect_scene
 from descbench.config import validate_config
 from descbench.datasets.layout import image_size, read_homography, scene_files
 from descbench.errors import ConfigError
@@ -74,8 +75,8 @@ def test_projected_scene_maps_image_1_through_each_homography(pristine, tmp_path
     spec = {"detector": "sift", "mode": "projected", "border_px": 40, "max_keypoints": 300,
             "params": {"n_features": 0, "n_octave_layers": 3, "contrast_threshold": 0.04, "edge_threshold": 10, "sigma": 1.6}}
     out = tmp_path / "p.parquet"
-    stages.detect_scene(pristine, "proj", spec, out)
-    per_image, meta = stages.load_keypoints(out)
+    detect_scene(pristine, "proj", spec, out)
+    per_image, meta = load_keypoints(out)
     files = scene_files(pristine)
     assert len(per_image[1]) == 300
     for k in range(2, 7):

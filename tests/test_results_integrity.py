@@ -102,17 +102,17 @@ def test_a_changed_file_with_the_same_stat_is_not_rehashed_but_new_stat_is(tmp_p
 
 
 def test_a_job_reads_its_settings_from_a_spec_file_and_names_a_bad_one(tmp_path):
-    from descbench import cli
     from descbench.errors import DescbenchError
+    from descbench.jobs.common import json_arg
 
     spec = tmp_path / "s.json"
     spec.write_text('{"a": [1, 2]}')
-    assert cli.json_arg(f"@{spec}") == {"a": [1, 2]} and cli.json_arg('{"a": 1}') == {"a": 1}
+    assert json_arg(f"@{spec}") == {"a": [1, 2]} and json_arg('{"a": 1}') == {"a": 1}
     with pytest.raises(DescbenchError, match=f"cannot read the settings file {tmp_path / 'missing.json'}"):
-        cli.json_arg(f"@{tmp_path / 'missing.json'}")
+        json_arg(f"@{tmp_path / 'missing.json'}")
     spec.write_text("{")
     with pytest.raises(DescbenchError, match=f"settings file {spec} is not valid JSON.*delete it and rerun"):
-        cli.json_arg(f"@{spec}")
+        json_arg(f"@{spec}")
 
 
 def _me(tmp_path, pid=None, host=None):

@@ -20,7 +20,11 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from descbench import cli, io, stages
+from descbench import cli, io
+from descbench.jobs.common import load_keypoints
+from descbench.jobs.descriptors import describe_batch
+from descbench.jobs.distractors import build_distractor_bank
+from descbench.jobs.keypoints import detect_batch
 from descbench.config import score_job_sections, validate_config
 from descbench.datasets.demo import generate_scene
 from descbench.errors import ConfigError
@@ -144,10 +148,10 @@ def toy_run(toy_registered, schema, tmp_path_factory):
         generate_scene(s, scene_root, seed=0)
     paths = ResultPaths(root, scene_batches(SCENES, cfg["execution"]["scenes_per_job"]))
     kp_spec = cfg["keypoint_sets"]["kp"]
-    stages.detect_batch(paths, scene_root, "batch000", "kp", kp_spec)
-    stages.describe_batch(paths, scene_root, "batch000", "kp", "desc", cfg["descriptors"]["desc"], kp_spec)
+    detect_batch(paths, scene_root, "batch000", "kp", kp_spec)
+    describe_batch(paths, scene_root, "batch000", "kp", "desc", cfg["descriptors"]["desc"], kp_spec)
     for d in ("desc", "desc5"):
-        stages.build_distractor_bank(paths, "kp", d, cfg["verification"], Path(paths.distractor_bank("kp", d)), features="desc")
+        build_distractor_bank(paths, "kp", d, cfg["verification"], Path(paths.distractor_bank("kp", d)), features="desc")
         # --threads 0: leave this process's thread pools as they are
         args = ["score", "--results-root", str(root), "--scene-root", str(scene_root), "--batches", json.dumps(paths.batches),
                 "--batch", "batch000", "--keypoint-set", "kp", "--descriptor", d, "--threads", "0",
@@ -162,7 +166,7 @@ def toy_run(toy_registered, schema, tmp_path_factory):
 
 
 def expected_counts(paths: ResultPaths, scene: str, min_size: float) -> list[int]:
-    per_image, _ = stages.load_keypoints(Path(paths.keypoints("kp", scene)))
+    per_image, _ = load_keypoints(Path(paths.keypoints("kp", scene)))
     return [int((per_image[k].size >= min_size).sum()) for k in range(1, 7)]
 
 

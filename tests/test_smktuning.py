@@ -58,14 +58,14 @@ def test_the_opt_in_finds_what_it_replaces_in_the_installed_snakemake(monkeypatc
 
 
 def test_scoring_jobs_import_numba_without_scipy_linalg_and_scipy_still_works():
-    """descbench.cli.import_numba_without_blas_probe: numba's numpy support loads without
+    """descbench.jobs.common.import_numba_without_blas_probe: numba's numpy support loads without
     importing scipy.linalg, kernels compile and run, and scipy.linalg imports normally after."""
     import subprocess
     import sys
 
     code = (
         "import sys\n"
-        "from descbench.cli import import_numba_without_blas_probe\n"
+        "from descbench.jobs.common import import_numba_without_blas_probe\n"
         "numba = import_numba_without_blas_probe()\n"
         "assert 'numba.np.arraymath' in sys.modules\n"
         "assert 'scipy.linalg' not in sys.modules, 'scipy.linalg was imported'\n"

@@ -14,7 +14,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from descbench import stages
+from descbench.jobs.common import load_keypoints
+from descbench.jobs.keypoints import detect_scene
 from descbench.datasets import hpatches, layout, list_scenes
 from descbench.errors import ConfigError, DataError
 from descbench.keypoints.locked import load_locked
@@ -37,7 +38,7 @@ def _raises(fn, *fragments: str, exc=DataError) -> str:
 
 def _detect(scene: Path, tmp_path: Path, spec: dict, name: str = "kp") -> Path:
     out = tmp_path / "out" / f"{name}.parquet"
-    stages.detect_scene(scene, name, spec, out)
+    detect_scene(scene, name, spec, out)
     return out
 
 
@@ -262,7 +263,7 @@ def test_header_only_per_image_csv_is_an_empty_image(pristine: Path, tmp_path: P
     assert len(load_locked(pattern, pristine.name, 3, 100, 100)) == 0
     spec = {"detector": "locked", "border_px": 0, "max_keypoints": None, "params": {"path": pattern}}
     out = _detect(pristine, tmp_path, spec)
-    per_image, meta = stages.load_keypoints(out)
+    per_image, meta = load_keypoints(out)
     assert meta["empty_images"] == [3] and len(per_image[3]) == 0 and len(per_image[2]) == 9
 
 

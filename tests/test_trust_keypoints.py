@@ -19,7 +19,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from descbench import stages
+from descbench.jobs.common import load_keypoints
+from descbench.jobs.keypoints import detect_scene
 from descbench.config import validate_config
 from descbench.errors import ConfigError, DataError
 from descbench.keypoints import ImageKeypoints, border_mask, filter_keypoints, top_by_response
@@ -49,8 +50,8 @@ def write(tmp_path: Path, rows: list[dict], name: str = "kp.parquet") -> Path:
 
 def detect(scene_dir: Path, tmp_path: Path, spec: dict):
     out = tmp_path / "o.parquet"
-    stages.detect_scene(scene_dir, "mine", spec, out)
-    return stages.load_keypoints(out)
+    detect_scene(scene_dir, "mine", spec, out)
+    return load_keypoints(out)
 
 
 def kps(x, y=None, response=None) -> ImageKeypoints:

@@ -19,7 +19,11 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from descbench import io, stages
+from descbench import io
+from descbench.jobs.common import read_features
+from descbench.jobs.descriptors import describe_scene
+from descbench.jobs.keypoints import detect_scene
+from descbench.jobs.score import _matching_params, score_matching_scene, score_scene, score_verification_scene
 from descbench.metrics.aggregate import matching_scene_values, matching_summary
 from descbench.metrics.bootstrap import BootstrapParams, paired_comparison
 from descbench.metrics.matching import MatchingParams, homography_accuracy, homography_auc, match_pair
@@ -169,14 +173,14 @@ DESC_SPEC = {"family": "sift", "params": {}}
 def _features(scene: Path, out: Path, border_px: int) -> tuple[Path, Path]:
     spec = {**KP_SPEC, "border_px": border_px}
     kp, desc = out / "kp.parquet", out / "desc.parquet"
-    stages.detect_scene(scene, "kp", spec, kp)
-    stages.describe_scene(scene, kp, "desc", DESC_SPEC, spec, desc)
+    detect_scene(scene, "kp", spec, kp)
+    describe_scene(scene, kp, "desc", DESC_SPEC, spec, desc)
     return kp, desc
 
 
 def _matching_files(scene: Path, kp: Path, desc: Path, out: Path) -> list[Path]:
     outs = [out / f for f in ("m.pairs.parquet", "m.classifier.parquet", "m.roc.parquet", "m.timing.json")]
-    stages.score_matching_scene(scene, kp, desc, SCORING, MATCHING, *outs)
+    score_matching_scene(scene, kp, desc, SCORING, MATCHING, *outs)
     return outs
 
 
@@ -187,9 +191,9 @@ def test_border_beyond_the_image_gives_no_data_everywhere_and_says_why(scene: Pa
     kp, desc = _features(scene, out, border_px=10000)
     s = scene.name
     ret = [out / f for f in ("queries.parquet", "pairs.parquet", "timing.json")]
-    stages.score_scene(scene, kp, desc, SCORING, *ret)
+    score_scene(scene, kp, desc, SCORING, *ret)
     ver = [out / f for f in ("v.list.parquet", "v.queries.parquet", "v.scene.parquet", "v.timing.json")]
-    stages.score_verification_scene(scene, kp, desc, {}, [s], SCORING, VERIFICATION, *ver)
+    score_verification_scene(scene, kp, desc, {}, [s], SCORING, VERIFICATION, *ver)
     mat = _matching_files(scene, kp, desc, out)
     files = {"scores": {"queries.parquet": [ret[0]], "pairs.parquet": [ret[1]], "timing.json": [ret[2]]},
              "verification": {"list.parquet": [ver[0]], "queries.parquet": [ver[1]], "scene.parquet": [ver[2]],
@@ -242,10 +246,10 @@ def test_matching_pairs_file_has_every_computed_column(scene: Path, tmp_path: Pa
     kp, desc = _features(scene, out, border_px=40)
     pairs_file = _matching_files(scene, kp, desc, out)[0]
     t, _ = io.read_table(pairs_file, io.matching_pairs_schema(MMA))
-    f = stages.read_features(kp, desc)
+    f = read_features(kp, desc)
     stats = match_pair(f.per_image[1].xy, f.by_image[1], f.per_image[2].xy, f.by_image[2],
                        np.loadtxt(scene / "H_1_2"), tuple(f.kmeta["image_sizes"]["1"]), tuple(f.kmeta["image_sizes"]["2"]),
-                       stages._matching_params(SCORING, MATCHING)[0])
+                       _matching_params(SCORING, MATCHING)[0])
     assert sorted(t.column_names) == sorted(["scene", "pair", *stats]) and "n_inliers" in t.column_names
     assert t.schema.remove_metadata() == io.matching_pairs_schema(MMA)  # the schema's order and types
     rows = t.to_pylist()

@@ -1,4 +1,4 @@
-"""Where every stage writes its files, in one place (used by the Snakemake rules, the stages and the report).
+"""Where every stage writes its files, in one place (used by the Snakemake rules, the jobs and the report).
 
 Jobs work on *scene batches* (:func:`scene_batches`): consecutive scenes of the evaluated scene
 list, ``scenes_per_job`` at a time. A job's output is one directory per stage and batch, holding
@@ -43,7 +43,7 @@ class ScoreTask:
     - ``kinds``: the files it writes per scene (``<scene>.<kind>``), in the order its writer takes
       them, ``timing.json`` (wall time, outside the bit-identical Parquet files) last;
     - ``writer``: ``writer(job, outs)`` writes one scene's files ``outs`` (``kinds`` order) from
-      ``job``, a :class:`descbench.stages.SceneJob` (the scene's features, this job's sections,
+      ``job``, a :class:`descbench.jobs.common.SceneJob` (the scene's features, this job's sections,
       the fused pass's results of the built-in tasks, a ``write_timing`` helper);
     - ``schemas``: ``schemas(cfg) -> {kind: pyarrow.Schema}`` of its Parquet files under ``cfg``
       (the descriptor's effective config); the files match them exactly (tested);
@@ -83,21 +83,21 @@ class TaskSummary(NamedTuple):
 # The scoring job's tasks, in the order it runs them (and the report's column order): where their
 # files go, which files they are, and the functions that write, read and summarise them. The
 # Snakemake rules (outputs, the job's sections, report inputs), the config (overridable and
-# sweepable sections), the job (descbench.stages.score_batch), the report and the plots read them
+# sweepable sections), the job (descbench.jobs.score.score_batch), the report and the plots read them
 # from here. A new task: one entry here plus its own module (README "Adding a scoring task").
 SCORE_TASK_REGISTRY: dict[str, ScoreTask] = {t.name: t for t in (
     ScoreTask("scores", None, ("queries.parquet", "pairs.parquet", "timing.json"),  # keypoint retrieval
-              writer="descbench.stages:write_retrieval", schemas="descbench.report.table:retrieval_schemas",
+              writer="descbench.jobs.score:write_retrieval", schemas="descbench.report.table:retrieval_schemas",
               summarize="descbench.report.table:summarize_retrieval",
               headline=("true_map_macro_by_scene", "precision_at_10"),
               intervals=(("true_map_micro", "sum_ap", "n_relevant_queries"), ("true_map_macro_by_scene", "true_map", None))),
     ScoreTask("verification", "verification", ("list.parquet", "queries.parquet", "scene.parquet", "timing.json"),
-              writer="descbench.stages:write_verification", schemas="descbench.report.table:verification_schemas",
+              writer="descbench.jobs.score:write_verification", schemas="descbench.report.table:verification_schemas",
               summarize="descbench.report.table:summarize_verification",
               headline=("keypoint_verification_ap", "keypoint_retrieval_ap"),
               intervals=(("keypoint_verification_ap", "keypoint_verification_ap", None),)),
     ScoreTask("matching", "matching", ("pairs.parquet", "classifier.parquet", "roc.parquet", "timing.json"),
-              writer="descbench.stages:write_matching", schemas="descbench.report.table:matching_schemas",
+              writer="descbench.jobs.score:write_matching", schemas="descbench.report.table:matching_schemas",
               summarize="descbench.report.table:summarize_matching",
               headline=("mean_precision", "mma_at_3", "homography_accuracy_at_3"),
               intervals=(("mma_at_3", "mma_at_3_sum", "n_mma_pairs"),
@@ -217,15 +217,15 @@ class ResultPaths:
         return self.task_file("matching", kpset, descriptor, scene, kind)
 
     def keypoint_cutoff(self, kpset: str) -> str:
-        """The dataset-wide cutoff of a set's ``global_top_n_by_size`` filter (stages.keypoint_cutoff)."""
+        """The dataset-wide cutoff of a set's ``global_top_n_by_size`` filter (descbench.jobs.keypoints.keypoint_cutoff)."""
         return str(Path(self.root) / "keypoint_cutoffs" / f"{kpset}.json")
 
     def keypoint_export(self, kpset: str, fmt: str) -> str:
-        """A set's keypoints of every scene in the locked-keypoint format (stages.export_keypoints)."""
+        """A set's keypoints of every scene in the locked-keypoint format (descbench.jobs.keypoints.export_keypoints)."""
         return str(Path(self.root) / "exports" / "keypoints" / f"{kpset}.{fmt}")
 
     def distractor_bank(self, kpset: str, descriptor: str) -> str:
-        """Every scene's distractor keypoints of one (keypoint set, descriptor) (stages.build_distractor_bank)."""
+        """Every scene's distractor keypoints of one (keypoint set, descriptor) (descbench.jobs.distractors.build_distractor_bank)."""
         return str(Path(self.root) / "distractors" / kpset / f"{descriptor}.parquet")
 
     def report(self, name: str) -> str:

@@ -229,7 +229,7 @@ def check_alignment(scored: ImageKeypoints, component: ImageKeypoints, tol_px: f
 
 def _not_from_an_image(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
     raise ConfigError("descriptor family 'composite' combines its components' descriptor files; the descriptor job "
-                      "(descbench.stages.describe_composite_scene) computes it, not an image")
+                      "(descbench.jobs.descriptors.describe_composite_scene) computes it, not an image")
 
 
 def component_names(params: dict) -> list[str]:

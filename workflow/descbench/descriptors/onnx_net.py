@@ -105,7 +105,7 @@ PARAMS_SCHEMA = {"onnx": object_fragment(
 
 def job_threads() -> int:
     """The job's thread count: OpenCV's (``cv2.getNumThreads``), which a job's ``--threads`` sets
-    (``descbench.cli.limit_threads``) and the opencv backend's dnn runs on, so the onnxruntime
+    (``descbench.jobs.common.limit_threads``) and the opencv backend's dnn runs on, so the onnxruntime
     backend follows the same count. At least 1 (``setNumThreads(0)`` means no pool)."""
     import cv2
 

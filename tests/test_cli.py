@@ -1,0 +1,49 @@
+"""descbench.cli holds argument parsing and error reporting only: every subcommand, its options
+and the function it runs come from a job module (descbench.jobs)."""
+
+from __future__ import annotations
+
+import ast
+import inspect
+import pkgutil
+from pathlib import Path
+
+import descbench.jobs
+from descbench import cli
+
+CLI = Path(cli.__file__)
+
+
+def _subcommands(parser) -> dict:
+    action = next(a for a in parser._actions if a.__class__.__name__ == "_SubParsersAction")
+    return action.choices
+
+
+def test_every_subcommand_runs_a_job_modules_function():
+    commands = _subcommands(cli.build_parser())
+    assert list(commands) == ["demo-scene", "hpatches", "keypoints", "keypoint-cutoff", "keypoint-stats", "export-keypoints",
+                              "descriptors", "score", "distractors", "report", "plots", "database", "compare", "patches",
+                              "warmup", "check-config"]
+    for name, parser in commands.items():
+        job = parser.get_default("job")
+        assert callable(job) and job.__module__.startswith("descbench.jobs."), name
+        assert job.__module__ != "descbench.jobs.common", name
+
+
+def test_every_job_module_adds_its_commands_and_is_on_the_command_line():
+    modules = {m.name for m in pkgutil.iter_modules(descbench.jobs.__path__)} - {"common"}
+    listed = {m.__name__.rsplit(".", 1)[1] for m in cli.job_modules()}
+    assert listed == modules
+    for m in cli.job_modules():
+        assert inspect.getsourcefile(m.add_commands) == m.__file__
+
+
+def test_cli_defines_no_parser_or_stage_logic():
+    tree = ast.parse(CLI.read_text())
+    defined = {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+    assert defined == {"Interrupted", "_raise_interrupted", "write_error_message", "_job_name", "build_parser", "job_modules",
+                       "main", "_report_error", "_install_interrupt_handlers", "run"}
+    calls = {n.func.attr for n in ast.walk(tree) if isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute)}
+    assert "add_parser" not in calls  # every subcommand's parser is its job module's
+    imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("descbench")}
+    assert imported <= {"descbench", "descbench.errors", "descbench.jobs", "descbench.jobs.common"}

@@ -1,0 +1,194 @@
+"""What several jobs share: reading a scene's keypoint and descriptor files, the scene a scoring
+task's writer gets (:class:`SceneJob`), and the command-line plumbing of every job module (JSON and
+``@file`` settings, the batch and run options, the result paths, per-job thread limits).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from descbench import io
+from descbench.errors import DataError, DescbenchError
+from descbench.fileops import file_sha256
+from descbench.keypoints import ImageKeypoints
+from descbench.paths import ResultPaths, scene_batches
+
+
+def write_timing(path: Path, scene: str, t0: float) -> None:
+    """Wall time since ``t0``: not reproducible, so it lives outside the bit-identical Parquet files."""
+    io.write_text(path, json.dumps({"scene": scene, "processing_time_ms": 1000 * (time.perf_counter() - t0)}) + "\n")
+
+
+def load_keypoints(path: Path) -> tuple[dict[int, ImageKeypoints], dict]:
+    table, meta = io.read_table(path, io.KEYPOINTS)
+    image = io.column_array(table.column("image"))
+    arrays = {f: io.column_array(table.column(f)) for f in ImageKeypoints.__dataclass_fields__}
+    per_image = {}
+    for k in range(1, len(meta["image_sizes"]) + 1):  # every image of the scene, an empty one too
+        sel = np.flatnonzero(image == k)
+        per_image[k] = ImageKeypoints(**{f: a[sel] for f, a in arrays.items()})
+    return per_image, meta
+
+
+@dataclass
+class SceneFeatures:
+    """Keypoints and descriptors of one scene, per image 1..n, checked to belong together."""
+
+    scene: str
+    per_image: dict[int, ImageKeypoints]
+    by_image: dict[int, np.ndarray]
+    kmeta: dict
+    dmeta: dict
+
+
+def read_features(keypoints: Path, descriptors: Path) -> SceneFeatures:
+    """Load one scene's keypoint and descriptor files; fail if they do not belong together."""
+    per_image, kmeta = load_keypoints(keypoints)
+    dtable, dmeta = io.read_table(descriptors)
+    if dmeta.get("keypoints_sha256") != file_sha256(keypoints):
+        raise DataError(f"{descriptors} was computed from a different version of {keypoints}; rerun its descriptor job")
+    desc = io.descriptors_array(dtable)
+    dimage = io.column_array(dtable.column("image"))
+    if desc.shape[0] != sum(len(v) for v in per_image.values()):
+        raise DataError(f"{descriptors}: {desc.shape[0]} descriptors for {sum(len(v) for v in per_image.values())} keypoints "
+                        f"of images 1..{len(per_image)}; rebuild it")
+    by_image = {k: desc[dimage == k] for k in per_image}
+    for k in per_image:
+        if by_image[k].shape[0] != len(per_image[k]):
+            raise DataError(f"{descriptors}: image {k} has {by_image[k].shape[0]} descriptors for {len(per_image[k])} keypoints; rebuild it")
+    return SceneFeatures(kmeta.get("scene", Path(keypoints).stem), per_image, by_image, kmeta, dmeta)
+
+
+@dataclass
+class SceneJob:
+    """One scene of a scoring job, as each task's writer gets it (descbench.paths.ScoreTask.writer).
+
+    ``sections``: this job's settings, ``{section: settings}`` for ``scoring`` and every enabled
+    task's section (the descriptor's effective values); ``fused``: the built-in tasks' results of
+    the one screen pass over the scene (:func:`descbench.jobs.score.scene_pass`); ``distractors``: the scene's drawn
+    distractors (verification on) or None; ``pairs``: the scene's pairs
+    (:class:`~descbench.datasets.geometry.Pair`, the dataset's list under the config's ``pairs``)."""
+
+    scene_dir: Path
+    features: SceneFeatures
+    sections: dict
+    fused: object = None
+    distractors: list | None = None
+    pairs: list | None = None
+
+    def t0_of(self, key: str) -> float:
+        """Start of a fused task's timing: now minus its share of the fused pass."""
+        return time.perf_counter() - self.fused.seconds[key]
+
+    def write_timing(self, path: Path, t0: float) -> None:
+        write_timing(path, self.features.scene, t0)
+
+
+# ----------------------------------------------------------------------------- command-line plumbing
+
+
+def json_arg(text: str):
+    """A JSON argument: the JSON itself, or ``@file``, a spec file holding it (the workflow's
+    jobs get their settings as files: descbench.specfiles). A missing or malformed file is an
+    error naming it."""
+    if not text.startswith("@"):
+        return json.loads(text)
+    from descbench.specfiles import read_spec
+
+    path = Path(text[1:])
+    try:
+        return read_spec(path)
+    except OSError as exc:
+        raise DescbenchError(f"cannot read the settings file {path} ({exc.strerror}); rerun the same snakemake command, "
+                             "which writes it again") from None
+    except ValueError as exc:
+        raise DescbenchError(f"the settings file {path} is not valid JSON ({exc}); delete it and rerun the same "
+                             "snakemake command, which writes it again") from None
+
+
+def batch_args(p: argparse.ArgumentParser) -> None:
+    """Which scene batch a job works on (descbench.paths.scene_batches of the scene list)."""
+    p.add_argument("--results-root", type=Path, required=True, help="<results_dir>/<dataset tag>")
+    p.add_argument("--scene-root", type=Path, required=True, help="the folder holding the scene folders")
+    p.add_argument("--batches", required=True,
+                   help="JSON {batch: [scenes]}: this job's batch, plus (score) every other batch, whose scenes give distractors")
+    p.add_argument("--batch", required=True, help="this job's batch, e.g. batch000")
+    p.add_argument("--threads", type=int, default=1)
+
+
+def result_paths(a: argparse.Namespace) -> ResultPaths:
+    """The result files of a command given ``--results-root`` and ``--batches`` (and ``--batch``,
+    which must be one of them)."""
+    batches = json_arg(a.batches)
+    if getattr(a, "batch", None) is not None and a.batch not in batches:
+        raise DescbenchError(f"--batch {a.batch!r} is not among --batches ({', '.join(batches)})")
+    return ResultPaths(a.results_root, batches)
+
+
+def run_args(p: argparse.ArgumentParser) -> None:
+    """The whole run a report-stage command reads: every combination on every scene."""
+    p.add_argument("--results-root", type=Path, required=True, help="<results_dir>/<experiment>")
+    p.add_argument("--combos", required=True, help="JSON list of [keypoint_set, descriptor]")
+    p.add_argument("--scenes", required=True, help="JSON list of scenes")
+    p.add_argument("--config", required=True, help="the validated config (JSON)")
+
+
+def run_paths(a: argparse.Namespace) -> tuple[ResultPaths, dict, list[str]]:
+    """``(ResultPaths, config, scenes)`` of a report-stage command (:func:`run_args`): the run's
+    scenes in the batches its jobs wrote them in."""
+    cfg, scenes = json_arg(a.config), json_arg(a.scenes)
+    return ResultPaths(a.results_root, scene_batches(scenes, cfg["execution"]["scenes_per_job"])), cfg, scenes
+
+
+_SCIPY_BLAS = "scipy.linalg.cython_blas"
+
+
+def import_numba_without_blas_probe():
+    """Import numba so that its numpy support does not import SciPy's linear algebra.
+
+    When ``numba.np.arraymath`` is first imported (at a process's first numba dispatch), numba
+    imports ``scipy.linalg.cython_blas`` to see whether jitted code may call BLAS (``np.dot``,
+    ``np.linalg``). With SciPy installed that import is ~0.2 s of every scoring job's CPU. descbench's
+    kernels never call BLAS inside numba (every product is a numpy ``@`` on a bounded row block,
+    outside the kernels), so the probe is answered "no BLAS": a kernel that did call it would fail
+    to compile with numba's "scipy 0.16+ is required for linear algebra", loudly, in the
+    ``numba_warmup`` job. Only that one import is blocked, only while numba's module loads;
+    ``import scipy.linalg`` works as usual afterwards. If numpy support is already loaded, nothing
+    changes.
+    """
+    import numba
+
+    if "numba.np.arraymath" not in sys.modules and _SCIPY_BLAS not in sys.modules:
+        sys.modules[_SCIPY_BLAS] = None  # makes `import scipy.linalg.cython_blas` raise ImportError
+        try:
+            import numba.np.arraymath  # noqa: F401
+        finally:
+            del sys.modules[_SCIPY_BLAS]
+    return numba
+
+
+def limit_threads(n: int, cmd: str) -> None:
+    """Keep each job within its Snakemake ``threads``: numba, BLAS and OpenCV pools.
+
+    Only the libraries the command uses are imported (an import costs a job 0.05-0.15 s):
+    OpenCV for detection/description, numba for scoring. ``NUMBA_NUM_THREADS`` (set by the
+    rules to the job's threads) already sizes numba's pool; this also covers direct calls.
+    """
+    import numpy  # noqa: F401  (BLAS must be loaded for threadpoolctl to find it)
+    from threadpoolctl import threadpool_limits
+
+    threadpool_limits(n)
+    if cmd in ("keypoints", "descriptors", "demo-scene", "patches"):  # patches: only `describe` takes --threads
+        import cv2
+
+        cv2.setNumThreads(n)
+    if cmd in ("score", "warmup"):
+        numba = import_numba_without_blas_probe()
+        numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))

@@ -1,0 +1,113 @@
+"""The descriptor job (``descriptors``): one descriptor on every scene of a batch, one file per
+scene, rows aligned with the scene's keypoint file; a composite descriptor from its components' files.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+import numpy as np
+
+from descbench import io
+from descbench.datasets.layout import scene_files
+from descbench.descriptors import compute_descriptors, get_family
+from descbench.errors import DataError
+from descbench.fileops import file_sha256
+from descbench.jobs.common import batch_args, json_arg, load_keypoints, read_features, result_paths
+from descbench.paths import ResultPaths
+
+
+def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpset_spec: dict, out: Path) -> None:
+    """Compute one descriptor for every keypoint of a scene; rows aligned with the keypoint file."""
+    files = scene_files(scene_dir)
+    per_image, kmeta = load_keypoints(keypoints)
+    blocks, images = [], []
+    for k, image_path in enumerate(files.images, start=1):
+        where = f"descriptor '{name}', scene {files.scene}, image {k}"
+        d = compute_descriptors(spec["family"], spec["params"], image_path, per_image[k], kpset_spec, where)
+        if blocks and (d.shape[1] != blocks[0].shape[1] or d.dtype != blocks[0].dtype):
+            raise DataError(
+                f"{where} ({image_path}): {d.dtype} x {d.shape[1]} descriptors, but image 1 has "
+                f"{blocks[0].dtype} x {blocks[0].shape[1]}; all images must use one descriptor "
+                "dimension and type (check the descriptor's input files for this image)"
+            )
+        blocks.append(d)
+        images.append(np.full(d.shape[0], k, dtype=np.int8))
+    runtime = fam.runtime_provenance(spec["params"]) if (fam := get_family(spec["family"])).runtime_provenance else None
+    _write_descriptors(blocks, images, name, spec, files.scene, keypoints, kmeta, out,
+                       **({"runtime": runtime} if runtime else {}))  # learned families: how they ran
+
+
+def _write_descriptors(blocks: list[np.ndarray], images: list[np.ndarray], name: str, spec: dict, scene: str,
+                       keypoints: Path, kmeta: dict, out: Path, **extra) -> None:
+    """One scene's descriptor file: the per-image rows ``blocks`` and their image numbers, with
+    the provenance (spec, dimension, distance, the keypoint file's sha256, ``extra``)."""
+    desc = np.concatenate(blocks)
+    binary = desc.dtype == np.uint8
+    fam = get_family(spec["family"])
+    if fam.binary is not None and fam.binary != binary:
+        raise DataError(f"descriptor '{name}': family {spec['family']} produced {desc.dtype}, expected {'uint8' if fam.binary else 'float32'}")
+    meta = io.provenance(
+        "descriptors", {"descriptor": name, **spec}, scene=scene, descriptor=name,
+        dimension=int(desc.shape[1]) * (8 if binary else 1), dtype=str(desc.dtype),
+        distance="hamming" if binary else "l2", packed_bits=binary,
+        keypoints_sha256=file_sha256(keypoints), keypoint_set=kmeta["params"]["keypoint_set"], **extra,
+    )
+    io.write_table(io.descriptors_table(np.concatenate(images), desc), out, meta)
+
+
+def describe_composite_scene(paths: ResultPaths, scene: str, kpset: str, name: str, spec: dict, out: Path) -> None:
+    """A composite descriptor (descbench.descriptors.composite) of one scene: its components'
+    descriptor files, each checked row-aligned with the scored set ``kpset`` image by image, then
+    aggregated. ``spec["components"]``: :func:`descbench.descriptors.composite.resolve_components`."""
+    from descbench.descriptors.composite import aggregate, check_alignment
+
+    keypoints = Path(paths.keypoints(kpset, scene))
+    per_image, kmeta = load_keypoints(keypoints)
+    comps = spec["components"]
+    names = [f"{i} ('{c['descriptor']}' on '{c['keypoint_set']}')" for i, c in enumerate(comps)]
+    files = [(Path(paths.keypoints(c["keypoint_set"], scene)), Path(paths.descriptors(c["keypoint_set"], c["descriptor"], scene)))
+             for c in comps]
+    feats = [read_features(k, d) for k, d in files]
+    blocks, images = [], []
+    for k in per_image:
+        where = f"descriptor '{name}', scene {scene}, image {k}"
+        for c, f, n in zip(comps, feats, names):
+            check_alignment(per_image[k], f.per_image[k], c["tol_px"], f"{where}, component {n}")
+        d = aggregate([f.by_image[k] for f in feats], spec["params"], names, where)
+        if blocks and d.shape[1] != blocks[0].shape[1]:
+            raise DataError(f"{where}: {d.shape[1]}-D rows, but image 1 has {blocks[0].shape[1]}-D; rebuild the components' descriptor files")
+        blocks.append(d)
+        images.append(np.full(d.shape[0], k, dtype=np.int8))
+    _write_descriptors(blocks, images, name, spec, scene, keypoints, kmeta, out,
+                       component_files_sha256=[file_sha256(d) for _, d in files])
+
+
+def describe_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, name: str, spec: dict, kpset_spec: dict) -> None:
+    """One descriptor on every scene of a batch (:func:`describe_scene`), one file per scene."""
+    for scene in paths.batches[batch]:
+        out = Path(paths.descriptors(kpset, name, scene))
+        if spec["family"] == "composite":
+            describe_composite_scene(paths, scene, kpset, name, spec, out)
+        else:
+            describe_scene(Path(scene_root) / scene, Path(paths.keypoints(kpset, scene)), name, spec, kpset_spec, out)
+
+
+
+# ----------------------------------------------------------------------------- command
+
+
+def add_commands(sub) -> dict:
+    """The ``descriptors`` subcommand; returns ``{command: function running it}``."""
+    p = sub.add_parser("descriptors", help="compute one descriptor on one scene batch")
+    batch_args(p)
+    p.add_argument("--keypoint-set", required=True)
+    p.add_argument("--name", required=True, help="descriptor name")
+    p.add_argument("--spec", required=True, help="descriptor spec (JSON)")
+    p.add_argument("--keypoint-set-spec", required=True, help="keypoint set spec (JSON)")
+    return {"descriptors": run}
+
+
+def run(a: argparse.Namespace) -> None:
+    describe_batch(result_paths(a), a.scene_root, a.batch, a.keypoint_set, a.name, json_arg(a.spec), json_arg(a.keypoint_set_spec))
