@@ -43,19 +43,11 @@ def textured_image(path: Path, w: int = 1024, h: int = 768, seed: int = 0) -> No
     cv2.imwrite(str(path), img.astype(np.uint8))
 
 
-def keypoints(n: int, w: int = 1024, h: int = 768, seed: int = 1):
-    """``n`` keypoints 40 px from the border, sizes log-uniform 2.5..64 px, any angle."""
-    import numpy as np
+def keypoints(n: int, seed: int = 1):
+    """``n`` keypoints on the check's 1024 x 768 image (bench_learned's distribution)."""
+    from bench_learned import make_keypoints
 
-    from descbench.keypoints import ImageKeypoints
-
-    rng = np.random.default_rng(seed)
-    f32 = np.float32
-    return ImageKeypoints(
-        x=rng.uniform(40, w - 40, n).astype(f32), y=rng.uniform(40, h - 40, n).astype(f32),
-        size=np.exp(rng.uniform(np.log(2.5), np.log(64.0), n)).astype(f32), angle=rng.uniform(0, 360, n).astype(f32),
-        response=rng.uniform(0, 1, n).astype(f32), octave=np.zeros(n, np.int32), class_id=np.full(n, -1, np.int32),
-        source_index=np.arange(n, dtype=np.int32))
+    return make_keypoints(n, w=1024, h=768, seed=seed)
 
 
 def rows_params(family: str, device: str, threads: int, engine: str, batch_mem_mb: int) -> dict:
