@@ -73,11 +73,15 @@ def test_every_task_covers_exactly_the_scene_pairs(run):
                 assert len(t) == len(want) * (1 if kind == "pairs.parquet" else len(cfg["matching"]["classifier_matchers"]))
 
 
+def _keypoints_per_image(paths, scene: str):
+    """image number -> the scene's keypoint count in that image."""
+    return pq.read_table(paths.keypoints("sift", scene)).to_pandas().groupby("image").size()
+
+
 def test_queries_are_the_query_images_keypoints(run):
     work, _, _ = run
     paths = _res(work)
-    kp = pq.read_table(paths.keypoints("sift", "v_listed")).to_pandas()
-    n = kp.groupby("image").size()
+    n = _keypoints_per_image(paths, "v_listed")
     q = pq.read_table(paths.task_file("scores", "sift", "sift", "v_listed", "queries.parquet")).to_pandas()
     for (a, b), rows in q.groupby(["query_image", "pair"], sort=False):
         assert len(rows) == n[a] and rows["query"].tolist() == list(range(n[a]))
@@ -89,8 +93,7 @@ def test_queries_are_the_query_images_keypoints(run):
 def test_verification_pools_the_query_images(run):
     work, _, _ = run
     paths = _res(work)
-    kp = pq.read_table(paths.keypoints("sift", "v_listed")).to_pandas()
-    n = kp.groupby("image").size()
+    n = _keypoints_per_image(paths, "v_listed")
     lst = pq.read_table(paths.task_file("verification", "sift", "sift", "v_listed", "list.parquet")).to_pandas()
     own = lst[lst.target_scene == "v_listed"]
     got = {a: sorted(set(g.target_image)) for a, g in own.groupby("query_image")}

@@ -91,8 +91,8 @@ def test_a_changed_file_with_the_same_stat_is_not_rehashed_but_new_stat_is(tmp_p
     f = tmp_path / "m.onnx"
     f.write_bytes(b"a")
     calls = []
-    real = specfiles._sha256
-    monkeypatch.setattr(specfiles, "_sha256", lambda p: calls.append(p) or real(p))
+    real = specfiles.file_sha256
+    monkeypatch.setattr(specfiles, "file_sha256", lambda p: calls.append(p) or real(p))
     specfiles.digest_file(f, tmp_path / "d")
     specfiles.digest_file(f, tmp_path / "d")
     assert len(calls) == 1  # the stat cache

@@ -14,6 +14,8 @@ import os
 import socket
 from pathlib import Path
 
+from descbench.fileops import atomic_path
+
 JOBS_NAME = ".descbench_jobs"
 # Set by the run for its jobs: where they record themselves and which run they belong to.
 JOBS_ENV = "DESCBENCH_RUN_JOBS"
@@ -40,10 +42,8 @@ def register_job(environ: dict | None = None) -> Path | None:
     pid = os.getpid()
     record = folder / f"{socket.gethostname()}.{pid}.json"
     try:
-        folder.mkdir(parents=True, exist_ok=True)
-        tmp = record.with_name(f".{record.name}.tmp")
-        tmp.write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "run_id": run_id}))
-        os.replace(tmp, record)
+        with atomic_path(record) as tmp:
+            tmp.write_text(json.dumps({"pid": pid, "host": socket.gethostname(), "run_id": run_id}))
     except OSError:
         return None  # a read-only or full disk: the job itself says so when it writes
     return record

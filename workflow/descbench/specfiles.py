@@ -33,7 +33,7 @@ import os
 import uuid
 from pathlib import Path
 
-_CHUNK = 1 << 20
+from descbench.fileops import atomic_path, file_sha256
 
 
 _WRITTEN = ', "written": '
@@ -92,18 +92,8 @@ def write_if_changed(path: Path | str, text: str) -> bool:
 
 
 def _replace(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
-
-
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(_CHUNK), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
+    with atomic_path(path) as tmp:
+        tmp.write_text(text, encoding="utf-8")
 
 
 def _stat_key(st: os.stat_result) -> list[int]:
@@ -142,7 +132,7 @@ def digest_file(path: Path | str, folder: Path | str, write: bool = True, previe
     except (OSError, ValueError, AttributeError):
         pass
     if sha is None:
-        sha = _sha256(path)
+        sha = file_sha256(path)
         write_if_changed(cache, json.dumps({"stat": _stat_key(st), "sha256": sha}))
     head = f"sha256 {sha}\npath {path.resolve()}\n"
     try:
