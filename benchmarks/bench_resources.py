@@ -219,7 +219,7 @@ class Experiment:
 
     def score(self, kpset: str, desc: str, scene: str) -> dict:
         from descbench.config import score_job_sections
-        from descbench.paths import score_tasks_on
+        from descbench.tasks import score_tasks_on
 
         b = self.batch_of[scene]
         for t in score_tasks_on(self.cfg):

@@ -454,6 +454,7 @@ def test_a_convention_added_to_the_registry_reaches_config_columns_and_report(to
     from descbench.errors import ConfigError
     from descbench.metrics.aggregate import pooled_verification_ap, verification_summary
     from descbench.metrics.bojanic import verification_ap
+    from descbench.tasks.verification import scene_schema
 
     base = {"keypoint_sets": {"s": {"detector": "sift"}}}
     assert validate_config({**base, "verification": {"ap_convention": "first_hit"}}, SCHEMA)
@@ -465,7 +466,7 @@ def test_a_convention_added_to_the_registry_reaches_config_columns_and_report(to
     row = verification_ap(d, lab, 25)
     assert list(row) == apm.verification_ap_columns() and row["verification_ap_first_hit"] == pytest.approx(1 / 2)
     assert np.isnan(verification_ap(d[:0], lab[:0], 25)["verification_ap_first_hit"])
-    schema = io.verification_scene_schema(apm.verification_ap_columns())
+    schema = scene_schema(apm.verification_ap_columns())
     assert "verification_ap_first_hit" in schema.names
     stats = {"scene": "v_a", "n_queries": 4, "n_target_keypoints": 4, "n_distractor_scenes": 0, "n_distractors": 0,
              "verification_num_positives": 2, "verification_num_negatives": 2, **row,

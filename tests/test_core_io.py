@@ -25,36 +25,6 @@ def _table():
     return pa.table({"a": pa.array([1, 2, 3], pa.int32()), "b": pa.array([0.5, 1.5, 2.5], pa.float64())})
 
 
-# ----------------------------------------------------------------------------- schemas
-
-
-def test_verification_scene_schema_columns_and_workbench_extension():
-    base = io.verification_scene_schema(["verification_ap_x", "verification_ap_y"])
-    assert base.names[:7] == ["scene", "n_queries", "n_target_keypoints", "n_distractor_scenes", "n_distractors",
-                              "verification_num_positives", "verification_num_negatives"]
-    assert base.names[7:9] == ["verification_ap_x", "verification_ap_y"]
-    assert base.field("verification_ap_y").type == pa.float64()
-    assert not any(n.startswith("workbench_") for n in base.names)
-    wb = io.verification_scene_schema(["verification_ap_x", "verification_ap_y"], workbench=True)
-    assert wb.names == base.names + [n for n, _ in io.WORKBENCH_SCENE_FIELDS]
-    for n, t in io.WORKBENCH_SCENE_FIELDS:
-        assert wb.field(n).type == t
-    assert io.verification_scene_schema(["verification_ap_x", "verification_ap_y"], False) == base
-
-
-def test_matching_pairs_schema_holds_exactly_what_match_pair_computes():
-    from descbench.metrics.matching import MatchingParams, match_pair
-
-    xy = np.array([[1.0, 1.0], [5.0, 5.0], [9.0, 2.0], [3.0, 8.0]])
-    desc = np.eye(4, dtype=np.float32)
-    st = match_pair(xy, desc, xy, desc, np.eye(3), (10, 10), (10, 10), MatchingParams(mma_thresholds=(1, 2.5)))
-    s = io.matching_pairs_schema([1, 2.5])
-    assert s.names[:2] == ["scene", "pair"]
-    assert set(s.names[2:]) == set(st)
-    for k, v in st.items():
-        assert s.field(k).type == (pa.int64() if isinstance(v, int) else pa.float64()), k
-
-
 # ----------------------------------------------------------------------------- provenance and writing
 
 

@@ -57,13 +57,11 @@ def test_result_paths_put_each_scene_file_in_its_batch_folder(tmp_path):
     assert p.batch_of("c") == "batch001"
     assert p.keypoints("k", "c") == str(tmp_path / "keypoints/k/batch001/c.parquet")
     assert p.descriptors("k", "d", "a") == str(tmp_path / "descriptors/k/d/batch000/a.parquet")
-    assert p.score("k", "d", "b", "pairs.parquet") == str(tmp_path / "scores/k/d/batch000/b.pairs.parquet")
-    assert p.verification("k", "d", "c", "list.parquet") == str(tmp_path / "verification/k/d/batch001/c.list.parquet")
-    assert p.matching("k", "d", "c", "roc.parquet") == str(tmp_path / "matching/k/d/batch001/c.roc.parquet")
+    assert p.task_file("scores", "k", "d", "b", "pairs.parquet") == str(tmp_path / "scores/k/d/batch000/b.pairs.parquet")
+    assert p.task_file("verification", "k", "d", "c", "list.parquet") == str(tmp_path / "verification/k/d/batch001/c.list.parquet")
+    assert p.task_file("matching", "k", "d", "c", "roc.parquet") == str(tmp_path / "matching/k/d/batch001/c.roc.parquet")
     with pytest.raises(KeyError, match="not in the evaluated scene list"):
         p.batch_of("zz")
-    with pytest.raises(ValueError, match="unknown task"):
-        p.task_dir("nope", "k", "d", "batch000")
 
 
 @pytest.fixture(scope="module")
@@ -89,9 +87,9 @@ def _digests(paths: ResultPaths) -> dict[str, str]:
     out = {}
     for s in SCENES:
         files = [paths.keypoints("kp", s), paths.descriptors("kp", "desc", s)]
-        files += [paths.score("kp", "desc", s, k) for k in ("queries.parquet", "pairs.parquet")]
-        files += [paths.verification("kp", "desc", s, k) for k in ("list.parquet", "queries.parquet", "scene.parquet")]
-        files += [paths.matching("kp", "desc", s, k) for k in ("pairs.parquet", "classifier.parquet", "roc.parquet")]
+        files += [paths.task_file("scores", "kp", "desc", s, k) for k in ("queries.parquet", "pairs.parquet")]
+        files += [paths.task_file("verification", "kp", "desc", s, k) for k in ("list.parquet", "queries.parquet", "scene.parquet")]
+        files += [paths.task_file("matching", "kp", "desc", s, k) for k in ("pairs.parquet", "classifier.parquet", "roc.parquet")]
         for f in files:
             rel = Path(f).relative_to(paths.root)
             out[f"{rel.parts[0]}/{rel.name}"] = hashlib.sha256(Path(f).read_bytes()).hexdigest()
@@ -107,20 +105,22 @@ def test_batch_size_changes_no_result(tmp_path, scene_root, batched):
     one_job = _run_batches(tmp_path / "batched3", scene_root, 3)
     assert _digests(one_job) == _digests(batched)
     # each task wrote its wall time next to its files, per scene
-    assert Path(batched.matching("kp", "desc", "v_camera", "timing.json")).exists()
+    assert Path(batched.task_file("matching", "kp", "desc", "v_camera", "timing.json")).exists()
 
 
 def test_score_tasks_write_exactly_their_registered_files(batched):
-    """Each scoring task's batch folder holds, per scene, exactly the files its registry entry
-    lists (descbench.paths.SCORE_TASK_REGISTRY), which the rules and the report rely on."""
-    from descbench.paths import SCORE_TASK_REGISTRY, score_tasks_on
+    """Each scoring task's batch folder holds, per scene, exactly the files its module declares
+    (``ScoringTask.kinds``, descbench.tasks.SCORING_TASKS), which the rules and the report rely on."""
+    from descbench.tasks import SCORING_TASKS, score_tasks_on, scoring_task
 
-    for task in SCORE_TASK_REGISTRY.values():
+    for task in SCORING_TASKS.values():
         for b, scenes in batched.batches.items():
             folder = Path(batched.task_dir(task.name, "kp", "desc", b))
             assert sorted(p.name for p in folder.iterdir()) == sorted(f"{s}.{k}" for s in scenes for k in task.kinds)
     with pytest.raises(ValueError, match=r"task 'scores' writes no 'roc\.parquet' file"):
-        batched.task_file("scores", "kp", "desc", SCENES[0], "roc.parquet")
+        scoring_task("scores").file(batched, "kp", "desc", SCENES[0], "roc.parquet")
+    with pytest.raises(ValueError, match=r"unknown scoring task 'score'; expected one of \('scores', 'verification', 'matching'\)"):
+        scoring_task("score")
     assert score_tasks_on({"verification": {"enabled": False}, "matching": {"enabled": True}}) == ["scores", "matching"]
 
 
@@ -137,14 +137,14 @@ def test_batch_stages_equal_the_single_scene_entry_points(tmp_path, scene_root, 
         score.score_matching_scene(scene_root / s, kp, desc, SCORING, MATCHING,
                                     out / "mp.parquet", out / "mc.parquet", out / "mr.parquet", out / "mt.json")
         pairs = {
-            "q.parquet": batched.score("kp", "desc", s, "queries.parquet"),
-            "p.parquet": batched.score("kp", "desc", s, "pairs.parquet"),
-            "vl.parquet": batched.verification("kp", "desc", s, "list.parquet"),
-            "vq.parquet": batched.verification("kp", "desc", s, "queries.parquet"),
-            "vs.parquet": batched.verification("kp", "desc", s, "scene.parquet"),
-            "mp.parquet": batched.matching("kp", "desc", s, "pairs.parquet"),
-            "mc.parquet": batched.matching("kp", "desc", s, "classifier.parquet"),
-            "mr.parquet": batched.matching("kp", "desc", s, "roc.parquet"),
+            "q.parquet": batched.task_file("scores", "kp", "desc", s, "queries.parquet"),
+            "p.parquet": batched.task_file("scores", "kp", "desc", s, "pairs.parquet"),
+            "vl.parquet": batched.task_file("verification", "kp", "desc", s, "list.parquet"),
+            "vq.parquet": batched.task_file("verification", "kp", "desc", s, "queries.parquet"),
+            "vs.parquet": batched.task_file("verification", "kp", "desc", s, "scene.parquet"),
+            "mp.parquet": batched.task_file("matching", "kp", "desc", s, "pairs.parquet"),
+            "mc.parquet": batched.task_file("matching", "kp", "desc", s, "classifier.parquet"),
+            "mr.parquet": batched.task_file("matching", "kp", "desc", s, "roc.parquet"),
         }
         for mine, theirs in pairs.items():
             assert (out / mine).read_bytes() == Path(theirs).read_bytes(), (s, mine)

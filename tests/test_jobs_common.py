@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from descbench.errors import DescbenchError
-from descbench.jobs.common import SceneJob, batch_args, json_arg, read_features, result_paths
+from descbench.jobs.common import batch_args, json_arg, read_features, result_paths
+from descbench.tasks.base import SceneJob
 from jobcli import SCENES, features
 
 

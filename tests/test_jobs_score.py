@@ -10,7 +10,7 @@ import pyarrow.parquet as pq
 
 from descbench import cli
 from descbench.config import score_job_sections
-from descbench.paths import score_tasks_on
+from descbench.tasks import score_tasks_on, scoring_task
 from jobcli import SCENES, scored
 
 
@@ -20,7 +20,7 @@ def test_every_enabled_task_writes_its_files(tmp_path, capsys):
     assert {"scores", "verification", "matching"} <= set(tasks)
     for task in tasks:
         for s in SCENES:
-            for f in run.paths.task_files(task, "kp", "desc", s):
+            for f in scoring_task(task).files(run.paths, "kp", "desc", s):
                 assert Path(f).exists(), f
                 if f.suffix == ".parquet":
                     assert pq.ParquetFile(f).metadata.num_rows > 0, f

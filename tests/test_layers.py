@@ -5,7 +5,7 @@ Dependencies point one way:
 
     0  errors, paths, columns, io, fileops, rng, params, torchrt, jobfacts, (package __init__) - bottom: names, files, schemas
     1  datasets, keypoints, descriptors, metrics, precomputed     - pure computations
-    2  patches, report, config, sweeps                            - benchmarks and reports over them
+    2  patches, report, config, sweeps, tasks                     - benchmarks, scoring tasks and reports over them
     3  jobs, patches.stages, cli, __main__, smktuning             - the jobs and the command line
 
 A module imports only modules of its own layer or below; no module imports a private name
@@ -15,7 +15,6 @@ A module imports only modules of its own layer or below; no module imports a pri
 from __future__ import annotations
 
 import ast
-import importlib
 from pathlib import Path
 
 import pytest
@@ -44,6 +43,7 @@ LAYERS = {
     "descbench.precomputed": 1,
     "descbench.patches": 2,
     "descbench.report": 2,
+    "descbench.tasks": 2,
     "descbench.config": 2,
     "descbench.sweeps": 2,
     "descbench.jobresources": 2,
@@ -163,39 +163,21 @@ def test_the_linter_sees_upward_private_and_relative_imports():
     assert top_package("descbench.keypoints.detectors") != top_package("descbench.metrics.probe")
 
 
-# The scoring-task registry (descbench.paths, layer 0) names its functions as "module:function",
-# imported by their callers: each must live where its caller may import it, and be public.
-HOOK_CALLERS = {"writer": "descbench.jobs.score", "schemas": "descbench.report.table", "summarize": "descbench.report.table"}
+# The scoring tasks are registered by module (descbench.tasks.TASK_MODULES), like the descriptor
+# families: no "module:function" strings, so every function a task's callers use is reached through
+# an import this checker sees.
 
 
-def hook_problems(registry: dict) -> list[str]:
-    bad = []
-    for task in registry.values():
-        for hook, caller in HOOK_CALLERS.items():
-            ref = getattr(task, hook)
-            if callable(ref):
-                bad.append(f"{task.name}.{hook}: a function object ({ref!r}); name it as 'module:function'")
-                continue
-            module, _, name = ref.partition(":")
-            if module not in GRAPH or not name:
-                bad.append(f"{task.name}.{hook}: {ref!r} names no module of the package")
-            elif layer(module) > layer(caller):
-                bad.append(f"{task.name}.{hook}: {module} (layer {layer(module)}) is above its caller {caller} (layer {layer(caller)})")
-            elif name.startswith("_") and top_package(module) != top_package(caller):
-                bad.append(f"{task.name}.{hook}: {ref!r} is private to {top_package(module)}")
-            elif not callable(getattr(importlib.import_module(module), name, None)):
-                bad.append(f"{task.name}.{hook}: {ref!r} is not a function of {module}")
-    return bad
+def test_every_scoring_task_is_a_module_the_registry_imports():
+    from descbench.tasks import SCORING_TASKS, TASK_MODULES
+    from descbench.tasks.base import ScoringTask
 
-
-def test_score_task_functions_live_where_their_callers_may_import_them():
-    from descbench.paths import SCORE_TASK_REGISTRY, ScoreTask
-
-    assert not hook_problems(SCORE_TASK_REGISTRY), "\n".join(hook_problems(SCORE_TASK_REGISTRY))
-    # the check sees a summary in the jobs' layer, a private writer of another package and a typo
-    wrong = ScoreTask("x", "x", ("a.parquet",), writer="descbench.metrics.ap:_private", schemas="descbench.report.table:nope",
-                      summarize="descbench.jobs.score:score_batch")
-    found = "\n".join(hook_problems({"x": wrong}))
-    assert "x.summarize: descbench.jobs.score (layer 3) is above its caller descbench.report.table (layer 2)" in found
-    assert "x.writer: 'descbench.metrics.ap:_private' is private to descbench.metrics" in found
-    assert "x.schemas: 'descbench.report.table:nope' is not a function" in found
+    imported = {target for target, _, _ in GRAPH["descbench.tasks"]}
+    for m in TASK_MODULES:
+        assert m.__name__ in imported, f"descbench.tasks does not import {m.__name__}"
+        assert isinstance(m.TASK, ScoringTask) and type(m.TASK).__module__ == m.__name__, m.__name__
+    assert list(SCORING_TASKS.values()) == [m.TASK for m in TASK_MODULES]
+    # no task attribute is a string naming a function elsewhere
+    for t in SCORING_TASKS.values():
+        assert all(callable(f) for f in t.figures.values()), t.name
+        assert not any(isinstance(getattr(t, a, None), str) and ":" in getattr(t, a) for a in dir(t) if not a.startswith("_"))

@@ -199,21 +199,23 @@ def test_a_missing_reference_homography_names_who_needs_it(scene: Path):
 
 
 def test_query_image_column_sits_before_the_pair():
-    assert io.with_query_image(io.PAIRS).names[:3] == ["scene", "query_image", "pair"]
-    assert io.with_query_image(io.VERIFICATION_LIST).names[:2] == ["query_image", "query"]
-    assert io.with_query_image(io.KEYPOINT_RETRIEVAL).names[:3] == ["scene", "query_image", "query"]
-    assert io.with_query_image(io.ROC_POINTS).field("query_image").type == pa.int8()
+    from descbench.tasks import matching, retrieval, verification
+
+    assert io.with_query_image(retrieval.PAIRS).names[:3] == ["scene", "query_image", "pair"]
+    assert io.with_query_image(verification.VERIFICATION_LIST).names[:2] == ["query_image", "query"]
+    assert io.with_query_image(verification.KEYPOINT_RETRIEVAL).names[:3] == ["scene", "query_image", "query"]
+    assert io.with_query_image(matching.ROC_POINTS).field("query_image").type == pa.int8()
 
 
 def test_report_reads_reference_scenes_as_query_image_one():
-    from descbench.report.table import _concat
+    from descbench.tasks.base import concat_rows
 
     ref = pa.table({"scene": ["a", "a"], "pair": pa.array([2, 3], pa.int8()), "v": [1.0, 2.0]})
     other = pa.table({"scene": ["b"], "query_image": pa.array([2], pa.int8()), "pair": pa.array([5], pa.int8()), "v": [3.0]})
-    df = _concat([ref, other])
+    df = concat_rows([ref, other])
     assert list(df.columns) == ["scene", "query_image", "pair", "v"]
     assert df.query_image.tolist() == [1, 1, 2] and df.pair.tolist() == [2, 3, 5]
-    assert "query_image" not in _concat([ref]).columns  # a run of (1, k) scenes: unchanged
+    assert "query_image" not in concat_rows([ref]).columns  # a run of (1, k) scenes: unchanged
 
 
 def test_per_scene_query_keypoints_sum_over_query_images():
@@ -267,13 +269,13 @@ def test_projected_keypoints_need_every_reference_homography(scene: Path, tmp_pa
 
 
 def test_verification_statistics_without_pooling_refuse_several_query_images():
-    from descbench.jobs.score import _check_verification_groups
+    from descbench.tasks.verification import check_groups
 
     groups = [(2, []), (3, [])]
     ok = {"candidates": "nearest", "convention": "descbench"}
-    _check_verification_groups("s", groups, ok)
-    _check_verification_groups("s", groups[:1], {"candidates": "all", "convention": "workbench"})  # one query image: defined
+    check_groups("s", groups, ok)
+    check_groups("s", groups[:1], {"candidates": "all", "convention": "workbench"})  # one query image: defined
     for bad in ({"candidates": "all"}, {"convention": "workbench"}):
         with pytest.raises(ConfigError, match=rf"scene s: its pairs have 2 query images \(2, 3\), and verification\."
                                               rf"{next(iter(bad))}: {next(iter(bad.values()))} is defined for one query image"):
-            _check_verification_groups("s", groups, {**ok, **bad})
+            check_groups("s", groups, {**ok, **bad})

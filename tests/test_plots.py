@@ -1,4 +1,5 @@
-"""Plots: the ROC averaging by hand; every figure written (PNG + SVG) by the workflow."""
+"""Plots: the colours, and the words on every figure (the ROC averaging by hand:
+tests/descbench/tasks/test_matching.py)."""
 
 from __future__ import annotations
 
@@ -6,22 +7,9 @@ import matplotlib
 import numpy as np
 import pandas as pd
 
-from descbench.report.plots import mean_roc
-
-
-def test_mean_roc_is_the_vertical_average_of_step_curves():
-    roc = pd.DataFrame({
-        "scene": ["a"] * 3 + ["b"] * 3, "pair": [2] * 6, "point": [0, 1, 2] * 2,
-        "fpr": [0.0, 0.5, 1.0, 0.0, 0.2, 1.0], "tpr": [0.0, 0.8, 1.0, 0.4, 0.6, 1.0],
-    })
-    got = mean_roc(roc, np.array([0.0, 0.1, 0.2, 0.5, 0.9, 1.0]))
-    # a: 0, 0, 0, .8, .8, 1   b: .4, .4, .6, .6, .6, 1
-    np.testing.assert_allclose(got, [0.2, 0.2, 0.3, 0.7, 0.7, 1.0])
-    assert mean_roc(roc.iloc[:0], np.array([0.5])) is None
-
 
 def test_descriptor_colours_stay_distinct_up_to_20():
-    from descbench.report.plots import descriptor_colours
+    from descbench.report.drawing import descriptor_colours
 
     ten = descriptor_colours([f"d{i}" for i in range(10)])
     assert len(set(ten.values())) == 10 and ten["d0"] == matplotlib.colormaps["tab10"](0)  # the demo's colours
@@ -37,7 +25,9 @@ import matplotlib.pyplot as plt  # noqa: E402
 import pytest  # noqa: E402
 
 from descbench.report.figures import CAPTIONS, FIGURES  # noqa: E402
-from descbench.report.plots import DRAW, _style  # noqa: E402
+from descbench.config import effective_config  # noqa: E402
+from descbench.report.drawing import line_styles  # noqa: E402
+from descbench.report.plots import DRAW  # noqa: E402
 
 MMA_T = [1, 2, 3]
 # internal symbols that a reader of a figure cannot decode without the code or the captions
@@ -72,7 +62,8 @@ class FakeRun:
                 r.update({f"{prefix}{t}": 0.2 * t for t in MMA_T})
             rows.append(r)
         self.table = pd.DataFrame(rows)
-        self.styles = _style(self.table)
+        self.styles = line_styles(self.table)
+        self.effective = {d: effective_config(cfg, d) for _, d in self.combos}
         pd.DataFrame([{"scene": s, "descriptor": d, "keypoint_set": ks, "true_map": 0.5}
                       for ks, d in self.combos for s in scenes]).to_csv(tmp_path / "per_scene.csv", index=False)
         sets = list(dict.fromkeys(ks for ks, _ in self.combos))
@@ -80,11 +71,10 @@ class FakeRun:
                       "repeatability": [0.5] * len(sets)}).to_csv(tmp_path / "keypoint_stats.csv", index=False)
 
     def rows(self, task, kind):
-        if (task == "matching" and not self.cfg["matching"]["enabled"]) or \
-                (task == "verification" and not self.cfg["verification"]["enabled"]):
+        if task.section is not None and not self.cfg[task.section]["enabled"]:
             return
         for ks, d in self.combos:
-            yield ks, d, self.data(task, kind, d)
+            yield ks, d, self.data(task.name, kind, d)
 
     def data(self, task, kind, d):
         if kind == "pairs.parquet":

@@ -1,7 +1,9 @@
-"""Scoring tasks as a registry (descbench.paths.SCORE_TASK_REGISTRY).
+"""Scoring tasks as a registry of modules (descbench.tasks.SCORING_TASKS).
 
-A toy task registered here, in the test only (its functions below, its config section added to a
-copy of the schema), flows through every stage without any module of the package knowing it:
+A toy task registered here, in the test only (its ScoringTask subclass below stands for its
+module, its registry entry is patched in, its config section added to a copy of the schema: the
+three files a new task touches), flows through every stage without any other module of the package
+knowing it:
 its section is validated, overridable per descriptor and sweepable; the scoring job (`descbench
 score`, one JSON of sections) writes its per-scene file; the report (`descbench report`) gets its
 summary column, its per-scene column, its interval and its paired comparison. And every
@@ -28,7 +30,8 @@ from descbench.jobs.keypoints import detect_batch
 from descbench.config import score_job_sections, validate_config
 from descbench.datasets.demo import generate_scene
 from descbench.errors import ConfigError
-from descbench.paths import SCORE_TASK_REGISTRY, ResultPaths, ScoreTask, TaskSummary, scene_batches, task_hook
+from descbench.paths import ResultPaths, scene_batches
+from descbench.tasks import SCORING_TASKS, ScoringTask, TaskSummary
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -43,30 +46,33 @@ TOY_SECTION = {"type": "object", "additionalProperties": False, "default": {},
                               "min_size": {"type": "number", "minimum": 0, "default": 0}}}
 
 
-def toy_schemas(cfg: dict) -> dict:
-    return {"counts.parquet": TOY_COUNTS}
+class ToyTask(ScoringTask):
+    name = "toy"
+    section = "toy"
+    kinds = ("counts.parquet", "timing.json")
+    headline = ("toy_keypoints_per_image",)
+    intervals = (("toy_keypoints_per_image", "toy_keypoints", "toy_images"),)
+
+    def schemas(self, cfg: dict) -> dict:
+        return {"counts.parquet": TOY_COUNTS}
+
+    def write(self, job, outs) -> None:
+        out_counts, out_timing = outs
+        t0 = time.perf_counter()
+        f, min_size = job.features, job.sections["toy"]["min_size"]
+        rows = [{"scene": f.scene, "image": k, "n_keypoints": int((kp.size >= min_size).sum())} for k, kp in f.per_image.items()]
+        prov = io.provenance("toy", {"scoring": job.sections["scoring"], "toy": job.sections["toy"]}, scene=f.scene)
+        io.write_table(io.table_from_rows(rows, TOY_COUNTS, "toy counts"), out_counts, prov)
+        job.write_timing(out_timing, t0)
+
+    def summarize(self, files: dict, cfg: dict) -> TaskSummary:
+        rows = pd.concat([io.read_table(p, TOY_COUNTS, with_meta=False)[0].to_pandas() for p in files["counts.parquet"]])
+        g = rows.groupby("scene", sort=True).n_keypoints
+        scenes = pd.DataFrame({"toy_keypoints": g.sum(), "toy_images": g.count()}).reset_index()
+        return TaskSummary({"toy_keypoints_per_image": float(rows.n_keypoints.mean())}, scenes)
 
 
-def toy_write(job, outs) -> None:
-    out_counts, out_timing = outs
-    t0 = time.perf_counter()
-    f, min_size = job.features, job.sections["toy"]["min_size"]
-    rows = [{"scene": f.scene, "image": k, "n_keypoints": int((f.per_image[k].size >= min_size).sum())} for k in range(1, 7)]
-    prov = io.provenance("toy", {"scoring": job.sections["scoring"], "toy": job.sections["toy"]}, scene=f.scene)
-    io.write_table(io.table_from_rows(rows, TOY_COUNTS, "toy counts"), out_counts, prov)
-    job.write_timing(out_timing, t0)
-
-
-def toy_summarize(files: dict, cfg: dict) -> TaskSummary:
-    rows = pd.concat([io.read_table(p, TOY_COUNTS, with_meta=False)[0].to_pandas() for p in files["counts.parquet"]])
-    g = rows.groupby("scene", sort=True).n_keypoints
-    scenes = pd.DataFrame({"toy_keypoints": g.sum(), "toy_images": g.count()}).reset_index()
-    return TaskSummary({"toy_keypoints_per_image": float(rows.n_keypoints.mean())}, scenes)
-
-
-TOY = ScoreTask("toy", "toy", ("counts.parquet", "timing.json"), writer=toy_write, schemas=toy_schemas,
-                summarize=toy_summarize, headline=("toy_keypoints_per_image",),
-                intervals=(("toy_keypoints_per_image", "toy_keypoints", "toy_images"),))
+TOY = ToyTask()
 
 
 @pytest.fixture(scope="module")
@@ -74,7 +80,7 @@ def toy_registered():
     """The toy task in the registry for this module's tests (the one change a new task makes to
     the package besides its own module), and the schema with its section."""
     with pytest.MonkeyPatch.context() as mp:
-        mp.setitem(SCORE_TASK_REGISTRY, "toy", TOY)
+        mp.setitem(SCORING_TASKS, "toy", TOY)
         yield
 
 
@@ -128,7 +134,7 @@ def test_the_toy_section_is_validated_overridable_and_sweepable(toy_registered, 
 
 
 def test_without_its_registry_entry_the_section_is_not_a_scoring_section(schema, monkeypatch):
-    monkeypatch.delitem(SCORE_TASK_REGISTRY, "toy", raising=False)
+    monkeypatch.delitem(SCORING_TASKS, "toy", raising=False)
     with pytest.raises(ConfigError, match=r"unknown config key 'descriptors\.desc5\.overrides\.toy'; allowed: scoring, "
                                           r"verification, matching$"):
         validate_config(raw_config(), schema)
@@ -167,20 +173,20 @@ def toy_run(toy_registered, schema, tmp_path_factory):
 
 def expected_counts(paths: ResultPaths, scene: str, min_size: float) -> list[int]:
     per_image, _ = load_keypoints(Path(paths.keypoints("kp", scene)))
-    return [int((per_image[k].size >= min_size).sum()) for k in range(1, 7)]
+    return [int((kp.size >= min_size).sum()) for _, kp in sorted(per_image.items())]
 
 
 def test_the_scoring_job_writes_the_toy_file_of_every_scene(toy_run):
     cfg, paths, _, _ = toy_run
     for d, min_size in (("desc", 2), ("desc5", 5)):
         for s in SCENES:
-            counts, timing = paths.task_files("toy", "kp", d, s)
+            counts, timing = TOY.files(paths, "kp", d, s)
             table, meta = io.read_table(counts, TOY_COUNTS)
             assert table.column("n_keypoints").to_pylist() == expected_counts(paths, s, min_size)
             assert meta["params"]["toy"] == {"min_size": min_size} and meta["params"]["scoring"]["tau_px"] == 3.0
             assert json.loads(timing.read_text())["processing_time_ms"] >= 0
             for t in ("scores", "verification", "matching"):  # the built-in tasks ran beside it
-                assert all(p.exists() for p in paths.task_files(t, "kp", d, s))
+                assert all(p.exists() for p in SCORING_TASKS[t].files(paths, "kp", d, s))
     assert expected_counts(paths, "v_coins", 5) != expected_counts(paths, "v_coins", 2)  # the override matters
 
 
@@ -204,7 +210,7 @@ def test_the_report_has_the_toy_summary_its_interval_and_comparison(toy_run):
     assert len(toy) == 1 and toy.iloc[0].descriptor_a == "desc" and toy.iloc[0].difference > 0
     # the wall time of the CSV: every task's timing files, the toy's included
     csv = pd.read_csv(report / "comparison.csv")
-    timings = [paths.task_file(t, "kp", "desc", s, "timing.json") for t in SCORE_TASK_REGISTRY for s in SCENES]
+    timings = [paths.task_file(t, "kp", "desc", s, "timing.json") for t in SCORING_TASKS for s in SCENES]
     assert len(timings) == 8
     assert csv.processing_time_ms[0] == pytest.approx(sum(json.loads(Path(p).read_text())["processing_time_ms"] for p in timings),
                                                       rel=1e-12)
@@ -216,11 +222,11 @@ def test_every_task_writes_exactly_its_declared_schemas(toy_run):
     from descbench.config import effective_config
 
     cfg, paths, _, _ = toy_run
-    assert "toy" in SCORE_TASK_REGISTRY
+    assert "toy" in SCORING_TASKS
     for d in ("desc", "desc5"):
         ecfg = effective_config(cfg, d)
-        for t in SCORE_TASK_REGISTRY.values():
-            declared = task_hook(t.schemas)(ecfg)
+        for t in SCORING_TASKS.values():
+            declared = t.schemas(ecfg)
             assert set(declared) == {k for k in t.kinds if k.endswith(".parquet")}, t.name
             for s in SCENES:
                 for kind, want in declared.items():

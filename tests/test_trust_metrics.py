@@ -23,13 +23,14 @@ from descbench import io
 from descbench.jobs.common import read_features
 from descbench.jobs.descriptors import describe_scene
 from descbench.jobs.keypoints import detect_scene
-from descbench.jobs.score import _matching_params, score_matching_scene, score_scene, score_verification_scene
+from descbench.jobs.score import score_matching_scene, score_scene, score_verification_scene
 from descbench.metrics.aggregate import matching_scene_values, matching_summary
 from descbench.metrics.bootstrap import BootstrapParams, paired_comparison
 from descbench.metrics.matching import MatchingParams, homography_accuracy, homography_auc, match_pair
 from descbench.metrics.retrieval import project
 from descbench.report import table as report_table
 from descbench.report.summary import SUMMARY_COLUMNS, run_summary
+from descbench.tasks import matching as matching_task
 
 W, H = 640, 480
 H_TRUE = np.array([[1.02, 0.01, 5.0], [-0.01, 0.98, -3.0], [1e-5, 0.0, 1.0]])
@@ -240,18 +241,18 @@ def test_table_from_rows_names_missing_and_unknown_columns():
 def test_matching_pairs_file_has_every_computed_column(scene: Path, tmp_path: Path):
     """The matching pairs table through the real code path (detect, describe, match, write): the file
     holds exactly scene, pair and every statistic match_pair computes, each column of
-    io.matching_pairs_schema in order, n_inliers included. Deleting any column from the schema (or
+    descbench.tasks.matching.pairs_schema in order, n_inliers included. Deleting any column from the schema (or
     adding one the code does not compute) fails the write, and so this test."""
     out = tmp_path / "out"
     kp, desc = _features(scene, out, border_px=40)
     pairs_file = _matching_files(scene, kp, desc, out)[0]
-    t, _ = io.read_table(pairs_file, io.matching_pairs_schema(MMA))
+    t, _ = io.read_table(pairs_file, matching_task.pairs_schema(MMA))
     f = read_features(kp, desc)
     stats = match_pair(f.per_image[1].xy, f.by_image[1], f.per_image[2].xy, f.by_image[2],
                        np.loadtxt(scene / "H_1_2"), tuple(f.kmeta["image_sizes"]["1"]), tuple(f.kmeta["image_sizes"]["2"]),
-                       _matching_params(SCORING, MATCHING)[0])
+                       matching_task.matching_params(SCORING, MATCHING)[0])
     assert sorted(t.column_names) == sorted(["scene", "pair", *stats]) and "n_inliers" in t.column_names
-    assert t.schema.remove_metadata() == io.matching_pairs_schema(MMA)  # the schema's order and types
+    assert t.schema.remove_metadata() == matching_task.pairs_schema(MMA)  # the schema's order and types
     rows = t.to_pylist()
     assert [r["pair"] for r in rows] == [2, 3, 4, 5, 6] and rows[0]["n_inliers"] == stats["n_inliers"] > 0
     assert all(v is not None for r in rows for v in r.values())  # no column filled with nulls
@@ -260,8 +261,8 @@ def test_matching_pairs_file_has_every_computed_column(scene: Path, tmp_path: Pa
 def test_matching_writer_refuses_a_schema_without_a_computed_column(scene: Path, tmp_path: Path, monkeypatch):
     out = tmp_path / "out"
     kp, desc = _features(scene, out, border_px=40)
-    full = io.matching_pairs_schema
-    monkeypatch.setattr(io, "matching_pairs_schema", lambda ts: full(ts).remove(full(ts).get_field_index("n_inliers")))
+    full = matching_task.pairs_schema
+    monkeypatch.setattr(matching_task, "pairs_schema", lambda ts: full(ts).remove(full(ts).get_field_index("n_inliers")))
     with pytest.raises(ValueError, match=r"matching pairs table .*columns not in the schema: \['n_inliers'\]"):
         _matching_files(scene, kp, desc, out)
     assert not (out / "m.pairs.parquet").exists()
@@ -276,12 +277,13 @@ def test_homography_plot_is_the_table_value(pairs):
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from descbench.report.plots import draw_homography_accuracy
+    from descbench.tasks.matching import draw_homography_accuracy
 
     class Run:  # what the figure reads: rows() and styles
         styles = {("d", "k"): {"label": "d on k"}}
 
         def rows(self, task, kind):
+            assert task.name == "matching" and kind == "pairs.parquet"
             yield "k", "d", pairs
 
     fig = draw_homography_accuracy(Run(), plt)

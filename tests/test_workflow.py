@@ -90,10 +90,10 @@ def test_demo_run_produces_the_comparison_table(run):
     assert (table.total_queries_processed > 100).all() and (table.n_scenes == 2).all()
     assert (report / "comparison.md").read_text().startswith("| descriptor | keypoint_set | true_map_micro (95 % CI) |")
     # per-query records are consistent with the table: the micro mAP is their mean AP
-    q = pd.read_parquet(P.score("sift", "sift", "v_coins", "queries.parquet"))
-    p = pd.read_parquet(P.score("sift", "sift", "v_coins", "pairs.parquet"))
+    q = pd.read_parquet(P.task_file("scores", "sift", "sift", "v_coins", "queries.parquet"))
+    p = pd.read_parquet(P.task_file("scores", "sift", "sift", "v_coins", "pairs.parquet"))
     assert q.ap.sum() == pytest.approx(p.sum_ap.sum()) and (q.n_relevant > 0).sum() == p.n_relevant_queries.sum()
-    meta = read_meta(P.score("sift", "rootsift", "i_rocket", "pairs.parquet"))
+    meta = read_meta(P.task_file("scores", "sift", "rootsift", "i_rocket", "pairs.parquet"))
     assert meta["params"]["tie_policy"] == "expected" and meta["descriptor"] == "rootsift"
     assert {"descbench", "opencv", "numpy", "numba"} <= set(meta["versions"])
     assert (work / "results/demo/logs/score/sift/sift/batch000.log").exists()
@@ -104,15 +104,15 @@ def test_demo_run_produces_the_comparison_table(run):
     # keypoint verification / retrieval and matching columns, consistent with their per-scene files
     for c in ("keypoint_verification_ap", "keypoint_retrieval_ap", "mean_precision", "mma_at_3", "classifier_threshold_auc"):
         assert ((table[c] > 0) & (table[c] <= 1)).all(), c
-    vq = pd.read_parquet(P.verification("sift", "sift", "v_coins", "queries.parquet"))
-    vs = pd.read_parquet(P.verification("sift", "sift", "v_coins", "scene.parquet"))
+    vq = pd.read_parquet(P.task_file("verification", "sift", "sift", "v_coins", "queries.parquet"))
+    vs = pd.read_parquet(P.task_file("verification", "sift", "sift", "v_coins", "scene.parquet"))
     assert vq.ap_negative.sum() == pytest.approx(vs.retrieval_sum_ap_negative.sum())
     assert vs.n_distractor_scenes.tolist() == [1]  # one other scene in this 2-scene run
-    vmeta = read_meta(P.verification("sift", "sift", "v_coins", "list.parquet"))
+    vmeta = read_meta(P.task_file("verification", "sift", "sift", "v_coins", "list.parquet"))
     assert [d["scene"] for d in vmeta["distractors"]] == ["i_rocket"] and len(vmeta["distractors"][0]["rows"]) == 20
-    mp = pd.read_parquet(P.matching("sift", "sift", "v_coins", "pairs.parquet"))
+    mp = pd.read_parquet(P.task_file("matching", "sift", "sift", "v_coins", "pairs.parquet"))
     assert len(mp) == 5 and (mp.n_matches > 0).all()
-    roc = pd.read_parquet(P.matching("sift", "sift", "v_coins", "roc.parquet"))
+    roc = pd.read_parquet(P.task_file("matching", "sift", "sift", "v_coins", "roc.parquet"))
     assert set(roc.matcher) == {"threshold", "nn", "ratio", "mutual_nn"}
 
 
@@ -145,7 +145,7 @@ def test_adding_or_changing_one_descriptor_reruns_only_its_jobs(run):
     write_config(work, ver)
     assert job_counts(snakemake(work, "-n")) == {"score": 4, "report": 1, "plots": 1, "results_db": 1, "all": 1}
     # the job structure is not a result: the batch size only moves files (and reruns jobs)
-    assert "scenes_per_job" not in json.dumps(read_meta(result_paths(work, cfg).score("sift", "sift", "v_coins", "pairs.parquet")))
+    assert "scenes_per_job" not in json.dumps(read_meta(result_paths(work, cfg).task_file("scores", "sift", "sift", "v_coins", "pairs.parquet")))
     write_config(work, cfg)
     out = snakemake(work, "-n")
     assert "Nothing to be done" in out, [l for l in out.splitlines() if "rule " in l or "reason:" in l][:20]
@@ -307,14 +307,15 @@ def test_two_stage_interval_reads_the_query_files_of_the_run(run, tmp_path, monk
     with it off, the report reads no query file."""
     from descbench.metrics.bootstrap import BootstrapParams, two_stage_ci
     from descbench.report import table as report_table
-    from descbench.report.table import entry_files, query_aps
+    from descbench.report.table import entry_files
+    from descbench.tasks.retrieval import query_aps
 
     work, cfg = run
     table = pd.read_csv(work / "results" / "demo" / "report" / "comparison.csv")
     entry = entry_files(result_paths(work, cfg), "sift", "sift", cfg["scenes"], cfg)
     assert not cfg["statistics"]["resample_queries"]
     with monkeypatch.context() as m:  # off: not read
-        m.setattr(report_table, "query_aps", lambda paths: pytest.fail("query files read with resample_queries off"))
+        m.setattr(report_table.retrieval, "query_aps", lambda paths: pytest.fail("query files read with resample_queries off"))
         report_table.write([entry], cfg, tmp_path, {})
     aps = query_aps(entry.files["scores"]["queries.parquet"])
     assert len(aps) == 2 and all(a.size > 0 for a in aps)

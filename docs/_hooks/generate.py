@@ -249,22 +249,25 @@ def families_reference() -> str:
 def columns_reference() -> str:
     io = _import("descbench.io")
     pa = _import("pyarrow")
-    ap = _import("descbench.metrics.ap")
-    schema = yaml.safe_load(SCHEMA.read_text())
-    thresholds = schema["properties"]["matching"]["properties"]["mma_thresholds"]["default"]
+    tasks = _import("descbench.tasks")
+    config = _import("descbench.config")
+    cfg = config.validate_config({}, SCHEMA)  # the defaults
+    cfg["verification"]["convention"] = "workbench"  # every column of the verification scene file
     schemas = {f"`io.{k}`": v for k, v in vars(io).items() if isinstance(v, pa.Schema)}
-    schemas["`io.verification_scene_schema(...)` (`verification.convention: workbench`)"] = \
-        io.verification_scene_schema(ap.verification_ap_columns(), True)
-    schemas[f"`io.matching_pairs_schema({thresholds})` (the default `matching.mma_thresholds`)"] = \
-        io.matching_pairs_schema(thresholds)
+    for t in tasks.SCORING_TASKS.values():
+        for kind, sch in t.schemas(cfg).items():
+            schemas[f"`{t.name}/<scene>.{kind}` (`descbench.tasks.{type(t).__module__.rsplit('.', 1)[1]}`)"] = sch
     parts = [
         "# Output columns",
         "",
-        "Generated when the site is built from the Parquet schemas in `descbench.io` (the per-scene "
-        "files of [Outputs](../guide/outputs.md); row writers refuse a missing or unknown column). "
-        "Schemas that depend on settings are shown for the default config: the verification scene "
-        "file has one `verification_ap_<convention>` column per AP convention "
-        "(`descbench.metrics.ap.AP_CONVENTIONS`), the matching pairs file one column per MMA threshold.",
+        "Generated when the site is built from the Parquet schemas of the features (`descbench.io`) and "
+        "of each scoring task's files (its module in `descbench.tasks`; the per-scene files of "
+        "[Outputs](../guide/outputs.md); row writers refuse a missing or unknown column). "
+        "Schemas that depend on settings are shown for the default config, with "
+        "`verification.convention: workbench`: the verification scene file has one "
+        "`verification_ap_<convention>` column per AP convention (`descbench.metrics.ap.AP_CONVENTIONS`) "
+        "and the `workbench_*` columns only under that convention, the matching pairs file one column "
+        "per MMA threshold (`matching.mma_thresholds`).",
         "",
     ]
     for title, sch in schemas.items():

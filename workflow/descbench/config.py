@@ -20,7 +20,7 @@ import yaml
 
 from descbench.errors import ConfigError
 from descbench.params import resolve_ref, schema_node
-from descbench.paths import COMMON_SECTION, scoring_sections
+from descbench.tasks import COMMON_SECTION, scoring_sections
 from descbench.keypoints.sets import intersection_keep, root_detector_spec, set_sources  # noqa: F401 - re-exported: callers import root_detector_spec from here
 
 # Per-detector parameter schemas live in the schema file's `definitions`; the registry names them.
@@ -245,7 +245,7 @@ def _yaml11_hint(message: str) -> str:
 
 def effective_config(cfg: dict, descriptor: str) -> dict:
     """The config a descriptor is evaluated with: its ``overrides`` merged into the scoring
-    job's sections (``scoring`` and each scoring task's: descbench.paths.scoring_sections; the one
+    job's sections (``scoring`` and each scoring task's: descbench.tasks.scoring_sections; the one
     place they are merged; rules and report use it)."""
     over = cfg["descriptors"][descriptor].get("overrides") or {}
     if not over:
@@ -259,7 +259,7 @@ def effective_config(cfg: dict, descriptor: str) -> dict:
 def score_job_sections(cfg: dict, descriptor: str) -> dict:
     """``{section: settings}`` that a descriptor's scoring job runs with (its effective config):
     ``scoring`` without ``threads`` (a job setting) and the section of every enabled scoring task
-    without ``enabled``, in registry order (descbench.paths.scoring_sections; the workflow passes
+    without ``enabled``, in registry order (descbench.tasks.scoring_sections; the workflow passes
     it as one JSON to ``descbench score``, so editing one descriptor reruns only its jobs)."""
     ecfg = effective_config(cfg, descriptor)
     out = {COMMON_SECTION: {k: v for k, v in ecfg[COMMON_SECTION].items() if k != "threads"}}

@@ -1,4 +1,6 @@
-"""Parquet schemas (all of them, in one place), provenance metadata and atomic writes.
+"""Parquet schemas of the features (keypoints, descriptors), provenance metadata and atomic writes.
+
+Each scoring task's own files have their schemas in its module (:mod:`descbench.tasks`).
 
 Every file carries, under the metadata key ``descbench``, a JSON object with the stage, the
 parameters that produced it and the versions of descbench, OpenCV, NumPy, numba and pyarrow.
@@ -15,13 +17,12 @@ import platform
 from functools import lru_cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from descbench.columns import threshold_key
 from descbench.errors import DataError
 from descbench.fileops import atomic_path
 
@@ -45,9 +46,9 @@ KEYPOINTS = pa.schema(
 # per-pair table names the pair by ``pair`` = b, its target image, the HPatches key (pairs (1, k)).
 # A scene with a pair whose query image is not 1 (a folder dataset's pairs.txt, ``pairs: all``)
 # writes its tables with the extra column ``query_image`` = a before ``pair`` (before ``query`` in
-# the tables without ``pair``): with_query_image. A scene of (1, k) pairs keeps the schemas below
-# exactly, so HPatches and demo results stay bit for bit what they were; readers take a table
-# without ``query_image`` as query image 1 (descbench.report.table).
+# the tables without ``pair``): with_query_image. A scene of (1, k) pairs keeps its task's schemas
+# (descbench.tasks) exactly, so HPatches and demo results stay bit for bit what they were; readers
+# take a table without ``query_image`` as query image 1 (descbench.tasks.base.concat_rows).
 QUERY_IMAGE = "query_image"
 
 
@@ -59,172 +60,9 @@ def with_query_image(schema: pa.Schema) -> pa.Schema:
     return schema.insert(at, pa.field(QUERY_IMAGE, pa.int8()))
 
 
-# Per-query retrieval records (protocols section 4). Query = keypoint row of image a (image 1 in HPatches).
-QUERIES = pa.schema(
-    [
-        ("scene", pa.string()),
-        ("pair", pa.int8()),  # target image b of pair (a, b) (k of HPatches' (1, k))
-        ("query", pa.int32()),  # index among image a's keypoints
-        ("inside", pa.bool_()),  # projection H q lies inside image b
-        ("n_relevant", pa.int32()),  # R
-        ("gt_index", pa.int32()),  # nearest image-b keypoint to H q (-1 if image b has none)
-        ("gt_px", pa.float64()),  # its pixel distance to H q (inf if none)
-        ("n_closer", pa.int64()),  # L: candidates strictly closer than the first relevant item
-        ("n_tied", pa.int64()),  # t: other candidates at exactly its distance
-        ("rank", pa.float64()),  # its rank under the tie policy (retrieval.policy_rank); NaN when R = 0
-        ("ap", pa.float64()),  # AP under the tie policy; NaN when R = 0
-    ]
-)
-
-# Per-pair sufficient statistics: sums and counts, so any aggregate is exact after merging.
+# The k of precision/hit at k that keypoint retrieval records per query (descbench.metrics.retrieval)
+# and sums per pair (descbench.tasks.retrieval.PAIRS).
 HIT_KS = (1, 2, 3, 4, 5, 10, 20, 50, 100, 1000)
-PAIRS = pa.schema(
-    [
-        ("scene", pa.string()),
-        ("pair", pa.int8()),
-        ("n_query_keypoints", pa.int64()),
-        ("n_target_keypoints", pa.int64()),
-        ("n_queries", pa.int64()),
-        ("n_outside", pa.int64()),
-        ("n_relevant_queries", pa.int64()),
-        ("n_relevant_items", pa.int64()),
-        ("sum_ap", pa.float64()),
-        *[(f"sum_hit_at_{k}", pa.float64()) for k in HIT_KS],
-        *[(f"sum_recall_at_{k}", pa.float64()) for k in (1, 5, 10)],
-    ]
-)
-
-
-# Keypoint verification (protocols section 4, candidates: nearest): the pooled list of one scene,
-# query-major then segment order (the query image's targets b, images 2..6 in HPatches, then the
-# distractor sets) -- the "stable order" that the vlfeat/trapezoid AP conventions use for ties. A
-# scene with several query images holds one such list per query image, in the order of each one's
-# first pair (rows with query_image).
-VERIFICATION_LIST = pa.schema(
-    [
-        ("query", pa.int32()),
-        ("target_scene", pa.string()),  # the scene itself (its targets b) or a distractor scene
-        ("target_image", pa.int8()),
-        ("candidate", pa.int32()),  # keypoint row in that image
-        ("distance", pa.float64()),  # exact ranking key: squared L2 (float) or Hamming (binary)
-        ("label", pa.int8()),  # +1 ground truth, -1 otherwise
-    ]
-)
-
-# Keypoint retrieval (three-tier labels), per query of the query image a (image 1 in HPatches).
-KEYPOINT_RETRIEVAL = pa.schema(
-    [
-        ("scene", pa.string()),
-        ("query", pa.int32()),
-        ("n_positives", pa.int32()),  # R: relevant keypoints over the targets b (images 2..6 in HPatches)
-        ("ap_negative", pa.float64()),  # hard negatives (label 0) count as non-relevant; NaN if R = 0
-        ("ap_ignore", pa.float64()),  # hard negatives removed (HPatches MATLAB); NaN if R = 0
-    ]
-)
-
-# ``verification.convention: workbench`` appends the C++ workbench's per-scene values
-# (descbench.metrics.bojanic.workbench_scene_stats) to verification_scene_schema's columns.
-WORKBENCH_SCENE_FIELDS = [
-    ("workbench_num_positives", pa.int64()),
-    ("workbench_num_candidates", pa.int64()),
-    ("workbench_verification_ap", pa.float64()),  # pooled list AP under scoring.tie_policy; 0 if no +1
-    ("workbench_verification_ap_optimistic", pa.float64()),  # bounds over tie orders
-    ("workbench_verification_ap_pessimistic", pa.float64()),
-    ("workbench_retrieval_ap", pa.float64()),  # the workbench's keypoint retrieval (same pooled list)
-]
-
-
-def verification_scene_schema(ap_columns: Sequence[str], workbench: bool = False) -> pa.Schema:
-    """Per-scene sufficient statistics of keypoint verification and keypoint retrieval.
-
-    ``ap_columns``: the pooled list's AP columns (float64), one per AP convention and the quantised
-    estimate, in order: :func:`descbench.metrics.ap.verification_ap_columns`, the registry's (passed
-    in: this layer does not import the metrics). With the workbench columns when ``workbench``."""
-    fields = [
-        ("scene", pa.string()),
-        ("n_queries", pa.int64()),
-        ("n_target_keypoints", pa.int64()),
-        ("n_distractor_scenes", pa.int64()),
-        ("n_distractors", pa.int64()),
-        ("verification_num_positives", pa.int64()),
-        ("verification_num_negatives", pa.int64()),
-        *[(c, pa.float64()) for c in ap_columns],
-        ("retrieval_n_queries_with_positive", pa.int64()),
-        ("retrieval_sum_ap_negative", pa.float64()),
-        ("retrieval_sum_ap_ignore", pa.float64()),
-        ("retrieval_num_true_positives", pa.int64()),
-        ("retrieval_num_hard_negatives", pa.int64()),
-        ("retrieval_num_distractors", pa.int64()),
-    ]
-    return pa.schema(fields + (WORKBENCH_SCENE_FIELDS if workbench else []))
-
-
-def matching_pairs_schema(mma_thresholds) -> pa.Schema:
-    """Per-pair matching statistics (``descbench.metrics.matching.match_pair``), one row per pair."""
-    ts = [threshold_key(t) for t in mma_thresholds]
-    return pa.schema(
-        [
-            ("scene", pa.string()),
-            ("pair", pa.int8()),
-            ("n_keypoints_1", pa.int64()),
-            ("n_keypoints_2", pa.int64()),
-            ("n_matches", pa.int64()),  # mutual nearest neighbours
-            ("n_correct", pa.int64()),  # reprojection error <= tau_px
-            ("precision", pa.float64()),  # legacy precision (0 without matches; NaN = no keypoints, every ratio below too)
-            *[(f"mma_correct_at_{t}", pa.int64()) for t in ts],
-            *[(f"mma_at_{t}", pa.float64()) for t in ts],
-            ("n_shared_1", pa.int64()),
-            ("n_shared_2", pa.int64()),
-            ("ms_correct", pa.int64()),
-            ("matching_score", pa.float64()),
-            ("n_repeated_1", pa.int64()),
-            ("n_repeated_2", pa.int64()),
-            ("repeatability", pa.float64()),
-            ("homography_found", pa.int64()),
-            ("n_inliers", pa.int64()),
-            ("corner_error", pa.float64()),  # px; inf when estimation failed; NaN without keypoints (no data)
-        ]
-    )
-
-
-# Matching as a binary classifier: one row per (pair, matcher) (metrics.classifier.RocCurve.summary).
-CLASSIFIER = pa.schema(
-    [
-        ("scene", pa.string()),
-        ("pair", pa.int8()),
-        ("n1", pa.int64()),
-        ("n2", pa.int64()),
-        ("matcher", pa.string()),
-        ("n_pairs", pa.int64()),
-        ("n_pos", pa.int64()),
-        ("n_neg", pa.int64()),
-        ("n_candidates", pa.int64()),
-        ("n_roc_points", pa.int64()),
-        ("corner_curve", pa.bool_()),
-        ("auc", pa.float64()),
-        ("best_j", pa.float64()),
-        ("best_j_threshold", pa.float64()),
-        ("best_j_tp", pa.int64()),
-        ("best_j_fp", pa.int64()),
-        ("best_j_tpr", pa.float64()),
-        ("best_j_fpr", pa.float64()),
-    ]
-)
-
-# ROC points for plotting (long format), per (pair, matcher): increasing threshold, Yes iff score <= t.
-ROC_POINTS = pa.schema(
-    [
-        ("scene", pa.string()),
-        ("pair", pa.int8()),
-        ("matcher", pa.string()),
-        ("point", pa.int32()),
-        ("threshold", pa.float64()),
-        ("tp", pa.int64()),
-        ("fp", pa.int64()),
-        ("tpr", pa.float64()),
-        ("fpr", pa.float64()),
-    ]
-)
 
 
 @lru_cache(maxsize=1)

@@ -14,7 +14,7 @@ so no variant ever replaces another's results (nor the base's, which stays as co
 Descriptors that evaluate the base set evaluate every variant; a swept descriptor keeps the base
 descriptor's ``keypoint_sets``. Paths starting with ``scoring.``, ``verification.``,
 ``matching.`` or another scoring task's section (descriptor sweeps only; the sections of
-:func:`descbench.paths.scoring_sections`) sweep how the descriptor is evaluated: they go into the
+:func:`descbench.tasks.scoring_sections`) sweep how the descriptor is evaluated: they go into the
 variant's ``overrides`` (:func:`descbench.config.effective_config`), and a variant that differs
 from its base only there reuses the base's descriptor files (``features_of``), so only the
 scoring jobs run again. The comparison table carries, per row, the sweep's name and one
@@ -32,7 +32,7 @@ import itertools
 import re
 
 from descbench.errors import ConfigError
-from descbench.paths import scoring_sections
+from descbench.tasks import scoring_sections
 
 
 def _set_path(spec: dict, path: str, value, where: str) -> None:

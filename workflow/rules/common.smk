@@ -13,7 +13,8 @@ from descbench.keypoints.sets import global_top_n, root_detector_spec, set_sourc
 from descbench.datasets import dataset_tag, experiment_name, list_scenes, scene_root
 from descbench.datasets.hpatches import N_IMAGES  # the shape of a demo / HPatches scene not there yet
 from descbench.datasets.layout import pairs_mode, scene_files
-from descbench.paths import ResultPaths, scene_batches, score_tasks_on
+from descbench.paths import ResultPaths, scene_batches
+from descbench.tasks import score_tasks_on
 from descbench.errors import DescbenchError
 from descbench import smktuning
 from snakemake.logging import logger
@@ -133,7 +134,7 @@ def _warn_changed_settings():
 
 _warn_changed_settings()
 # Which tasks the scoring job runs, each into its own folder (scores/, verification/, matching/).
-SCORE_TASKS_ON = score_tasks_on(CFG)  # descbench.paths.SCORE_TASK_REGISTRY
+SCORE_TASKS_ON = score_tasks_on(CFG)  # descbench.tasks.SCORING_TASKS
 
 
 # ----------------------------------------------------------------------------- results integrity

@@ -1,5 +1,5 @@
 # Scoring stage: one job per (keypoint set, descriptor, scene batch) runs every enabled task of
-# descbench.paths.SCORE_TASK_REGISTRY -- keypoint retrieval (scores/), keypoint verification +
+# descbench.tasks.SCORING_TASKS -- keypoint retrieval (scores/), keypoint verification +
 # retrieval with distractors (verification/), matching + binary classifier (matching/), ... -- in
 # one process, so each scene's features are read once and the fixed start-up (imports, numba
 # cache) is paid once per batch.

@@ -1,6 +1,6 @@
-"""What several jobs share: reading a scene's keypoint and descriptor files, the scene a scoring
-task's writer gets (:class:`SceneJob`), and the command-line plumbing of every job module (JSON and
-``@file`` settings, the batch and run options, the result paths, per-job thread limits).
+"""What several jobs share: reading a scene's keypoint and descriptor files, and the command-line
+plumbing of every job module (JSON and ``@file`` settings, the batch and run options, the result
+paths, per-job thread limits).
 """
 
 from __future__ import annotations
@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,11 +18,6 @@ from descbench.errors import DataError, DescbenchError
 from descbench.fileops import file_sha256
 from descbench.keypoints import ImageKeypoints
 from descbench.paths import ResultPaths, scene_batches
-
-
-def write_timing(path: Path, scene: str, t0: float) -> None:
-    """Wall time since ``t0``: not reproducible, so it lives outside the bit-identical Parquet files."""
-    io.write_text(path, json.dumps({"scene": scene, "processing_time_ms": 1000 * (time.perf_counter() - t0)}) + "\n")
 
 
 def load_keypoints(path: Path) -> tuple[dict[int, ImageKeypoints], dict]:
@@ -64,31 +58,6 @@ def read_features(keypoints: Path, descriptors: Path) -> SceneFeatures:
         if by_image[k].shape[0] != len(per_image[k]):
             raise DataError(f"{descriptors}: image {k} has {by_image[k].shape[0]} descriptors for {len(per_image[k])} keypoints; rebuild it")
     return SceneFeatures(kmeta.get("scene", Path(keypoints).stem), per_image, by_image, kmeta, dmeta)
-
-
-@dataclass
-class SceneJob:
-    """One scene of a scoring job, as each task's writer gets it (descbench.paths.ScoreTask.writer).
-
-    ``sections``: this job's settings, ``{section: settings}`` for ``scoring`` and every enabled
-    task's section (the descriptor's effective values); ``fused``: the built-in tasks' results of
-    the one screen pass over the scene (:func:`descbench.jobs.score.scene_pass`); ``distractors``: the scene's drawn
-    distractors (verification on) or None; ``pairs``: the scene's pairs
-    (:class:`~descbench.datasets.geometry.Pair`, the dataset's list under the config's ``pairs``)."""
-
-    scene_dir: Path
-    features: SceneFeatures
-    sections: dict
-    fused: object = None
-    distractors: list | None = None
-    pairs: list | None = None
-
-    def t0_of(self, key: str) -> float:
-        """Start of a fused task's timing: now minus its share of the fused pass."""
-        return time.perf_counter() - self.fused.seconds[key]
-
-    def write_timing(self, path: Path, t0: float) -> None:
-        write_timing(path, self.features.scene, t0)
 
 
 # ----------------------------------------------------------------------------- command-line plumbing

@@ -6,12 +6,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from descbench.paths import scoring_sections
+from descbench.tasks import scoring_sections
 
 
 def sections() -> tuple[str, ...]:
     """The config sections compared: the sets, the descriptors, the scoring job's sections
-    (``scoring`` and each scoring task's, descbench.paths.scoring_sections) and ``statistics``."""
+    (``scoring`` and each scoring task's, descbench.tasks.scoring_sections) and ``statistics``."""
     return ("keypoint_sets", "descriptors", *scoring_sections(), "statistics")
 
 

@@ -1,10 +1,13 @@
 """The run's figures by name, and their captions (what each shows, the metric's definition and
-parameters). Data only: the workflow imports it at parse time (matplotlib and pandas are
+parameters). Names only: the workflow imports it at parse time (matplotlib and pandas are
 imported by the plotting job alone, :mod:`descbench.report.plots`)."""
 
 from pathlib import Path
 
-FIGURES = ("mma", "homography_accuracy", "roc", "verification_pr", "per_scene_map", "rank_histogram", "keypoint_stats")
+from descbench.tasks import SCORING_TASKS
+
+# Every scoring task's figures (ScoringTask.figures, registry order), then the keypoint sets'.
+FIGURES = (*(name for t in SCORING_TASKS.values() for name in t.figures), "keypoint_stats")
 # The captions live in captions/<name>.rst (one source: Snakemake's HTML report reads the same
 # files as the figures' captions).
 _CAPTION_DIR = Path(__file__).parent / "captions"

@@ -25,13 +25,11 @@ from descbench import io
 from descbench.metrics.bootstrap import (
     CORRECTION_NAMES, BootstrapParams, adjust_p_values, bootstrap_ci, paired_comparison, two_stage_ci,
 )
-from descbench.metrics.ap import verification_ap_columns
-from descbench.metrics.aggregate import (
-    matching_scene_values, matching_summary, metadata_string, pooled_verification_ap, scene_table, summarize,
-    verification_scene_values, verification_summary,
-)
+from descbench.metrics.aggregate import metadata_string
 from descbench.config import effective_config, learned_weights
-from descbench.paths import SCORE_TASK_REGISTRY, ResultPaths, TaskSummary, task_hook
+from descbench.paths import ResultPaths
+from descbench.tasks import SCORING_TASKS, TaskSummary, scoring_task
+from descbench.tasks import retrieval
 from descbench.report.summary import WORKBENCH_COLUMNS, column_notes, degenerate_notes, sweep_cell, sweep_column_names
 from descbench.sweeps import sweep_columns
 
@@ -44,11 +42,11 @@ LEAD_COLUMNS = [
 def markdown_columns(table_columns=()) -> list[str]:
     """The columns Markdown shows when they exist (tasks can be disabled): the lead columns (with
     the sweep columns of ``table_columns`` after the identification), each scoring task's
-    ``headline`` (descbench.paths.SCORE_TASK_REGISTRY, in order), the C++ workbench's own numbers
+    ``headline`` (descbench.tasks.SCORING_TASKS, in order), the C++ workbench's own numbers
     (``verification.convention: workbench``), then empty images and the wall time."""
     # "weights": only where a learned network is involved (descbench.config.learned_weights), then on every row
     return (LEAD_COLUMNS[:2] + ["weights"] + sweep_column_names(table_columns) + LEAD_COLUMNS[2:]
-            + [c for t in SCORE_TASK_REGISTRY.values() for c in t.headline] + WORKBENCH_COLUMNS
+            + [c for t in SCORING_TASKS.values() for c in t.headline] + WORKBENCH_COLUMNS
             + ["empty_images", "processing_time_ms"])
 
 
@@ -56,7 +54,7 @@ def markdown_columns(table_columns=()) -> list[str]:
 class Entry:
     """The per-scene result files of one (keypoint set, descriptor): ``files[task][kind]`` = the
     task's ``<scene>.<kind>`` of every scene, in ``scenes`` order, for each enabled scoring task
-    (descbench.paths.SCORE_TASK_REGISTRY, in order). Listed, not read: each task's ``summarize``
+    (descbench.tasks.SCORING_TASKS, in order). Listed, not read: each task's ``summarize``
     reads what it needs."""
 
     keypoint_set: str
@@ -71,94 +69,9 @@ class Entry:
 def entry_files(paths: ResultPaths, keypoint_set: str, descriptor: str, scenes: list[str], cfg: dict) -> Entry:
     """The files of one combination (the rules write exactly these): every kind of every task
     that ``cfg`` enables."""
-    files = {t.name: {k: [Path(paths.task_file(t.name, keypoint_set, descriptor, s, k)) for s in scenes] for k in t.kinds}
-             for t in SCORE_TASK_REGISTRY.values() if t.enabled(cfg)}
+    files = {t.name: {k: [t.file(paths, keypoint_set, descriptor, s, k) for s in scenes] for k in t.kinds}
+             for t in SCORING_TASKS.values() if t.enabled(cfg)}
     return Entry(keypoint_set, descriptor, files, list(scenes))
-
-
-def _concat(tables: list[pa.Table]) -> pd.DataFrame:
-    """Per-scene tables as one DataFrame: concatenated in Arrow and converted once (one pandas
-    conversion per scene file cost the report ~13 s at 116 scenes x 20 descriptors). When some
-    scene's table names its pairs' query images (``io.QUERY_IMAGE``), a table without the column
-    gets it as 1: its pairs are (1, k)."""
-    tables = [t.replace_schema_metadata(None) for t in tables]
-    if any(io.QUERY_IMAGE in t.column_names for t in tables):
-        tables = [t if io.QUERY_IMAGE in t.column_names else
-                  t.add_column(io.with_query_image(t.schema).get_field_index(io.QUERY_IMAGE), io.QUERY_IMAGE,
-                               pa.array(np.ones(len(t), np.int8)))
-                  for t in tables]
-    return pa.concat_tables(tables).to_pandas()
-
-
-def load_pairs(paths: list[Path]) -> tuple[pd.DataFrame, list[dict]]:
-    tables, metas = [], []
-    for p in paths:
-        table, meta = io.read_table(p, io.PAIRS)
-        tables.append(table)
-        metas.append(meta)
-    return _concat(tables), metas
-
-
-def load_rows(paths: list[Path], schema: pa.Schema | None) -> pd.DataFrame:
-    return _concat([io.read_table(p, schema, with_meta=False)[0] for p in paths])
-
-
-def query_aps(paths: list[Path]) -> list[np.ndarray]:
-    """Per scene file, the APs of its queries that have one (R = 1; NaN = no relevant item)."""
-    out = []
-    for p in paths:
-        ap = io.column_array(io.read_table(p, io.QUERIES)[0].column("ap"))
-        out.append(ap[np.isfinite(ap)])
-    return out
-
-
-# ----------------------------------------------------------------------------- the built-in tasks
-# Their schemas and summaries (descbench.paths.SCORE_TASK_REGISTRY: ``schemas``, ``summarize``).
-
-
-def retrieval_schemas(cfg: dict) -> dict[str, pa.Schema]:
-    return {"queries.parquet": io.QUERIES, "pairs.parquet": io.PAIRS}
-
-
-def verification_schemas(cfg: dict) -> dict[str, pa.Schema]:
-    workbench = cfg["verification"]["convention"] == "workbench"
-    return {"list.parquet": io.VERIFICATION_LIST, "queries.parquet": io.KEYPOINT_RETRIEVAL,
-            "scene.parquet": io.verification_scene_schema(verification_ap_columns(), workbench)}
-
-
-def matching_schemas(cfg: dict) -> dict[str, pa.Schema]:
-    return {"pairs.parquet": io.matching_pairs_schema(cfg["matching"]["mma_thresholds"]), "classifier.parquet": io.CLASSIFIER,
-            "roc.parquet": io.ROC_POINTS}
-
-
-def summarize_retrieval(files: dict[str, list[Path]], cfg: dict) -> TaskSummary:
-    """Keypoint retrieval (descbench.metrics.aggregate.summarize): the base of the per-scene table."""
-    pairs, metas = load_pairs(files["pairs.parquet"])
-    empty = tuple(f"{m['scene']}/{k}" for m in metas for k in m.get("empty_images", []))
-    return TaskSummary(summarize(pairs), scene_table(pairs), empty)
-
-
-def summarize_verification(files: dict[str, list[Path]], cfg: dict) -> TaskSummary:
-    ver = cfg["verification"]
-    rows = load_rows(files["scene.parquet"], verification_schemas(cfg)["scene.parquet"])
-    pooled = float("nan")
-    if ver["candidates"] == "nearest":
-        lists = []
-        for p in sorted(files["list.parquet"], key=lambda p: Path(p).name):  # scene order
-            t, _ = io.read_table(p, io.VERIFICATION_LIST, with_meta=False)
-            lists.append((t.column("distance").to_numpy(), t.column("label").to_numpy()))
-        pooled = pooled_verification_ap(lists, ver["ap_convention"])
-    summary = verification_summary(rows, ver["ap_convention"], ver["hard_negatives"], pooled)
-    return TaskSummary(summary, verification_scene_values(rows, ver["ap_convention"], ver["hard_negatives"]))
-
-
-def summarize_matching(files: dict[str, list[Path]], cfg: dict) -> TaskSummary:
-    m = cfg["matching"]
-    schemas = matching_schemas(cfg)
-    pairs = load_rows(files["pairs.parquet"], schemas["pairs.parquet"])
-    classifier = load_rows(files["classifier.parquet"], schemas["classifier.parquet"])
-    summary = matching_summary(pairs, classifier, m["mma_thresholds"], m["homography_thresholds"], m["homography_auc_thresholds"])
-    return TaskSummary(summary, matching_scene_values(pairs))
 
 
 def build(entries: list[Entry], cfg: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
@@ -170,7 +83,7 @@ def build(entries: list[Entry], cfg: dict) -> tuple[pd.DataFrame, pd.DataFrame]:
         ecfg = effective_config(cfg, e.descriptor) if e.descriptor in cfg.get("descriptors", {}) else cfg  # its overrides
         summary, scenes, empty, timings = {}, None, set(), []
         for task, files in e.files.items():
-            s = TaskSummary(*task_hook(SCORE_TASK_REGISTRY[task].summarize)(files, ecfg))
+            s = TaskSummary(*scoring_task(task).summarize(files, ecfg))
             summary.update(s.values)
             if s.scenes is not None:
                 scenes = s.scenes if scenes is None else scenes.merge(s.scenes, on="scene", how="left", validate="one_to_one")
@@ -200,7 +113,7 @@ def ci_metrics() -> dict[str, tuple[str, str | None]]:
     columns of the per-scene table, each scoring task's ``intervals`` in registry order
     (descbench.metrics.bootstrap: the dataset value is sum(num) / sum(den) over scenes, so micro
     averages weigh scenes by their queries)."""
-    return {m: (num, den) for t in SCORE_TASK_REGISTRY.values() for m, num, den in t.intervals}
+    return {m: (num, den) for t in SCORING_TASKS.values() for m, num, den in t.intervals}
 
 
 def scene_num_den(scenes: pd.DataFrame, metric: str) -> tuple[np.ndarray, np.ndarray] | None:
@@ -348,7 +261,7 @@ def write(entries: list[Entry], cfg: dict, out_dir: Path, provenance_params: dic
                  for d, k in zip(table.descriptor, table.keypoint_set)]
     query_values = None
     if st.get("resample_queries"):
-        by_entry = {(e.keypoint_set, e.descriptor): dict(zip(e.scenes, query_aps(e.files["scores"]["queries.parquet"])))
+        by_entry = {(e.keypoint_set, e.descriptor): dict(zip(e.scenes, retrieval.query_aps(e.files[retrieval.TASK.name]["queries.parquet"])))
                     for e in entries}
         query_values = [[by_entry[(k, d)][s] for s in sc.scene] for d, k, sc in zip(table.descriptor, table.keypoint_set, per_entry)]
     table = add_intervals(table, per_entry, params, query_values)
