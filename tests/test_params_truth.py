@@ -108,7 +108,7 @@ def test_config_fields_come_only_from_config_field():
 
 
 def test_params_are_built_from_the_validated_sections():
-    from descbench.jobs.score import _matching_params
+    from descbench.tasks.matching import matching_params
     from descbench.metrics.bojanic import BojanicParams
     from descbench.metrics.classifier import ClassifierParams
     from descbench.metrics.matching import MatchingParams
@@ -120,7 +120,7 @@ def test_params_are_built_from_the_validated_sections():
     # the default config gives the schema defaults, with the types the metrics use
     assert RetrievalParams.from_config(sc) == RetrievalParams()
     assert BojanicParams.from_config(scoring=sc, verification=ver) == BojanicParams()
-    assert _matching_params(sc, mat) == (MatchingParams(), ClassifierParams())
+    assert matching_params(sc, mat) == (MatchingParams(), ClassifierParams())
     assert PatchGenParams.from_config(cfg["patches"]["generate"]) == PatchGenParams()
     # every field is taken from its key
     cfg = validate_config({**BASE, "scoring": {"tau_px": 2, "gt": "closest", "chunk_mb": 8},
@@ -130,13 +130,13 @@ def test_params_are_built_from_the_validated_sections():
     b = BojanicParams.from_config(scoring=sc, verification=ver)
     assert (b.tau_px, b.gt, b.chunk_mb, b.candidates, b.ap_convention, b.convention) == (2.0, "closest", 8.0, "all", "tie_aware", "workbench")
     assert isinstance(b.tau_px, float) and isinstance(b.chunk_mb, float)
-    m, c = _matching_params(sc, mat)
+    m, c = matching_params(sc, mat)
     assert (m.tau_px, m.mma_thresholds, m.ransac_seed, m.chunk_mb, c.epsilon_px, c.chunk_mb) == (2.0, (1, 2), 4, 8.0, 1.0, 8.0)
     assert RetrievalParams.from_config(sc) == RetrievalParams(tau_px=2.0, gt="closest", chunk_mb=8.0)
 
 
 def test_generic_constructor_refuses_a_missing_key():
-    from descbench.jobs.score import _matching_params
+    from descbench.tasks.matching import matching_params
     from descbench.metrics.bojanic import BojanicParams
 
     cfg = validate_config(BASE, SCHEMA)
@@ -149,7 +149,7 @@ def test_generic_constructor_refuses_a_missing_key():
         BojanicParams.from_config(cfg["scoring"])
     mat = {k: v for k, v in cfg["matching"].items() if k != "classifier_epsilon_px"}
     with pytest.raises(ConfigError, match=r"ClassifierParams\.epsilon_px.*'matching\.classifier_epsilon_px'"):
-        _matching_params(cfg["scoring"], mat)
+        matching_params(cfg["scoring"], mat)
 
 
 # ----------------------------------------------------------------------------- descriptor families
