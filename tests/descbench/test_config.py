@@ -10,7 +10,7 @@ import yaml
 from descbench.config import combinations, validate_config
 from descbench.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 

@@ -18,9 +18,9 @@ from descbench.errors import ConfigError, DataError
 from descbench.keypoints import ImageKeypoints
 from descbench.patches import PATCH_TYPES
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
-sys.path.insert(0, str(Path(__file__).parent / "data"))  # sweep_config_callables, my_descriptors
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))  # sweep_config_callables, my_descriptors
 MOD = "sweep_config_callables"
 SIFT_SET = {"detector": "sift", "params": {"n_features": 0, "n_octave_layers": 3, "contrast_threshold": 0.04,
                                            "edge_threshold": 10, "sigma": 1.6}}

@@ -10,7 +10,7 @@ import pytest
 from descbench.datasets import dataset_tag, hpatches_scenes, list_scenes, scene_root
 from descbench.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def cfg(**kw):

@@ -27,8 +27,8 @@ from descbench.jobfacts import (NETWORK_PATCHES, OPENCV_DESCRIPTOR, OPENCV_DETEC
 from descbench.keypoints.detectors import DETECTORS
 from descbench.params import object_fragment
 
-SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
-PKG = Path(__file__).resolve().parents[1] / "workflow" / "descbench"
+SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
+PKG = Path(__file__).resolve().parents[2] / "workflow" / "descbench"
 MISSING = [Path("/nonexistent/scene_a")]  # not there yet: the demo's default image size
 
 # ----------------------------------------------------------------------------- a toy learned family
@@ -290,7 +290,7 @@ def test_jobresources_and_config_name_no_family_or_detector(module):
 def test_a_familys_opaque_params_are_left_to_its_user_code(monkeypatch):
     """The python family declares its kwargs opaque (the callable's own values): a NaN there is
     passed on, a NaN in a checked key is refused naming the key."""
-    monkeypatch.syspath_prepend(str(Path(__file__).parent / "data"))
+    monkeypatch.syspath_prepend(str(Path(__file__).resolve().parents[1] / "data"))
     cfg = {"keypoint_sets": {"sift": {"detector": "sift"}},
            "descriptors": {"mine": {"family": "python", "params": {"callable": "my_descriptors:mean_patch",
                                                                     "kwargs": {"radius": float("nan")}}}}}

@@ -19,7 +19,7 @@ from descbench import jobresources as jr
 from descbench.config import validate_config
 from descbench.datasets.layout import write_homography
 
-SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def config(kpsets=None, descriptors=None, **top) -> dict:

@@ -29,9 +29,9 @@ from descbench.config import validate_config
 from descbench.descriptors import FAMILY_MODULES, _registry, check_descriptor_params, compute_descriptors, family_names
 from descbench.errors import ConfigError
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
-sys.path.insert(0, str(Path(__file__).parent / "data"))  # my_descriptors (the python family's callable)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))  # my_descriptors (the python family's callable)
 BASE = {"keypoint_sets": {"s": {"detector": "sift"}}, "descriptors": {"d": {"family": "sift"}}}
 
 # Params dataclasses whose fields are not config_fields: field -> (config key, convert). None left:

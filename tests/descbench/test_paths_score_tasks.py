@@ -30,7 +30,7 @@ from descbench.datasets.demo import generate_scene
 from descbench.errors import ConfigError
 from descbench.paths import SCORE_TASK_REGISTRY, ResultPaths, ScoreTask, TaskSummary, scene_batches, task_hook
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 SCENES = ["i_rocket", "v_coins"]
 

@@ -14,7 +14,7 @@ from descbench.config import validate_config
 from descbench.errors import ConfigError
 from descbench.sweeps import expand_sweeps, sweep_columns
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 BASE = {"keypoint_sets": {"sift": {"detector": "sift"}, "orb": {"detector": "orb"}},
         "descriptors": {"sift": {"family": "sift"}, "mine": {"family": "sift", "keypoint_sets": ["sift"]}}}

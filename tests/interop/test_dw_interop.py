@@ -26,7 +26,7 @@ from descbench.keypoints.locked import DW_IMAGE_FILES, FIELDS, load_locked, lock
 from descbench.report.experiments import (DW, DW_COLUMNS, DW_NOT_COMPUTED, DW_PREFIX, compare_experiments,
                                           read_workbench_results, to_markdown)
 
-DATA = Path(__file__).resolve().parent / "data" / "dw"
+DATA = Path(__file__).resolve().parents[1] / "data" / "dw"
 FOLDER = DATA / "export_csv"
 HEADER = ["x", "y", "size", "angle", "response", "octave", "class_id"]
 FLOATS = ("x", "y", "size", "angle", "response")

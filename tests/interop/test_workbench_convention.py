@@ -23,7 +23,7 @@ from descbench.metrics.retrieval import RetrievalParams, score_pair, workbench_p
 
 from pathlib import Path
 
-SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = Path(__file__).resolve().parents[2] / "workflow" / "schemas" / "config.schema.yaml"
 
 F32_EPS = float(np.finfo(np.float32).eps)
 

@@ -17,7 +17,7 @@ import pytest
 
 from descbench.datasets.layout import read_homography
 
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks"
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
 
 
 def load(name: str):

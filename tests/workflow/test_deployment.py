@@ -32,7 +32,7 @@ from packaging.version import Version
 
 from descbench import io
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ENVS = ROOT / "envs"
 ENV_FILE = ENVS / "descbench.yaml"
 LEARNED_ENV_FILE = ENVS / "learned.yaml"

@@ -18,7 +18,7 @@ from descbench import io
 from descbench.config import job_resources, needs_learned_extra, model_files
 from descbench.descriptors.composite import aggregate
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SIFT_ROWS = {("sift", s) for s in ("sift_8000", "sift_scale_matched", "keynet_sift_b", "sm_intersection_a")}
 HARDNET_ROWS = {("hardnet", s) for s in ("keynet_8000", "keynet_scale_matched", "keynet_sift_a", "keynet_sift_b", "sm_intersection_a")}
 FUSION_ROWS = {("fusion_avg", "keynet_sift_b"), ("fusion_concat", "keynet_sift_b"),

@@ -19,7 +19,7 @@ import yaml
 
 from descbench import smktuning
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RULES = sorted((ROOT / "workflow" / "rules").glob("*.smk"))
 DIRECTIVE = re.compile(r"^\s*(\w+):\s*(#.*)?$|^\s*(rule|checkpoint) \w+:")
 

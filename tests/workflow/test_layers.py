@@ -20,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-PKG = Path(__file__).resolve().parents[1] / "workflow" / "descbench"
+PKG = Path(__file__).resolve().parents[2] / "workflow" / "descbench"
 
 # Longest prefix wins.
 LAYERS = {

@@ -19,7 +19,7 @@ from descbench.datasets.layout import read_homography, write_homography
 from descbench.paths import ResultPaths, scene_batches
 from test_workflow import snakemake
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
 
 LONG = [(1, k) for k in range(2, 9)]

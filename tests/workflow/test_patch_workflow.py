@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
 
 SMALL = {

@@ -17,7 +17,7 @@ KF = pytest.importorskip("kornia.feature")
 
 from test_workflow import snakemake  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
 
 

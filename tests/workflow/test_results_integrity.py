@@ -27,7 +27,7 @@ import yaml
 
 from descbench import runguard
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # ------------------------------------------------------------------------------------ unit tests

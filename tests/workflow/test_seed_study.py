@@ -17,7 +17,7 @@ from snakemake.utils import update_config
 from descbench.config import validate_config
 from descbench.datasets import experiment_name
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = {
     ("SIFT", "sift_all"), ("SIFT", "sift_scale"), ("SIFT", "sift_surf_intersection"),
     *((d, s) for d in ("DSPSIFT_V2", "RGBSIFT", "DSPRGBSIFT_V2") for s in ("sift_scale", "sift_surf_intersection")),

@@ -25,7 +25,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 HARNESS = ROOT / "tests" / "slurm"
 pytestmark = [pytest.mark.slurm, pytest.mark.e2e]
 

@@ -29,7 +29,7 @@ from descbench.errors import ConfigError, DataError
 from descbench.report.summary import run_stopped_hint
 from conftest import job_settings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 

@@ -17,7 +17,7 @@ import yaml
 from descbench.io import read_meta
 from descbench.paths import ResultPaths, scene_batches
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
 
 

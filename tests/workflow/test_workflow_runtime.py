@@ -22,7 +22,7 @@ import yaml
 from descbench import smktuning
 from conftest import job_settings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 RULE_FILES = sorted((ROOT / "workflow" / "rules").glob("*.smk"))
 
 

@@ -18,7 +18,7 @@ from descbench.jobs.descriptors import describe_batch
 from descbench.jobs.keypoints import detect_batch
 from descbench.keypoints.sets import root_detector_spec
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 RNG = np.random.default_rng(7)
 

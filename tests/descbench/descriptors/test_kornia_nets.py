@@ -339,7 +339,7 @@ def test_validated_params_record_the_whole_convention():
 
 
 BASE = {"keypoint_sets": {"s": {"detector": "sift"}}}
-SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def test_config_validation():

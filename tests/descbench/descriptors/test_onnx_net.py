@@ -25,7 +25,7 @@ from descbench.keypoints import ImageKeypoints
 from descbench.params import fragment_defaults
 from descbench.patches.describe import describe_patches
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 OPSET = 13  # read by OpenCV 5's dnn module and by onnxruntime
 N = 4  # patch side of the small models

@@ -30,7 +30,7 @@ from descbench.keypoints.sift import sift_octave_from_size
 from descbench.params import config_schema, fragment_defaults
 from descbench.patches import describe as PD
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 SIFT_SET = {"detector": "sift", "params": fragment_defaults(config_schema()["definitions"]["sift_detector_params"])}
 

@@ -14,9 +14,9 @@ from descbench.errors import ConfigError, DataError
 from descbench.keypoints.detectors import detect
 from descbench.datasets.layout import read_image
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
-sys.path.insert(0, str(Path(__file__).parent / "data"))
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "data"))
 SIFT_SET = {"detector": "sift", "params": {"n_features": 0, "n_octave_layers": 3, "contrast_threshold": 0.04,
                                            "edge_threshold": 10, "sigma": 1.6}}
 

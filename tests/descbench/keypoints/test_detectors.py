@@ -15,7 +15,7 @@ from descbench.keypoints import ImageKeypoints
 from descbench.keypoints.detectors import DETECTORS, detect
 from descbench.keypoints.sift import make_sift, sift_octave_from_size
 
-SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def _cv(name):

@@ -27,7 +27,7 @@ from descbench.keypoints import border_mask
 from descbench.keypoints.detectors import DETECTORS, detect
 from descbench.keypoints.keynet import keypoints_from_lafs
 
-SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
 SEED = 1  # a torch seed whose default-initialised KeyNet has maxima on IMAGE (seed 0's is 0 everywhere)
 FIELDS = ("x", "y", "size", "angle", "response")
 

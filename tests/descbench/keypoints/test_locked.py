@@ -16,7 +16,7 @@ from descbench.errors import DataError
 from descbench.keypoints.locked import FIELDS, OCTAVE_COLUMN, OCTAVE_MODES, octave_mode
 from descbench.paths import ResultPaths, scene_batches
 
-SCHEMA = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
 SIFT = {"detector": "sift", "border_px": 40, "max_keypoints": None,
         "params": {"n_features": 0, "n_octave_layers": 3, "contrast_threshold": 0.04, "edge_threshold": 10, "sigma": 1.6}}
 

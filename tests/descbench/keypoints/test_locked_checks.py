@@ -27,7 +27,7 @@ from descbench.keypoints import ImageKeypoints, border_mask, filter_keypoints, t
 from descbench.keypoints.locked import DUPLICATES, duplicate_rows, load_locked
 from descbench.patches import hbench as hb
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 W, H = 384, 303  # the demo scene's images (checked in test_demo_image_size)
 F32 = np.float32

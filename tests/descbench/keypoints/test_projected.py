@@ -16,7 +16,7 @@ from descbench.errors import ConfigError
 from descbench.keypoints import ImageKeypoints
 from descbench.keypoints.projected import homography_jacobian, project_keypoints
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 

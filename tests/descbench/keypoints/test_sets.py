@@ -19,7 +19,7 @@ from descbench.paths import ResultPaths, scene_batches
 from descbench.jobs.common import load_keypoints
 from descbench.jobs.keypoints import _write_keypoints, derive_scene, keypoint_cutoff
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 

@@ -386,7 +386,7 @@ def test_empty_or_no_positive_is_nan():
 
 # ----------------------------------------------------------------------------- the registry (verification.ap_convention)
 
-SCHEMA = __import__("pathlib").Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+SCHEMA = __import__("pathlib").Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
 
 
 def tied_list(rng, n=60):

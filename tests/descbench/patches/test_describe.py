@@ -23,7 +23,7 @@ from descbench.keypoints import ImageKeypoints
 from descbench.patches import PATCH_TYPES
 from descbench.patches import describe as D
 
-sys.path.insert(0, str(Path(__file__).parent / "data"))  # my_descriptors
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "data"))  # my_descriptors
 
 HP_SIZE = 65 / 5.303  # hpatches-benchmark: size = 2c / 5.303 with c = 65 / 2
 
@@ -294,7 +294,7 @@ def test_families_that_cannot_describe_patches_are_refused_at_validation(registe
     config validation with the family's reason, before any job runs."""
     from descbench.config import validate_config
 
-    schema = Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml"
+    schema = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
     register_family("toy_plain", toy("toy_plain"))
 
     def validate(spec):

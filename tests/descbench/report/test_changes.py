@@ -11,7 +11,7 @@ import yaml
 
 from descbench.report.changes import changed_settings
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def test_changed_settings_by_hand():

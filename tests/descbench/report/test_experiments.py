@@ -16,7 +16,7 @@ from descbench.config import validate_config
 from descbench.errors import ConfigError
 from descbench.report.experiments import compare_experiments, to_markdown
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 

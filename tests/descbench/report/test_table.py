@@ -269,7 +269,7 @@ def test_config_schema_offers_exactly_the_implemented_corrections():
 
     from descbench.metrics.bootstrap import CORRECTIONS
 
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[3]
     schema = yaml.safe_load((root / "workflow/schemas/config.schema.yaml").read_text())
     spec = schema["properties"]["statistics"]["properties"]["correction"]
     assert spec == {"enum": list(CORRECTIONS), "default": "holm"}
