@@ -15,7 +15,7 @@ import yaml
 torch = pytest.importorskip("torch")
 KF = pytest.importorskip("kornia.feature")
 
-from test_workflow import snakemake  # noqa: E402
+from tests.workflow.test_workflow import snakemake  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e

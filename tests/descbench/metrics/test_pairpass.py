@@ -8,9 +8,9 @@ import math
 
 import numpy as np
 import pytest
-from test_classifier import HS, make_scene, near_tie_descriptors, ref_histogram
-from test_matching import H_TRUE, H1, HK, W1, WK, random_scene
-from test_nn import ref_matrix, ref_nearest_two
+from tests.descbench.metrics.test_classifier import HS, make_scene, near_tie_descriptors, ref_histogram
+from tests.descbench.metrics.test_matching import H_TRUE, H1, HK, W1, WK, random_scene
+from tests.descbench.metrics.test_nn import ref_matrix, ref_nearest_two
 
 from descbench.metrics import pairpass
 from descbench.metrics.classifier import MATCHERS, ClassifierParams, classify_pair, threshold_histogram

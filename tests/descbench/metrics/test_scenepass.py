@@ -7,8 +7,8 @@ import math
 
 import numpy as np
 import pytest
-from test_bojanic import brute_force, random_scene, sqd
-from test_pairpass import assert_same_result, assert_same_stats
+from tests.descbench.metrics.test_bojanic import brute_force, random_scene, sqd
+from tests.descbench.metrics.test_pairpass import assert_same_result, assert_same_stats
 
 from descbench.metrics import pairpass, scenepass
 from descbench.metrics.bojanic import BojanicParams, Distractors, Target, score_scene_tasks
