@@ -224,7 +224,7 @@ EXAMPLE = {"python": {"callable": "my_descriptors:mean_patch"}, "stack": {"parts
            "dsp": {"base": {"family": "sift"}},
            **{f: {"weights": "random"} for f in ("hardnet", "hardnet8", "sosnet", "hynet", "tfeat")}}
 # precomputed reads only its keypoint set's params (the precomputed detector's definition), never its
-# own; composite is computed by its job from its components' files (tests/test_composite.py reads
+# own; composite is computed by its job from its components' files (tests/descbench/descriptors/test_composite.py reads
 # every one of its keys through descbench.descriptors.composite.aggregate)
 NOT_COMPUTED = {"precomputed", "composite"}
 

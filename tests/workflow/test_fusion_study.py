@@ -124,7 +124,7 @@ def test_learned_jobs_ask_for_their_threads_and_a_gpu_only_for_cuda():
 
 
 def test_jobs_that_import_the_learned_extra_are_told_apart():
-    # picks the job's conda env (envs/learned.yaml); checked through Snakemake in tests/test_deployment.py
+    # picks the job's conda env (envs/learned.yaml); checked through Snakemake in tests/workflow/test_deployment.py
     assert not needs_learned_extra({}) and not needs_learned_extra({"threads": 8})
     assert needs_learned_extra({"weights": "random", "device": "auto", "threads": 1})
     assert needs_learned_extra({"base": {"family": "hardnet", "params": {"device": "cpu", "threads": 2}}, "scales": [1, 2]})

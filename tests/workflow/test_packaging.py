@@ -1,5 +1,5 @@
 """The two README commands stay true: CI runs README's test command; the rules' conda env holds the
-dependencies and reaches the package through the checkout (tests/test_deployment.py checks the env
+dependencies and reaches the package through the checkout (tests/workflow/test_deployment.py checks the env
 file as Snakemake deploys it, its packages and the lock)."""
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 Starts munged/slurmctld/slurmd from tests/slurm/ in a scratch directory (root only; no
 accounting, hence `--slurm-status-command squeue`: the README's command), runs the tiny demo of
-tests/test_workflow.py (2 scenes, one per batch) with `snakemake --profile profiles/slurm` in one
+tests/workflow/test_workflow.py (2 scenes, one per batch) with `snakemake --profile profiles/slurm` in one
 copy of the project and with `snakemake --cores 2` in another, and compares every Parquet file
 byte for byte.
 Skips (with the install command) when SLURM, munge or the executor plugin is missing.
@@ -56,7 +56,7 @@ def _skip_unless_runnable() -> None:
 
 
 def _copy_project(dest: Path) -> Path:
-    """The project without results, with tests/test_workflow.py's tiny demo in its config.yaml."""
+    """The project without results, with tests/workflow/test_workflow.py's tiny demo in its config.yaml."""
     ignore = shutil.ignore_patterns(".git", "results", "data", ".snakemake", "__pycache__", ".pytest_cache", "*.egg-info")
     shutil.copytree(ROOT, dest, ignore=ignore)
     cfg = yaml.safe_load((dest / "config.yaml").read_text())

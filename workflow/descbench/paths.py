@@ -56,7 +56,7 @@ class ScoreTask:
     ``writer``, ``schemas`` and ``summarize`` are ``"module:function"`` names, imported by their
     caller on first use (:func:`task_hook`), or the functions themselves: this registry sits at the
     bottom layer, the functions in the layers that call them (writer: layer <= 3, the jobs;
-    schemas and summarize: layer <= 2, the report; tests/test_layers.py checks it).
+    schemas and summarize: layer <= 2, the report; tests/workflow/test_layers.py checks it).
     """
 
     name: str

@@ -50,8 +50,8 @@ def test_registry_covers_the_schema_enum():
     schema = yaml.safe_load(SCHEMA.read_text())
     enum = schema["properties"]["keypoint_sets"]["additionalProperties"]["properties"]["detector"]["enum"]
     assert sorted(enum) == sorted([*DETECTORS, "precomputed", "locked"])
-    # SURF is descbench's own (OpenCV's is non-free; tests/test_surf.py checks it)
-    # and KeyNet is kornia's (tests/test_keynet.py checks it against kornia)
+    # SURF is descbench's own (OpenCV's is non-free; tests/descbench/keypoints/test_surf.py checks it)
+    # and KeyNet is kornia's (tests/descbench/keypoints/test_keynet.py checks it against kornia)
     assert set(OPENCV_DEFAULT) == set(DETECTORS) - {"surf", "keynet"}
 
 

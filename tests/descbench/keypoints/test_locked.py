@@ -1,6 +1,6 @@
 """Locked keypoints: export any set, import it bit-exactly (dataset file or per-image files; Parquet,
 CSV or gzip-compressed CSV), the export's recorded octave mode honoured by default, and clear
-errors on malformed files. (The C++ DescriptorWorkbench's own files: tests/test_dw_interop.py.)"""
+errors on malformed files. (The C++ DescriptorWorkbench's own files: tests/interop/test_dw_interop.py.)"""
 
 from __future__ import annotations
 
