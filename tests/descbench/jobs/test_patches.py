@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import argparse
 import json
+from pathlib import Path
+
+import pytest
 
 import descbench.patches.stages as ps
 from descbench import cli
+from descbench.jobs import patches as jobs_patches
 from jobcli import config
 
 
@@ -29,3 +34,16 @@ def test_describe_and_evaluate_pass_their_settings(tmp_path, monkeypatch):
     assert calls == [("describe", (tmp_path, tmp_path / "o.parquet", "d", {"family": "sift", "params": {}}, "hpatches_benchmark")),
                      ("import_csv", (tmp_path / "csv", tmp_path, tmp_path / "o.parquet", "d", True)),
                      ("evaluate", (tmp_path, [tmp_path / "s.parquet"], "d", {"a": 1}, tmp_path))]
+
+
+def test_add_commands_gives_every_step_its_options():
+    sub = argparse.ArgumentParser().add_subparsers()
+    assert jobs_patches.add_commands(sub) == {"patches": jobs_patches.run}
+    p = sub.choices["patches"]
+    a = p.parse_args(["describe", "--patch-dir", "pd", "--out", "o.parquet", "--name", "n"])
+    assert (a.step, a.patch_dir, a.centre_keypoint, a.threads, a.binary_packed, a.spec) == \
+        ("describe", Path("pd"), "hpatches_benchmark", 1, False, None)
+    a = p.parse_args(["evaluate", "--tasks", "t", "--name", "n", "--config", "{}", "--out-dir", "o", "a.parquet", "b.parquet"])
+    assert a.files == [Path("a.parquet"), Path("b.parquet")]
+    with pytest.raises(SystemExit):
+        p.parse_args([])  # a step is required

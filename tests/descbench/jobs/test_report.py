@@ -11,6 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from descbench.jobs import report as jobs_report
 from descbench.jobs.common import run_paths
 from jobcli import ROOT, SCENES, ok, scored
 
@@ -56,3 +57,21 @@ def test_report_plots_database_compare(run, tmp_path, capsys):
     ok("compare", run.root, "--out", tmp_path / "c.md")
     ok("compare", run.root, "--out", tmp_path / "c.csv")
     assert (tmp_path / "c.md").read_text().startswith("|") and "desc" in (tmp_path / "c.csv").read_text()
+
+
+def test_add_commands_and_where_compare_writes(tmp_path, monkeypatch, capsys):
+    sub = argparse.ArgumentParser().add_subparsers()
+    assert jobs_report.add_commands(sub) == {"report": jobs_report.run_report, "plots": jobs_report.run_plots,
+                                             "database": jobs_report.run_database, "compare": jobs_report.run_compare}
+    import descbench.report.experiments as ex
+
+    table = pd.DataFrame({"experiment": ["a", "b"], "mAP": [0.5, 0.25]})
+    monkeypatch.setattr(ex, "compare_experiments", lambda folders: table.assign(n=len(folders)))
+    monkeypatch.setattr(ex, "to_markdown", lambda t: f"| md {len(t)} rows |\n")
+    a = sub.choices["compare"].parse_args(["x", "y"])
+    jobs_report.run_compare(a)
+    assert capsys.readouterr().out == "| md 2 rows |\n"
+    jobs_report.run_compare(sub.choices["compare"].parse_args(["x", "--out", str(tmp_path / "t.md")]))
+    assert (tmp_path / "t.md").read_text() == "| md 2 rows |\n"
+    jobs_report.run_compare(sub.choices["compare"].parse_args(["x", "--out", str(tmp_path / "t.csv")]))
+    assert pd.read_csv(tmp_path / "t.csv").to_dict("list") == {"experiment": ["a", "b"], "mAP": [0.5, 0.25], "n": [1, 1]}
