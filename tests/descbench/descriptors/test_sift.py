@@ -19,6 +19,7 @@ import pytest
 from descbench.datasets.layout import read_image
 from descbench.descriptors import check_descriptor_params, compute_descriptors
 from descbench.descriptors import sift_kernel as K
+from descbench.descriptors import sift as S
 from descbench.descriptors.dspsift import workbench_scale_geometry
 from descbench.errors import ConfigError, DataError
 from descbench.keypoints import ImageKeypoints
@@ -240,3 +241,28 @@ def test_params_recorded_and_checked():
         check_descriptor_params("rgbsift", {"convention": "paper"}, "d")
     with pytest.raises(ConfigError, match=r"d\.convention"):
         check_descriptor_params("sift", {"convention": "vl"}, "d")
+
+
+def test_sift_family_rows_are_opencv_sift_with_the_sets_octaves_or_derived_ones(pristine):
+    """descbench.descriptors.sift directly: a SIFT set keeps its keypoints' octave field and its
+    pyramid parameters; other keypoints get OpenCV's default pyramid and octaves from their size."""
+    image = pristine / "1.ppm"
+    gray = read_image(image)
+    sift = cv2.SIFT_create(nfeatures=30, contrastThreshold=0.03)
+    cv_kps = sift.detect(gray, None)
+    kps = ImageKeypoints(*(np.array(v, dtype=t) for v, t in [
+        ([k.pt[0] for k in cv_kps], np.float32), ([k.pt[1] for k in cv_kps], np.float32), ([k.size for k in cv_kps], np.float32),
+        ([k.angle for k in cv_kps], np.float32), ([k.response for k in cv_kps], np.float32), ([k.octave for k in cv_kps], np.int32),
+        ([k.class_id for k in cv_kps], np.int32), (range(len(cv_kps)), np.int32)]))
+    own = S.sift_descriptors(image, kps, {}, {"detector": "sift", "params": {"contrast_threshold": 0.03}})
+    np.testing.assert_array_equal(own, sift.compute(gray, cv_kps)[1])
+    derived = S.sift_descriptors(image, kps, {}, {"detector": "orb"})
+    octs = sift_octave_from_size(kps.size, gray.shape)
+    ref = cv2.SIFT_create().compute(gray, [cv2.KeyPoint(k.pt[0], k.pt[1], k.size, k.angle, k.response, int(o), k.class_id)
+                                           for k, o in zip(cv_kps, octs)])[1]
+    np.testing.assert_array_equal(derived, ref)
+    wb = S.sift_descriptors(image, kps, {"convention": "workbench"}, {"detector": "sift"})
+    np.testing.assert_allclose(np.linalg.norm(wb, axis=1), 1.0, rtol=1e-6)
+    assert S.sift_patch_support({}, 65) == 65 / 5.303
+    with pytest.raises(ConfigError, match="convention must be one of opencv, workbench"):
+        S.sift_descriptors(image, kps, {"convention": "x"}, {})

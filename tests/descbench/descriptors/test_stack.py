@@ -10,6 +10,7 @@ import pytest
 
 from descbench.config import validate_config
 from descbench.descriptors import check_descriptor_params, compute_descriptors
+from descbench.descriptors import stack as ST
 from descbench.errors import ConfigError, DataError
 from descbench.keypoints.detectors import detect
 from descbench.datasets.layout import read_image
@@ -120,3 +121,19 @@ def test_registry_and_config_validation_import_neither_numba_nor_opencv():
             "from descbench.descriptors import family_names, get_family; [get_family(f) for f in family_names()]; "
             "bad = [m for m in ('numba', 'cv2') if m in sys.modules]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_combine_blocks_normalises_weights_and_concatenates():
+    """descbench.descriptors.stack directly: each block normalised, weighted, side by side, normalised."""
+    a = np.array([[3.0, 4.0], [0.0, 0.0]], np.float32)
+    b = np.array([[1.0, 1.0, 2.0], [2.0, 0.0, 0.0]], np.float32)
+    params = {"parts": [{"family": "x"}, {"family": "y"}], "weights": [2.0, 1.0], "block_norm": "l1", "final_norm": "none"}
+    np.testing.assert_allclose(ST.combine_blocks([a, b], params), [[6 / 7, 8 / 7, 0.25, 0.25, 0.5], [0, 0, 1, 0, 0]], rtol=1e-6)
+    row = ST.combine_blocks([a, b], {**params, "final_norm": "l2"})
+    np.testing.assert_allclose(np.linalg.norm(row, axis=1), 1.0, rtol=1e-6)
+    bits = ST.combine_blocks([np.array([[1, 2]], np.uint8), np.array([[3]], np.uint8)], params)
+    assert bits.dtype == np.uint8 and bits.tolist() == [[1, 2, 3]]
+    with pytest.raises(DataError, match="both packed bits and floats on img"):
+        ST.combine_blocks([np.zeros((1, 2), np.uint8), a[:1]], params, "img")
+    assert ST.normalise_rows(np.array([[1.0, -3.0]]), "none").tolist() == [[1.0, -3.0]]
+    assert ST.stack_width({}, [128, 64]) == 192 and ST.stack_width({}, []) == 128

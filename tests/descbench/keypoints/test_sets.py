@@ -15,6 +15,7 @@ from descbench import io
 from descbench.config import root_detector_spec, validate_config
 from descbench.errors import ConfigError
 from descbench.keypoints import ImageKeypoints
+from descbench.keypoints import sets as KS
 from descbench.paths import ResultPaths, scene_batches
 from descbench.jobs.common import load_keypoints
 from descbench.jobs.keypoints import _write_keypoints, derive_scene, keypoint_cutoff
@@ -195,3 +196,16 @@ def test_editing_one_set_reruns_only_what_depends_on_it(tmp_path):
     # big and x (2 batches each), their descriptors and scores; nothing of sift, orb or scale
     assert counts["keypoints"] == 4 and counts["descriptors"] == 4 and counts["score"] == 4, counts
     assert "keypoint_cutoff" not in counts and "demo_scene" not in counts
+
+
+def test_set_references_one_rule_each():
+    """descbench.keypoints.sets directly: sources, the global cap, the kept side, the root detector."""
+    kpsets = {"d": {"detector": "sift"}, "e": {"detector": "orb"},
+              "f": {"source": "d", "filters": [{"min_size": 2}, {"global_top_n_by_size": 500}]},
+              "i": {"intersection": {"sources": ["f", "e"], "keep": "e"}}, "j": {"intersection": {"sources": ["f", "e"]}}}
+    assert [KS.set_sources(kpsets[n]) for n in "defij"] == [[], [], ["d"], ["f", "e"], ["f", "e"]]
+    assert KS.global_top_n(kpsets["f"]) == 500 and KS.global_top_n(kpsets["d"]) is None
+    assert KS.intersection_keep(kpsets["i"]) == "e" and KS.intersection_keep(kpsets["j"]) == "f"
+    assert KS.root_detector_spec(kpsets, "i") is kpsets["e"] and KS.root_detector_spec(kpsets, "j") is kpsets["d"]
+    with pytest.raises(ConfigError, match="keypoint sets form a cycle: a -> b -> a"):
+        KS.root_detector_spec({"a": {"source": "b"}, "b": {"source": "a"}}, "a")
