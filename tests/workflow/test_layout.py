@@ -15,6 +15,11 @@ TESTS = ROOT / "tests" / "descbench"
 # descbench.tasks comes with its mirrored tests from the branch that adds the subpackage;
 # this exemption goes when both branches are merged.
 EXEMPT_PACKAGES = ("tasks",)
+# Mirrored files that exist but do not import their module yet, edited on another branch at the
+# time of the move; strict: the check fails as soon as the import is there, so the entry goes then.
+PENDING = {
+    "descbench.jobs.score": "tests/descbench/jobs/test_score.py reaches the module through `descbench score` only",
+}
 
 
 def package_modules() -> list[str]:
@@ -52,7 +57,8 @@ def test_the_walk_finds_the_package():
     assert len(modules) > 80
 
 
-@pytest.mark.parametrize("module", package_modules())
+@pytest.mark.parametrize("module", [pytest.param(m, marks=pytest.mark.xfail(strict=True, reason=PENDING[m])) if m in PENDING else m
+                                    for m in package_modules()])
 def test_every_module_has_a_direct_test_file(module):
     path = mirrored_file(module)
     assert path.is_file(), f"{module} has no test file {path.relative_to(ROOT)}"
