@@ -29,6 +29,7 @@ def test_shipped_config_is_valid_and_defaults_fill():
     assert minimal["keypoint_sets"]["k"]["params"]["sigma"] == 1.6
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize(
     "mutate, needle",
     [
@@ -48,6 +49,7 @@ def test_unknown_keys_are_named_with_the_allowed_ones(mutate, needle):
     assert "allowed keys" in str(exc.value) or "takes:" in str(exc.value)
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize(
     "mutate, needle",
     [
@@ -71,6 +73,7 @@ def test_invalid_values_are_errors(mutate, needle):
     assert needle in str(exc.value)
 
 
+@pytest.mark.bad_input
 def test_precomputed_keypoint_set_requires_method():
     cfg = base()
     cfg["keypoint_sets"]["net"] = {"detector": "precomputed", "params": {}}
@@ -82,6 +85,7 @@ def test_precomputed_keypoint_set_requires_method():
     assert ("net", "net") in combinations(out) and ("net", "sift") in combinations(out)
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize(
     "mutate, needle",
     [

@@ -18,6 +18,8 @@ from descbench.errors import ConfigError, DataError
 from descbench.keypoints import ImageKeypoints
 from descbench.patches import PATCH_TYPES
 
+pytestmark = pytest.mark.bad_input  # every test here checks a bad input (or the valid input beside it)
+
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "data"))  # sweep_config_callables, my_descriptors

@@ -43,6 +43,7 @@ def test_demo_scenes_and_restriction():
     assert scene_root(cfg()) == Path("data/demo/seed0") and dataset_tag(cfg()) == "demo"
 
 
+@pytest.mark.bad_input
 def test_folder_dataset(tmp_path):
     (tmp_path / "scenes" / "v_mine").mkdir(parents=True)
     (tmp_path / "scenes" / ".hidden").mkdir()

@@ -7,6 +7,7 @@ import pytest
 from descbench.errors import ConfigError, DataError, DescbenchError, DownloadError
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("cls", [ConfigError, DataError, DownloadError])
 def test_every_error_is_a_descbench_error_and_keeps_its_message(cls):
     assert issubclass(cls, DescbenchError) and issubclass(DescbenchError, Exception)

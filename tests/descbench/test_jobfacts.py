@@ -133,6 +133,7 @@ def test_the_toy_familys_width_scales_the_score_job(toy_config):
     assert jr.descriptor_width(cfg, "pooled") == 512  # aggregation average: one base row
 
 
+@pytest.mark.bad_input
 def test_a_family_declaring_an_unknown_runtime_is_named(toy_family):
     import dataclasses
 
@@ -141,6 +142,7 @@ def test_a_family_declaring_an_unknown_runtime_is_named(toy_family):
         bad.runtime_of({})
 
 
+@pytest.mark.bad_input
 def test_naming_both_a_family_and_a_detector_is_refused():
     with pytest.raises(ValueError, match="not both"):
         model_files({}, family="sift", detector="sift")

@@ -7,6 +7,8 @@ import os
 import socket
 from pathlib import Path
 
+import pytest
+
 from descbench.jobrecord import JOBS_ENV, JOBS_NAME, jobs_env_value, register_job
 
 
@@ -23,6 +25,7 @@ def test_a_job_records_its_pid_host_and_run(tmp_path):
     assert sorted(p.name for p in record.parent.iterdir()) == [record.name]  # no temporary left
 
 
+@pytest.mark.bad_input
 def test_no_record_without_the_variable_or_with_a_malformed_one(tmp_path):
     assert register_job({}) is None
     for raw in ["", "not json", json.dumps({"dir": str(tmp_path)}), json.dumps(["x"])]:
@@ -30,6 +33,7 @@ def test_no_record_without_the_variable_or_with_a_malformed_one(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.bad_input
 def test_an_unwritable_folder_gives_no_record_and_no_error(tmp_path):
     blocker = tmp_path / "file"
     blocker.write_text("")

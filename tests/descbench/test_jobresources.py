@@ -91,6 +91,7 @@ def test_header_sizes_of_hand_made_files(tmp_path):
     assert jr.image_size(bmp) == (640, 480)
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("data", [b"", b"P6\n", b"P6\n12", b"\x89PNG\r\n\x1a\n" + bytes(8), b"\xff\xd8\xff\xd9",
                                   b"\xff\xd8\xff\xe0\x00", b"GIF89a....", b"II*\x00\xff\xff\xff\x7f", b"hello world",
                                   # a scan before any frame header: what follows is not a header
@@ -129,6 +130,7 @@ def test_nothing_is_decoded(tmp_path, pristine, monkeypatch):
 # ----------------------------------------------------------------------------- defaults
 
 
+@pytest.mark.bad_input
 def test_missing_images_use_the_dataset_default(tmp_path):
     absent = [tmp_path / "not_there_yet"]
     assert jr.scene_image_sizes(absent[0], (5, 7)) == [(5, 7)] * 6
@@ -154,6 +156,7 @@ def test_incomplete_scene_uses_the_default(tmp_path):
     assert jr.scene_image_sizes(d, (640, 640)) == [(640, 640)] * 6
 
 
+@pytest.mark.bad_input
 def test_unreadable_header_counts_its_bytes(tmp_path):
     d = header_scene(tmp_path, "s", 100, 100)
     (d / "3.ppm").write_bytes(b"P6 this is not a header" + bytes(2_000_000))

@@ -135,6 +135,7 @@ def test_params_are_built_from_the_validated_sections():
     assert RetrievalParams.from_config(sc) == RetrievalParams(tau_px=2.0, gt="closest", chunk_mb=8.0)
 
 
+@pytest.mark.bad_input
 def test_generic_constructor_refuses_a_missing_key():
     from descbench.jobs.score import _matching_params
     from descbench.metrics.bojanic import BojanicParams
@@ -274,6 +275,7 @@ def test_precomputed_family_has_no_params():
     assert _registry()["precomputed"].params_schema["properties"] == {}
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("family, params, message", [
     ("brief", {"bytes": 17}, r"descriptors\.x\.params\.bytes: 17 is not one of 16, 32, 64; .*default 32"),
     ("orb", {"n_levels": "eight"}, r"descriptors\.x\.params\.n_levels: 'eight' is not of type integer; fix: use an integer >= 1"),
@@ -294,6 +296,7 @@ def test_descriptor_params_are_validated_when_the_dag_is_built(family, params, m
         validate_config({**BASE, "descriptors": {"x": {"family": family, "params": params}}}, SCHEMA)
 
 
+@pytest.mark.bad_input
 def test_stack_parts_are_validated_by_their_family():
     parts = [{"family": "sift"}, {"family": "brief", "params": {"bytes": 17}}]
     with pytest.raises(ConfigError, match=r"descriptors\.x\.params\.parts\.1\.params\.bytes: 17 is not one of 16, 32, 64"):
@@ -312,6 +315,7 @@ def test_rootsift_is_sift_at_the_sift_familys_defaults():
 PATCHES = {"enabled": True, "descriptors": ["d"]}
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("generate, message", [
     ({"max_patches": 0}, r"'patches\.generate\.max_patches': 0 is less than the minimum of 1"),
     ({"overlap_threshold": 1.5}, r"'patches\.generate\.overlap_threshold'"),
@@ -337,6 +341,7 @@ def test_check_source_does_not_reparse_the_generation_section(monkeypatch):
     assert cfg["patches"]["generate"]["max_patches"] == 7 and cfg["patches"]["generate"]["jitter"]["easy"]["rotation_deg"] == 7.5
 
 
+@pytest.mark.bad_input
 def test_patch_geometry_across_keys_is_checked_at_validation():
     """The support a family's params give (65 / scale_factor) must be finite: a rule across the
     descriptor's params and the patch description that only validation can check."""

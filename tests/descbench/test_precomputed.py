@@ -114,6 +114,7 @@ def test_load_binary_features(image: Path):
         load_features(image, METHOD)
 
 
+@pytest.mark.bad_input
 def test_binary_kind_on_float_descriptors_is_an_error(image: Path):
     kp, desc, _ = _features()
     save_npz(image.parent / f"{image.name}.{METHOD}", keypoints=kp, descriptors=desc)
@@ -159,6 +160,7 @@ def test_empty_features_load(image: Path):
     assert len(feats.keypoints) == 0 and feats.descriptors.shape == (0, 32)
 
 
+@pytest.mark.bad_input
 def test_missing_file(image: Path, tmp_path: Path):
     expected = image.parent / f"{image.name}.{METHOD}"
     msg = _raises_naming(lambda: load_features(image, METHOD), str(expected), str(image))
@@ -199,6 +201,7 @@ def _bad_cases() -> dict:
     }
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("case", sorted(_bad_cases()))
 def test_invalid_features(image: Path, case: str):
     arrays, fragment = _bad_cases()[case]
@@ -207,6 +210,7 @@ def test_invalid_features(image: Path, case: str):
     assert "regenerate" in msg or "use " in msg or "must" in msg
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("content", ["random", "empty", "npy", "truncated_zip"])
 def test_corrupt_file(image: Path, content: str):
     f = image.parent / f"{image.name}.{METHOD}"
@@ -225,6 +229,7 @@ def test_corrupt_file(image: Path, content: str):
     assert "regenerate" in msg
 
 
+@pytest.mark.bad_input
 def test_pickled_object_array_refused(image: Path):
     kp, desc, _ = _features()
     obj = np.empty(10, dtype=object)
@@ -390,6 +395,7 @@ def test_end_to_end_root_and_no_cap(scene: Path, tmp_path: Path):
     assert all(r["n_relevant_queries"] > 0 for r in pq.read_table(p_path).to_pylist())
 
 
+@pytest.mark.bad_input
 def test_stage_missing_npz_names_file(scene: Path, tmp_path: Path):
     write_sift_npz(scene)
     (scene / f"5.ppm.{METHOD}").unlink()
@@ -409,6 +415,7 @@ def _detect_then_rewrite_npz(scene: Path, tmp_path: Path, rewrite) -> tuple[Path
     return kp, f
 
 
+@pytest.mark.bad_input
 def test_stage_npz_shrunk_after_detection(scene: Path, tmp_path: Path):
     kp, f = _detect_then_rewrite_npz(
         scene, tmp_path, lambda k, d, s: dict(keypoints=k[:50], descriptors=d[:50], scores=s[:50])
@@ -431,6 +438,7 @@ def test_stage_npz_reordered_after_detection(scene: Path, tmp_path: Path):
     raise AssertionError(f"{f} changed since detection but descriptors were written to {out} without error")
 
 
+@pytest.mark.bad_input
 def test_stage_mixed_descriptor_dimension_names_file(scene: Path, tmp_path: Path):
     npz = write_sift_npz(scene)
     f = scene / f"3.ppm.{METHOD}"

@@ -22,6 +22,7 @@ def test_a_run_takes_and_releases_the_lock(tmp_path):
     assert last_run(tmp_path) == me  # the runs file remembers who took it last
 
 
+@pytest.mark.bad_input
 def test_a_live_lock_of_another_run_is_refused_naming_it(tmp_path):
     other = holder_info(tmp_path, ["snakemake"])
     other["pid"] = os.getppid()  # a live process of this host that is not this one
@@ -33,6 +34,7 @@ def test_a_live_lock_of_another_run_is_refused_naming_it(tmp_path):
     assert release(tmp_path, me) is False and read_lock(tmp_path) == other
 
 
+@pytest.mark.bad_input
 def test_another_run_in_between_is_refused(tmp_path):
     first = holder_info(tmp_path, ["snakemake"])
     acquire(tmp_path, first, None)

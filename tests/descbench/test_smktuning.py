@@ -144,6 +144,7 @@ def test_force_applies_on_an_untested_version(monkeypatch):
     assert calls == ["sigint", "timer"] and rec["mode"] == "force" and all(rec["applied"].values())
 
 
+@pytest.mark.bad_input
 def test_a_missing_attribute_is_said(monkeypatch):
     _no_patching(monkeypatch)
     monkeypatch.setattr(smktuning, "single_reevaluation_timer", lambda: False)
@@ -151,6 +152,7 @@ def test_a_missing_attribute_is_said(monkeypatch):
     assert "_schedule_reevalutation" in rec["note"] and not rec["applied"]["single_reevaluation_timer"]
 
 
+@pytest.mark.bad_input
 def test_a_bad_switch_value_names_the_variable():
     with pytest.raises(ValueError, match=r"DESCBENCH_SMK_TUNING='yes please'.*0 .*1 .*force"):
         smktuning.tuning_mode({"DESCBENCH_SMK_TUNING": "yes please"})

@@ -39,6 +39,7 @@ def test_validated_config_records_the_variants_and_fills_their_defaults():
     assert sweep_columns(cfg["sweeps"], "orb", "sift") == {}
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("sweeps, message", [
     ({"b": {"keypoint_set": "nope", "grid": {"border_px": [1]}}}, r"sweeps\.b\.keypoint_set: unknown keypoint set 'nope'"),
     ({"b": {"keypoint_set": "sift", "descriptor": "sift", "grid": {}}}, r"exactly one of keypoint_set / descriptor"),
@@ -102,6 +103,7 @@ def test_scoring_sweep_reuses_the_descriptors_and_scores_side_by_side(tmp_path):
     assert not (tmp_path / "results/demo/descriptors/sift/sift-tau-0").exists()
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("descs, sweeps, message", [
     ({"t": {"family": "sift", "overrides": {"scoring": {"tauu": 2}}}}, {}, r"unknown config key 'descriptors\.t\.overrides\.scoring\.tauu'"),
     ({"t": {"family": "sift", "overrides": {"scoring": {"tau_px": -1}}}}, {}, r"descriptors\.t\.overrides\.scoring\.tau_px"),

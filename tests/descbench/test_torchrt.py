@@ -47,6 +47,7 @@ def test_require_returns_the_modules():
     assert torchrt.require("torch", "kornia", what="x") == (torch, kornia)
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("check", [torchrt.require, torchrt.check_installed])
 def test_missing_module_names_it_and_the_pip_command(monkeypatch, check):
     monkeypatch.setitem(sys.modules, "kornia", None)  # `import kornia` now raises ImportError
@@ -57,6 +58,7 @@ def test_missing_module_names_it_and_the_pip_command(monkeypatch, check):
     assert PIP in msg
 
 
+@pytest.mark.bad_input
 def test_check_installed_finds_an_uninstalled_module():
     with pytest.raises(ConfigError, match="'no_such_module_xyz' is not importable"):
         torchrt.check_installed("no_such_module_xyz", what="w")
@@ -114,6 +116,7 @@ def test_random_weights_are_seeded_and_leave_the_global_rng_alone():
     assert not a.training  # eval mode
 
 
+@pytest.mark.bad_input
 def test_random_weights_refuse_a_module_it_cannot_reset():
     class Odd(nn.Module):
         def __init__(self):
@@ -147,6 +150,7 @@ def test_a_training_checkpoint_is_read_from_its_state_dict_key(tmp_path):
     assert same_state(state(net), state(src))
 
 
+@pytest.mark.bad_input
 def test_missing_weights_file_names_the_key_the_file_and_the_published_source(tmp_path):
     path = tmp_path / "nope.pth"
     with pytest.raises(ConfigError) as e:
@@ -155,6 +159,7 @@ def test_missing_weights_file_names_the_key_the_file_and_the_published_source(tm
     assert "descriptors.d.params.weights" in msg and str(path) in msg and "https://example.org/tiny.pth" in msg
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("edit, key", [
     (lambda sd: sd.pop("bn.running_var"), "key 'bn.running_var' is missing"),
     (lambda sd: sd.__setitem__("extra.weight", torch.zeros(1)), "key 'extra.weight' is not a key of the module"),
@@ -170,6 +175,7 @@ def test_mismatched_state_dict_names_the_file_and_the_first_bad_key(tmp_path, ed
         torchrt.load_weights(Tiny(), str(path), 0, "w", "src")
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("content", [b"not a torch file", None])
 def test_unreadable_weights_file_is_a_config_error(tmp_path, content):
     path = tmp_path / "w.pt"

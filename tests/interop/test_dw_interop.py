@@ -145,6 +145,7 @@ def test_image_is_a_number_or_a_file_name(tmp_path, images, ext):
         assert load_locked(str(f), "s", k, 100, 100).x.tolist() == [9.0 + k]
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("bad", ["img1.ppm", "1.5", "0.png", "1ppm", "07.ppm"])
 @pytest.mark.parametrize("ext", ["csv", "parquet"])
 def test_a_bad_image_name_names_the_file_row_and_value(tmp_path, bad, ext):
@@ -156,6 +157,7 @@ def test_a_bad_image_name_names_the_file_row_and_value(tmp_path, bad, ext):
         load_locked(str(f), "s", 1, 100, 100)
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("ext", ["csv", "parquet"])
 def test_an_image_beyond_the_scene_names_the_file_and_row(tmp_path, ext):
     df = pd.DataFrame({"scene": ["s"] * 3, "image": ["1.ppm", "7.ppm", "3.ppm"], "x": 10.0, "y": 20.0, "size": 3.0})
@@ -166,6 +168,7 @@ def test_an_image_beyond_the_scene_names_the_file_and_row(tmp_path, ext):
     assert load_locked(str(f), "s", 7, 100, 100, n_images=8).x.tolist() == [10.0]  # a scene of 8 images
 
 
+@pytest.mark.bad_input
 def test_workbench_bookkeeping_columns_one_keypoint_set_per_file(tmp_path):
     df = pd.read_csv(DATA / "locked_keypoints.csv")
     df.loc[df.index[-5:], "keypoint_set_id"] = 7
@@ -183,6 +186,7 @@ def test_workbench_bookkeeping_columns_one_keypoint_set_per_file(tmp_path):
         load_locked(str(tmp_path / "other.csv"), "v_coins", 1, 600, 600)
 
 
+@pytest.mark.bad_input
 def test_workbench_folder_errors_and_snakemake_inputs(pristine, tmp_path):
     folder = tmp_path / "dw"
     shutil.copytree(FOLDER, folder)
@@ -218,6 +222,7 @@ def test_workbench_sift_sets_use_their_octave_with_octave_sift(pristine, tmp_pat
     assert not np.array_equal(auto, want)
 
 
+@pytest.mark.bad_input
 def test_unknown_ending_was_the_old_gz_error(tmp_path):
     f = tmp_path / "kp.csv.gz"
     shutil.copy(DATA / "keypoints_scene_image.csv.gz", f)
@@ -343,6 +348,7 @@ def test_markdown_names_each_rows_convention_and_the_column_correspondence(tmp_p
     assert "| dsp_sweep | ../data/ | DescriptorWorkbench | dspsift_v2 |  |" in md and "| n/a |" in md
 
 
+@pytest.mark.bad_input
 def test_not_a_workbench_csv_says_what_to_give(tmp_path):
     folder = fake_experiment(tmp_path, "mine")
     f = tmp_path / "comparison.csv"

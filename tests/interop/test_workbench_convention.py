@@ -381,6 +381,7 @@ def test_config_accepts_the_new_keys():
         assert validate_config(c, SCHEMA)["scoring"]["gt"] == gt
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize(
     "mutate, needle",
     [

@@ -115,6 +115,7 @@ def test_rerun_is_bit_identical(run, tmp_path):
     assert digests(other / "results/demo/patches") == before
 
 
+@pytest.mark.bad_input
 def test_a_broken_strip_stops_the_run_with_its_name(tmp_path):
     """source: folder with a strip whose height is not a multiple of 65: the job's own message
     (file and fix) reaches the terminal."""

@@ -101,6 +101,7 @@ def test_a_changed_file_with_the_same_stat_is_not_rehashed_but_new_stat_is(tmp_p
     assert len(calls) == 2
 
 
+@pytest.mark.bad_input
 def test_a_job_reads_its_settings_from_a_spec_file_and_names_a_bad_one(tmp_path):
     from descbench.errors import DescbenchError
     from descbench.jobs.common import json_arg
@@ -350,6 +351,7 @@ def test_two_working_directories_on_one_results_folder(base):
     assert set(job_counts(out)) == {"report", "plots", "results_db", "all"}, job_counts(out)
 
 
+@pytest.mark.bad_input
 @pytest.mark.e2e
 def test_a_failing_jobs_own_message_is_on_the_terminal_above_snakemakes_error_block(base):
     """The job's one-line error stands right above Snakemake's block for it (within its first 10

@@ -59,6 +59,7 @@ def descbench_lines(text: str) -> list[str]:
     return [line for line in text.splitlines() if line.startswith("descbench")]
 
 
+@pytest.mark.bad_input
 def test_a_config_error_is_one_line_without_snakemakes_traceback(tmp_path: Path):
     """A bad value stops the run with its one-line message and exit status 1; no traceback lines
     into the workflow's own files (which say nothing about the config) follow it."""
@@ -74,6 +75,7 @@ def test_a_config_error_is_one_line_without_snakemakes_traceback(tmp_path: Path)
 # ----------------------------------------------------------------------------- 1. YAML syntax
 
 
+@pytest.mark.bad_input
 def test_yaml_syntax_error_names_file_line_and_column(tmp_path: Path):
     f = tmp_path / "my.yaml"
     f.write_text("dataset: demo\nscoring:\n  tau_px: 3\n gt: closest\n")
@@ -89,6 +91,7 @@ def test_yaml_syntax_error_names_file_line_and_column(tmp_path: Path):
     assert check_yaml_file(f) == {"dataset": "demo"}
 
 
+@pytest.mark.bad_input
 def test_yaml_syntax_error_in_config_yaml_through_snakemake(tmp_path: Path):
     """Snakemake's own message ("Config file is not valid JSON or YAML") names neither the file
     nor the line: the Snakefile reads config.yaml first."""
@@ -148,6 +151,7 @@ def test_nested_config_on_the_command_line_reaches_the_jobs(tmp_path: Path):
 # ----------------------------------------------------------------------------- 3. file, not folder
 
 
+@pytest.mark.bad_input
 def test_check_folders(tmp_path: Path):
     (tmp_path / "afile").write_text("")
     check_folders({"results_dir": tmp_path / "new" / "deeper", "data_dir": tmp_path})
@@ -159,6 +163,7 @@ def test_check_folders(tmp_path: Path):
         check_folders({"data_dir": tmp_path / "afile" / "sub"})
 
 
+@pytest.mark.bad_input
 @pytest.mark.e2e
 @pytest.mark.parametrize("key", ["results_dir", "data_dir"])
 def test_a_file_as_results_or_data_dir_is_a_config_error(tmp_path: Path, key: str):
@@ -221,6 +226,7 @@ def test_disk_full_in_a_job_is_one_line(keypoint_job, monkeypatch, capsys):
     assert [p.name for p in out.parent.iterdir()] == []
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("code, says, fix", [
     (errno.EACCES, "Permission denied (EACCES)", "chmod u+w"),
     (errno.EPERM, "(EPERM)", "chmod u+w"),
@@ -236,6 +242,7 @@ def test_write_error_messages(tmp_path: Path, code: int, says: str, fix: str):
     assert "an output of `score`" in cli.write_error_message(OSError(code, os.strerror(code)), "`score`")
 
 
+@pytest.mark.bad_input
 def test_an_unreadable_input_is_not_called_unwritable(tmp_path: Path, monkeypatch):
     f = tmp_path / "H_1_2"
     f.write_text("1 0 0\n0 1 0\n0 0 1\n")
@@ -287,6 +294,7 @@ def shlex_quote(s: str) -> str:
 # ----------------------------------------------------------------------------- 5. broken result file
 
 
+@pytest.mark.bad_input
 def test_rebuild_hint_names_the_folder_to_delete(tmp_path: Path):
     batch = tmp_path / "results" / "demo" / "keypoints" / "sift" / "batch003"
     batch.mkdir(parents=True)
@@ -310,6 +318,7 @@ def test_rebuild_hint_never_removes_the_working_folder(tmp_path: Path, monkeypat
     assert "`rm -r 'my results/b'`" in io.rebuild_hint("my results/b/x.parquet")  # quoted for the shell
 
 
+@pytest.mark.bad_input
 @pytest.mark.e2e
 def test_following_the_message_for_a_truncated_file_rebuilds_it(tmp_path: Path):
     """Truncate a per-scene keypoint file of a finished job; the next job that reads it fails with

@@ -163,6 +163,7 @@ def test_a_configfile_merged_into_config_yaml_is_said_in_one_line(tmp_path):
 # ----------------------------------------------------------------------------- --config forms
 
 
+@pytest.mark.bad_input
 @pytest.mark.e2e
 def test_the_dotted_config_form_is_refused_by_snakemake_before_the_snakefile(tmp_path):
     """Snakemake refuses `--config scoring.tau_px=5` while reading its own command line (no

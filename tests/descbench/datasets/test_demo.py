@@ -141,6 +141,7 @@ def test_image1_has_enough_sift_keypoints(demo_dir: Path, scene: str):
     assert len(cv2.SIFT_create().detect(img, None)) >= 200
 
 
+@pytest.mark.bad_input
 def test_unknown_scene_raises_config_error(tmp_path: Path):
     with pytest.raises(ConfigError, match="v_chelsea"):
         generate_scene("v_nonexistent", tmp_path)

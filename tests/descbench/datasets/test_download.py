@@ -211,6 +211,7 @@ def test_full_download_with_sha256_and_progress(server: Server, archives: Archiv
     assert len(lines) <= 22  # rate limited: one per 5 % (plus start and end) at this speed
 
 
+@pytest.mark.bad_input
 def test_sha256_mismatch_deletes_download(server: Server, archives: Archives, tmp_path: Path):
     wrong = "0" * 64
     with pytest.raises(DownloadError) as exc:
@@ -221,6 +222,7 @@ def test_sha256_mismatch_deletes_download(server: Server, archives: Archives, tm
     assert list(tmp_path.iterdir()) == []
 
 
+@pytest.mark.bad_input
 def test_invalid_sha256_is_rejected_before_downloading(server: Server, tmp_path: Path):
     with pytest.raises(DownloadError, match="64 hexadecimal digits"):
         fetch_archive([f"{server.base}/{TAR_NAME}"], tmp_path, sha256="abc", progress=False)
@@ -269,6 +271,7 @@ def test_mirror_fallback(server: Server, archives: Archives, tmp_path: Path):
     assert not (tmp_path / f"{TAR_NAME}.part").exists()
 
 
+@pytest.mark.bad_input
 def test_all_mirrors_failing_says_where_to_put_the_archive(server: Server, tmp_path: Path):
     urls = [f"{server.base}/missing/{TAR_NAME}", f"http://127.0.0.1:{_closed_port()}/{ZIP_NAME}"]
     with pytest.raises(DownloadError) as exc:
@@ -288,6 +291,7 @@ def test_existing_final_file_skips_the_network(server: Server, archives: Archive
     assert server.state.requests == []
 
 
+@pytest.mark.bad_input
 def test_existing_final_file_with_wrong_sha256_is_reported_not_deleted(server: Server, tmp_path: Path):
     (tmp_path / TAR_NAME).write_bytes(b"not the archive")
     with pytest.raises(DownloadError, match="delete it"):
@@ -339,6 +343,7 @@ def _assert_nothing_extracted(out: Path) -> None:
     assert not (out / f".{ARCHIVE_ROOT}.extracting").exists()
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("writer", [_write_tar, _write_zip])
 def test_path_traversal_member_is_rejected(tmp_path: Path, writer):
     files = {**_layout_files(f"{ARCHIVE_ROOT}/"), "../evil": b"owned"}
@@ -351,6 +356,7 @@ def test_path_traversal_member_is_rejected(tmp_path: Path, writer):
     _assert_nothing_extracted(out)
 
 
+@pytest.mark.bad_input
 def test_symlink_pointing_outside_is_rejected(tmp_path: Path):
     archive = tmp_path / "link.tar"
     with tarfile.open(archive, "w") as tar:
@@ -362,6 +368,7 @@ def test_symlink_pointing_outside_is_rejected(tmp_path: Path):
     _assert_nothing_extracted(tmp_path / "out")
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("kind", ["tar_gz", "zip"])
 def test_truncated_archive_raises_data_error(archives: Archives, tmp_path: Path, kind: str):
     source = getattr(archives, kind)
@@ -372,6 +379,7 @@ def test_truncated_archive_raises_data_error(archives: Archives, tmp_path: Path,
     _assert_nothing_extracted(tmp_path / "out")
 
 
+@pytest.mark.bad_input
 def test_existing_target_is_not_overwritten(archives: Archives, tmp_path: Path):
     (tmp_path / ARCHIVE_ROOT).mkdir()
     with pytest.raises(DataError, match="already exists.*delete it.*use it as is"):

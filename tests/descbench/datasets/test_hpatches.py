@@ -23,6 +23,7 @@ def test_scene_lists():
     assert (N_IMAGES, TARGET_IMAGES) == (6, (2, 3, 4, 5, 6))
 
 
+@pytest.mark.bad_input
 def test_validate_layout_names_every_broken_scene(pristine, tmp_path):
     for name in ("v_ok", "v_short", "v_badh"):
         shutil.copytree(pristine, tmp_path / name)

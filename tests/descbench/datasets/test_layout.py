@@ -38,6 +38,7 @@ def test_a_seventh_image_with_its_homography_is_a_longer_scene(scene: Path):
     assert files.n_images == 7 and [p.name for p in files.images][-1] == "7.ppm" and sorted(files.homographies) == list(range(2, 8))
 
 
+@pytest.mark.bad_input
 def test_a_seventh_image_without_its_homography_names_the_missing_file(scene: Path):
     shutil.copy(scene / "6.ppm", scene / "7.ppm")
     with pytest.raises(DataError) as exc:
@@ -46,6 +47,7 @@ def test_a_seventh_image_without_its_homography_names_the_missing_file(scene: Pa
     assert str(scene) in msg and "missing H_1_7" in msg and "scene of 7 images" in msg and "pairs.txt" in msg
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("extra", ["0.ppm", "01.ppm", "img3.ppm", "H_1_1", "H_1_7", "H1to3p"])
 def test_any_sequence_like_extra_file_is_an_error(scene: Path, extra: str):
     (scene / extra).write_bytes(b"x")
@@ -54,6 +56,7 @@ def test_any_sequence_like_extra_file_is_an_error(scene: Path, extra: str):
         scene_files(scene)
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("extra, missing", [("8.png", "7"), ("12.JPG", "7, 8, 9, 10, 11")])
 def test_a_gap_in_the_numbering_names_the_missing_images(scene: Path, extra: str, missing: str):
     (scene / extra).write_bytes(b"x")
@@ -62,6 +65,7 @@ def test_a_gap_in_the_numbering_names_the_missing_images(scene: Path, extra: str
         scene_files(scene)
 
 
+@pytest.mark.bad_input
 def test_a_single_image_is_not_a_scene(scene: Path):
     for k in range(2, 7):
         (scene / f"{k}.ppm").unlink()
@@ -70,6 +74,7 @@ def test_a_single_image_is_not_a_scene(scene: Path):
         scene_files(scene)
 
 
+@pytest.mark.bad_input
 def test_oxford_layout_extra_files(scene: Path):
     _oxford(scene)
     assert [p.name for p in scene_files(scene).images] == [f"img{k}.ppm" for k in range(1, 7)]
@@ -93,6 +98,7 @@ def test_files_that_are_not_images_of_the_sequence_are_allowed(scene: Path):
     assert scene_files(scene) == before
 
 
+@pytest.mark.bad_input
 def test_missing_files_also_mention_extra_ones(scene: Path):
     (scene / "H_1_6").unlink()
     (scene / "H_1_2").rename(scene / "H_1_9")
@@ -100,6 +106,7 @@ def test_missing_files_also_mention_extra_ones(scene: Path):
         scene_files(scene)
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("layout", ["hpatches", "oxford"])
 def test_two_candidate_files_for_one_image(scene: Path, layout: str):
     stem = "img1" if layout == "oxford" else "1"
@@ -113,12 +120,14 @@ def test_two_candidate_files_for_one_image(scene: Path, layout: str):
     assert "Keep exactly one" in msg and "move the other(s) out" in msg
 
 
+@pytest.mark.bad_input
 def test_candidates_are_matched_whatever_the_extension_case(scene: Path):
     (scene / "3.PNG").write_bytes(b"x")
     with pytest.raises(DataError, match="candidate files for image 3: 3.PNG, 3.ppm"):
         scene_files(scene)
 
 
+@pytest.mark.bad_input
 def test_unchecked_scene_files_do_not_list_the_folder(tmp_path: Path):
     # check_exists=False is what a rule creating the scene uses: the folder need not exist
     files = scene_files(tmp_path / "nowhere" / "v_x", check_exists=False, n_images=6)
@@ -130,6 +139,7 @@ def test_unchecked_scene_files_do_not_list_the_folder(tmp_path: Path):
 # --------------------------------------------------------------------------- homographies
 
 
+@pytest.mark.bad_input
 def test_huge_translation_is_ill_conditioned_not_singular(tmp_path: Path):
     path = tmp_path / "H_1_2"
     path.write_text("1 0 1e9\n0 1 0\n0 0 1\n")
@@ -142,6 +152,7 @@ def test_huge_translation_is_ill_conditioned_not_singular(tmp_path: Path):
     assert "fix or regenerate it" in msg
 
 
+@pytest.mark.bad_input
 def test_tiny_scale_is_ill_conditioned_not_singular(tmp_path: Path):
     path = tmp_path / "H_1_2"
     path.write_text("1e-13 0 0\n0 1 0\n0 0 1\n")
@@ -149,6 +160,7 @@ def test_tiny_scale_is_ill_conditioned_not_singular(tmp_path: Path):
         read_homography(path)
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize(
     "text, rank",
     [("0 0 0 0 0 0 0 0 0", 0), ("1 2 3 2 4 6 0 0 1", 2), ("1 0 0 0 0 0 0 0 1", 2),
@@ -175,6 +187,7 @@ def test_valid_homographies_are_read_unchanged(scene: Path, tmp_path: Path):
 # --------------------------------------------------------------------------- config: scenes
 
 
+@pytest.mark.bad_input
 def test_repeated_scene_names_the_key_the_scene_and_the_positions():
     cfg = {"dataset": "demo", "demo": {"seed": 0}, "data_dir": "unused",
            "scenes": ["v_coins", "i_rocket", "v_coins", "v_coins"]}
@@ -198,6 +211,7 @@ def _patch_folder(root: Path, name: str) -> Path:
     return seq
 
 
+@pytest.mark.bad_input
 def test_patch_sequence_folder_with_a_dot_is_named_early(tmp_path: Path):
     from descbench.patches.layout import list_patch_sequences
 
@@ -257,6 +271,7 @@ def _nothing_left(out: Path) -> None:
     assert not (out / ARCHIVE_ROOT).exists() and not (out / f".{ARCHIVE_ROOT}.extracting").exists()
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("data_filter", [True, False], ids=["data_filter", "no_data_filter"])
 @pytest.mark.parametrize("order", ["link_first", "link_last"])
 def test_symlink_chain_escaping_the_data_dir_is_rejected(tmp_path: Path, monkeypatch, data_filter: bool, order: str):
@@ -274,6 +289,7 @@ def test_symlink_chain_escaping_the_data_dir_is_rejected(tmp_path: Path, monkeyp
     assert not any(os.path.islink(p) for p in (tmp_path / "data").rglob("*"))
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("data_filter", [True, False], ids=["data_filter", "no_data_filter"])
 def test_nothing_is_written_through_the_chain(tmp_path: Path, monkeypatch, data_filter: bool):
     if not data_filter:
@@ -286,6 +302,7 @@ def test_nothing_is_written_through_the_chain(tmp_path: Path, monkeypatch, data_
     _nothing_left(out)
 
 
+@pytest.mark.bad_input
 def test_escaping_link_outside_the_dataset_folder_is_rejected_too(tmp_path: Path):
     archive = _chain_tar(tmp_path / "a.tar", links=[], extra=(("__MACOSX/x", b"x"),))
     with tarfile.open(archive, "a") as tar:
@@ -296,6 +313,7 @@ def test_escaping_link_outside_the_dataset_folder_is_rejected_too(tmp_path: Path
     _nothing_left(tmp_path / "out")
 
 
+@pytest.mark.bad_input
 def test_direct_escape_is_caught_when_the_link_is_created(tmp_path: Path, monkeypatch):
     archive = _chain_tar(tmp_path / "a.tar", links=[("l", "../../../outside")])
     if hasattr(tarfile, "data_filter"):  # the standard library's filter sees it first
@@ -306,6 +324,7 @@ def test_direct_escape_is_caught_when_the_link_is_created(tmp_path: Path, monkey
         extract_archive(archive, tmp_path / "out")
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("order", ["link_first", "link_last"])
 def test_the_record_of_links_alone_catches_the_chain(tmp_path: Path, monkeypatch, order: str):
     """os.path.realpath resolves lexically where it gives up (loops, over-long paths); the data
@@ -319,6 +338,7 @@ def test_the_record_of_links_alone_catches_the_chain(tmp_path: Path, monkeypatch
     assert not list(tmp_path.rglob("escaped"))
 
 
+@pytest.mark.bad_input
 def test_the_file_system_is_asked_too(tmp_path: Path, monkeypatch):
     """The second opinion: with a record that ignored links, realpath still catches the chain."""
     from descbench.datasets import download
@@ -337,6 +357,7 @@ def test_the_file_system_is_asked_too(tmp_path: Path, monkeypatch):
         extract_archive(archive, tmp_path / "out")
 
 
+@pytest.mark.bad_input
 def test_link_inside_the_archive_but_outside_the_dataset_folder(tmp_path: Path):
     archive = tmp_path / "a.tar"
     with tarfile.open(archive, "w") as tar:
@@ -348,6 +369,7 @@ def test_link_inside_the_archive_but_outside_the_dataset_folder(tmp_path: Path):
     _nothing_left(tmp_path / "out")
 
 
+@pytest.mark.bad_input
 def test_link_loop_is_rejected(tmp_path: Path):
     archive = tmp_path / "a.tar"
     with tarfile.open(archive, "w") as tar:
@@ -358,6 +380,7 @@ def test_link_loop_is_rejected(tmp_path: Path):
         extract_archive(archive, tmp_path / "out")
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("link", ["/etc", "a\\..\\..\\x", "C:x"])
 def test_absolute_or_backslash_link_text_is_rejected(tmp_path: Path, monkeypatch, link: str):
     monkeypatch.delattr(tarfile, "data_filter", raising=False)  # descbench's own check
@@ -386,6 +409,7 @@ def test_links_that_stay_inside_are_extracted(tmp_path: Path, monkeypatch, data_
     assert not (root / "v_y" / "copy").is_symlink()
 
 
+@pytest.mark.bad_input
 def test_hard_link_to_a_missing_member_is_rejected(tmp_path: Path):
     archive = tmp_path / "a.tar"
     with tarfile.open(archive, "w") as tar:
@@ -412,6 +436,7 @@ def _chain_zip(path: Path, links, extra: tuple[tuple[str, bytes], ...] = ()) -> 
     return path
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("links", [CHAIN, CHAIN[1:] + CHAIN[:1], [("l", "../../../../outside")]],
                          ids=["chain_link_first", "chain_link_last", "direct"])
 def test_zip_symlinks_cannot_escape(tmp_path: Path, links):
@@ -422,6 +447,7 @@ def test_zip_symlinks_cannot_escape(tmp_path: Path, links):
     _nothing_left(out)
 
 
+@pytest.mark.bad_input
 def test_nothing_is_written_through_a_zip_symlink(tmp_path: Path):
     archive = _chain_zip(tmp_path / "a.zip", CHAIN, extra=((f"{CHAIN_DIR}/l/escaped", b"owned"),))
     with pytest.raises(DataError, match="escaped' leads outside the extraction folder"):
@@ -436,6 +462,7 @@ def test_zip_symlink_inside_becomes_a_link(tmp_path: Path):
     assert link.is_symlink() and os.readlink(link) == "1.ppm" and link.read_bytes() == b"P5 1 1 255 x"
 
 
+@pytest.mark.bad_input
 def test_patch_archive_with_the_chain_is_rejected(tmp_path: Path):
     from descbench.patches.download import PATCHES_ROOT, obtain_patches
 

@@ -22,6 +22,8 @@ from descbench.jobs.score import score_scene
 from descbench.datasets import layout
 from descbench.errors import DataError
 
+pytestmark = pytest.mark.bad_input  # every test here checks a bad input (or the valid input beside it)
+
 SCENE = "v_coins"  # the scene of the shared `pristine` / `scene` fixtures (conftest.DEMO_SCENE)
 KP_SPEC = {"detector": "sift", "border_px": 40, "max_keypoints": None, "params": {}}
 DESC_SPEC = {"family": "sift", "params": {}}

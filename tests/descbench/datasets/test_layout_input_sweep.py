@@ -21,6 +21,8 @@ from descbench.errors import ConfigError, DataError
 from descbench.keypoints.locked import load_locked
 from descbench.precomputed import feature_path, load_features
 
+pytestmark = pytest.mark.bad_input  # every test here checks a bad input (or the valid input beside it)
+
 METHOD = "mynet"
 SIFT = {"detector": "sift", "border_px": 40, "max_keypoints": None, "params": {}}
 PRE = {"detector": "precomputed", "border_px": 40, "max_keypoints": None,

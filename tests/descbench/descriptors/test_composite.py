@@ -99,6 +99,7 @@ def test_a_composite_of_one_component_is_that_component(agg):
     np.testing.assert_allclose(aggregate([a], params(agg, n=1), NAMES[:1], "here"), l2(a), rtol=1e-6)
 
 
+@pytest.mark.bad_input
 def test_dimension_rules_are_the_workbench_s():
     a, b = blocks(dims=(4, 6))
     for agg in ("average", "max", "min"):
@@ -113,6 +114,7 @@ def test_dimension_rules_are_the_workbench_s():
         aggregate([a, np.zeros((5, 4), np.uint8)], params("concatenate"), NAMES, "here")
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("raw, message", [
     ({"components": [{"descriptor": "a"}], "aggregation": "sum"}, r"aggregation: 'sum' is not one of"),
     ({"components": [{"descriptor": "a", "wieght": 1}], "aggregation": "average"}, r"components.0.*wieght"),
@@ -156,6 +158,7 @@ def test_a_valid_composite_on_the_two_sides_of_an_intersection_validates():
         ("sift", "both_sift", None, "sift"), ("rootsift", "both_orb", 2.0, "rootsift")]
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("change, message", [
     ({"keypoint_sets": None}, r"descriptors.c.keypoint_sets: a composite is scored on the keypoint set you name"),
     ({"params": {"aggregation": "average", "components": [{"descriptor": "nope"}]}},
@@ -178,6 +181,7 @@ def test_bad_composites_are_refused_at_parse_time(change, message):
         validate_config(config(comp), SCHEMA)
 
 
+@pytest.mark.bad_input
 def test_a_composite_of_a_composite_is_refused():
     inner = {"family": "composite", "keypoint_sets": ["both_sift"], "params": {"aggregation": "max", "components": [{"descriptor": "sift"}]}}
     comp = {**fusion(), "params": {"aggregation": "average", "components": [{"descriptor": "inner"}]}}
@@ -193,6 +197,7 @@ def test_paired_sets():
     assert not paired(KPSETS, "sift", "both_sift")
 
 
+@pytest.mark.bad_input
 def test_alignment_check(pristine):
     from descbench.keypoints import ImageKeypoints
 

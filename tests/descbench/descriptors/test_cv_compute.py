@@ -61,6 +61,7 @@ def test_float_extractor_rows_and_no_keypoints(gray):
     assert empty.shape == (0, 128) and empty.dtype == np.float32
 
 
+@pytest.mark.bad_input
 def test_non_finite_and_hopeless_keypoints_are_data_errors_naming_the_image(gray):
     orb = cv2.ORB_create()
     nan = cv_keypoints([50.0, np.nan], [50.0, 10.0], [31.0, 31.0], [0.0, 0.0], [0, 0], [-1, -1])
@@ -71,6 +72,7 @@ def test_non_finite_and_hopeless_keypoints_are_data_errors_naming_the_image(gray
         compute_rows(orb, gray, far, family="orb", image_path=Path("img.png"))
 
 
+@pytest.mark.bad_input
 def test_scale_factor_and_choice():
     assert scale_factor({"scale_factor": None}, {"detector": "orb"}, VGG_BOOST_SCALE) == 0.75
     assert scale_factor({}, {"detector": "gftt"}, VGG_BOOST_SCALE) == OPENCV_DEFAULT_SCALE

@@ -230,6 +230,7 @@ def test_random_weights_are_deterministic_given_the_seed(family, image):
 # ----------------------------------------------------------------------------- errors
 
 
+@pytest.mark.bad_input
 def test_missing_weights_file_names_it_and_the_published_weights(image, tmp_path):
     path = tmp_path / "hardnet.pth"
     # at config time (the workflow's DAG build), naming the config key
@@ -250,24 +251,28 @@ def test_missing_weights_file_names_it_and_the_published_weights(image, tmp_path
     assert "checkpoint_liberty_with_aug.pth" in msg and "kornia.feature.hardnet.urls['liberty_aug']" in msg
 
 
+@pytest.mark.bad_input
 def test_state_dict_of_another_net_names_the_file_and_the_first_key(image, weights):
     with pytest.raises(ConfigError, match=rf"params\.weights: {weights['hardnet']} does not fit SOSNet: key 'layers\.1\.weight' "
                                           "is missing"):
         rows("sosnet", {"weights": str(weights["hardnet"])}, image)
 
 
+@pytest.mark.bad_input
 def test_cuda_without_cuda_is_a_config_error(image, monkeypatch):
     monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
     with pytest.raises(ConfigError, match=r"descriptor family 'tfeat' params\.device: 'cuda', but .*no CUDA device"):
         rows("tfeat", {"weights": "random", "device": "cuda"}, image)
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("family", FAMILIES)
 def test_wrong_input_size_is_a_config_error(family):
     with pytest.raises(ConfigError, match=rf"descriptors\.d\.params\.input_size: 64, but kornia\.feature\.\w+ takes 32 x 32"):
         check_descriptor_params(family, {"weights": "random", "input_size": 64}, "descriptors.d.params")
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("module", ["torch", "kornia"])
 def test_torch_not_importable_names_the_pip_command(monkeypatch, image, module):
     monkeypatch.setitem(sys.modules, module, None)  # `import <module>` now raises ImportError
@@ -300,6 +305,7 @@ def test_patch_hook_is_resize_then_the_net(family, hpatches, weights):
     assert get_family(family).patch_support(check_descriptor_params(family, params, "d"), 65) == 65.0
 
 
+@pytest.mark.bad_input
 def test_patch_hook_refuses_what_the_resize_cannot_honour(hpatches, weights):
     params = {"weights": str(weights["tfeat"])}
     with pytest.raises(ConfigError, match=r"'descriptor\.support': 30\.0; descriptor family 'tfeat' describes a patch by "
@@ -342,6 +348,7 @@ BASE = {"keypoint_sets": {"s": {"detector": "sift"}}}
 SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
 
 
+@pytest.mark.bad_input
 def test_config_validation():
     cfg = validate_config({**BASE, "descriptors": {"d": {"family": "hardnet", "params": {"weights": "random"}}}}, SCHEMA)
     assert cfg["descriptors"]["d"]["params"]["weights"] == "random"

@@ -180,6 +180,7 @@ def test_normalisations(models, ramp_png):
     np.testing.assert_allclose(rows(ramp_png, k, params(models["flat"])), patch, rtol=1e-6)
 
 
+@pytest.mark.bad_input
 def test_mean_and_std_go_with_mean_std_only(models):
     with pytest.raises(ConfigError, match=r"descriptors\.d\.params\.std: normalisation 'mean_std' needs mean and std"):
         params(models["flat"], normalisation="mean_std", mean=0.5)
@@ -212,6 +213,7 @@ def test_feature_map_is_averaged(models, ramp_png):
     np.testing.assert_allclose(rows(ramp_png, k, params(models["pointwise"])), want, rtol=1e-6, atol=1e-6)
 
 
+@pytest.mark.bad_input
 def test_output_rows_contract():
     x = np.arange(2 * 3 * 2 * 2, dtype=np.float32).reshape(2, 3, 2, 2)
     np.testing.assert_array_equal(O.output_rows(x, 2, "m.onnx"), x.reshape(2, 3, 4).mean(axis=2))
@@ -284,6 +286,7 @@ def test_no_keypoints_gives_zero_rows_of_the_models_width(models, ramp_png):
     assert rows(ramp_png, kps(), params(models["flat2d"])).shape == (0, N * N)
 
 
+@pytest.mark.bad_input
 def test_columns_differing_between_batches_is_a_data_error(models):
     class Drifting:
         path = Path("drift.onnx")
@@ -301,6 +304,7 @@ def test_columns_differing_between_batches_is_a_data_error(models):
 # ----------------------------------------------------------------------------- errors
 
 
+@pytest.mark.bad_input
 def test_missing_model_is_a_config_error_naming_the_key(tmp_path):
     missing = tmp_path / "nowhere" / "hardnet.onnx"
     with pytest.raises(ConfigError, match=rf"descriptors\.d\.params\.model: ONNX model file {missing} does not exist.*never "
@@ -312,12 +316,14 @@ def test_missing_model_is_a_config_error_naming_the_key(tmp_path):
         params(not_onnx)
 
 
+@pytest.mark.bad_input
 def test_missing_model_at_run_time_is_a_config_error(models, ramp_png, tmp_path):
     p = {**params(models["flat"]), "model": str(tmp_path / "gone.onnx")}
     with pytest.raises(ConfigError, match=r"params\.model: ONNX model file .*gone\.onnx does not exist"):
         rows(ramp_png, kps((20, 15, N, 0)), p)
 
 
+@pytest.mark.bad_input
 def test_input_and_output_names(models, ramp_png):
     ok = params(models["flat"], input_name="patch", output_name="desc")
     assert rows(ramp_png, kps((20, 15, N, 0)), ok).shape == (1, N * N)
@@ -341,6 +347,7 @@ def test_output_name_picks_the_output(models, ramp_png, backend):
         params(models["two"], backend=backend, input_name="scale")
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("model, msg", [
     ("rank3", r"gave output shape \[2, 16, 1\] for a batch of 2 patches"),
     ("one_row", r"gave output shape \[1, 32\] for a batch of 2 patches"),
@@ -353,17 +360,20 @@ def test_bad_output_shape(models, ramp_png, model, msg):
         rows(ramp_png, kps((20, 15, N, 0), (21, 15, N, 0), (22, 15, N, 0)), unchecked)
 
 
+@pytest.mark.bad_input
 def test_wrong_input_size_is_caught_at_config_time(models):
     with pytest.raises(ConfigError, match=r"descriptors\.d\.params\.model: a batch of two all-zero 8 x 8 patches .*flat2d\.onnx"):
         params(models["flat2d"], input_size=8)
 
 
+@pytest.mark.bad_input
 def test_nan_output_is_a_data_error(models, ramp_png):
     p = params(models["nan"])  # all-zero patches pass the config check
     with pytest.raises(DataError, match=r"test: ONNX model .*nan\.onnx gave NaN/inf \(output shape \[1, 16\]"):
         rows(ramp_png, kps((20, 15, N, 0)), p)
 
 
+@pytest.mark.bad_input
 def test_onnxruntime_missing_names_the_pip_command(models, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnxruntime", None)  # import onnxruntime raises ImportError
     O._cached_net.cache_clear()
@@ -372,6 +382,7 @@ def test_onnxruntime_missing_names_the_pip_command(models, monkeypatch):
         params(models["flat"], backend="onnxruntime")
 
 
+@pytest.mark.bad_input
 def test_onnx_package_missing_names_the_extra(models, monkeypatch):
     monkeypatch.setitem(sys.modules, "onnx", None)
     with pytest.raises(ConfigError, match=r"descriptors\.d\.params\.model: descriptor family 'onnx' needs the onnx package to "
@@ -420,6 +431,7 @@ def test_hpatches_patches_are_resized_then_normalised(models):
     assert np.array_equal(describe_patches(patches, "onnx", p, angle=-1.0), got)
 
 
+@pytest.mark.bad_input
 def test_hpatches_patches_refuse_what_a_resize_cannot_do(models):
     patches = np.zeros((2, 65, 65), np.uint8)
     p = {"model": str(models["flat32"])}

@@ -242,6 +242,7 @@ def test_orb_level_from_size_is_the_detected_level(gray, keypoint_sets):
     np.testing.assert_array_equal(orb_level_from_size(kps.size, 31, 1.2, 8), kps.octave)
 
 
+@pytest.mark.bad_input
 def test_unrescuable_keypoint_raises_dataerror_naming_the_file(scene):
     image = scene / "1.ppm"
     kps = keypoints_from_cv([cv2.KeyPoint(50, 50, 10, 0), cv2.KeyPoint(-5000, 40, 10, 0)])
@@ -250,6 +251,7 @@ def test_unrescuable_keypoint_raises_dataerror_naming_the_file(scene):
             compute_descriptors(family, check_descriptor_params(family, {}, "p"), image, kps, {"detector": "sift"}, "test")
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("family", sorted({**BINARY, **FLOAT}))
 def test_non_finite_keypoints_raise_dataerror(family, scene):
     """OpenCV would drop them (BRIEF), return garbage (BEBLID) or zeros (VGG): never a row."""
@@ -258,6 +260,7 @@ def test_non_finite_keypoints_raise_dataerror(family, scene):
         compute_descriptors(family, check_descriptor_params(family, {}, "p"), scene / "1.ppm", kps, {"detector": "sift"}, "t")
 
 
+@pytest.mark.bad_input
 def test_kaze_rejects_keypoints_too_small_for_its_sampling_step(scene):
     kps = keypoints_from_cv([cv2.KeyPoint(50, 50, 10, 0), cv2.KeyPoint(60, 60, 0.8, 0)])
     for family in ("kaze", "akaze_kaze"):
@@ -265,6 +268,7 @@ def test_kaze_rejects_keypoints_too_small_for_its_sampling_step(scene):
             compute_descriptors(family, check_descriptor_params(family, {}, "p"), scene / "1.ppm", kps, {"detector": "sift"}, "t")
 
 
+@pytest.mark.bad_input
 def test_missing_image_is_a_dataerror(tmp_path):
     kps = keypoints_from_cv([cv2.KeyPoint(50, 50, 10, 0)])
     with pytest.raises(DataError, match="does not exist"):
@@ -307,6 +311,7 @@ def test_beblid_scale_factor_follows_the_root_detector(detector, scale, image, g
     np.testing.assert_array_equal(ours, ref)
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("family, key, value", [
     ("brief", "bytes", 20), ("vgg", "desc", 100), ("daisy", "norm", "l2"), ("binboost", "desc", "lbgm"),
     ("beblid", "n_bits", 128), ("akaze", "diffusivity", "gauss"),
@@ -317,6 +322,7 @@ def test_invalid_parameter_values_are_config_errors(family, key, value, image, g
         compute_descriptors(family, check_descriptor_params(family, {key: value}, "p"), image, kps, {"detector": "sift"}, "t")
 
 
+@pytest.mark.bad_input
 def test_unknown_parameter_names_are_config_errors():
     with pytest.raises(ConfigError, match="did you mean 'n_bits'"):
         check_descriptor_params("teblid", {"nbits": 256}, "descriptors.t.params")

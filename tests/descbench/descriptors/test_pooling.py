@@ -249,6 +249,7 @@ def test_max_min_concatenate_by_hand(small_image):
                                [[2 / 8.5, -1 / 21.75, 16 / 21.75, 3 / 6]], rtol=1e-6)
 
 
+@pytest.mark.bad_input
 def test_concatenate_needs_one_width_at_every_scale(small_image):
     """The workbench's hconcat would join rows of different widths; here the width is len(scales) x D."""
     with pytest.raises(DataError, match=r"dsp scale 4\.0 \(base family 'python'.*4 columns, but 3 at scale 1\.0"):
@@ -341,6 +342,7 @@ def test_sift_base_at_a_scale_describes_the_scaled_keypoint(pristine):
 # ----------------------------------------------------------------------------- the base misbehaving
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("fn, message", [
     ("drops_when_large", r"dsp scale 4\.0 \(base family 'python'.*returned shape \(2, 3\) for the 3 keypoints"),
     ("nan_when_large", r"dsp scale 4\.0 \(base family 'python'.*NaN"),
@@ -351,6 +353,7 @@ def test_a_base_that_loses_rows_or_gives_nan_names_the_scale(small_image, fn, me
         dsp({"base": py(fn), "scales": [1.0, 4.0]}, small_image, HAND_KPS)
 
 
+@pytest.mark.bad_input
 def test_a_degenerate_scaled_size_names_the_scale(small_image):
     with pytest.raises(DataError, match=r"dsp scale 1e\+38 .*scaled keypoint size is inf .*row 1"):
         dsp({"base": py("size_rows"), "scales": [1e38]}, small_image, kps_of([5.0, 6.0], [5.0, 6.0], [1.0, 5.0]))
@@ -359,6 +362,7 @@ def test_a_degenerate_scaled_size_names_the_scale(small_image):
 # ----------------------------------------------------------------------------- config validation
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("params, message", [
     ({"base": {"family": "sift"}, "scale": [1]}, r"unknown config key 'descriptors\.d\.params\.scale' \(did you mean 'scales'\?\)"),
     ({"base": {"family": "sift", "parms": {}}}, r"unknown config key 'descriptors\.d\.params\.base\.parms'"),
@@ -505,6 +509,7 @@ def test_patch_rows_equal_dsp_on_each_patch_as_an_image(patches, params, sift_oc
     assert np.array_equal(got, image_patch_rows("dsp")(job, filled))
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("bad", ["nan", "rows"])
 def test_a_base_patch_hook_that_loses_rows_or_gives_nan_names_the_scale(patches, monkeypatch, bad):
     """A base family whose patch hook breaks its contract at some size (here sift's, wrapped)."""
@@ -525,6 +530,7 @@ def test_a_base_patch_hook_that_loses_rows_or_gives_nan_names_the_scale(patches,
         PD.describe_patches(patches, "dsp", {"base": {"family": "sift"}}, where="w")
 
 
+@pytest.mark.bad_input
 def test_a_base_that_cannot_describe_patches_is_refused():
     with pytest.raises(ConfigError, match=r"dsp base: descriptor family 'rgbsift' cannot describe patches"):
         PD.describe_patches(np.zeros((1, 65, 65), np.uint8), "dsp", {"base": {"family": "rgbsift"}})

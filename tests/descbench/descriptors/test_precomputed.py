@@ -41,6 +41,7 @@ def test_rows_are_the_files_rows_of_the_kept_keypoints(image):
     assert precomputed_descriptors(image, kept.take(np.arange(0)), {}, KPSET).shape == (0, 8)
 
 
+@pytest.mark.bad_input
 def test_a_file_changed_after_detection_is_a_data_error(image):
     kept = load_features(image, METHOD).keypoints
     f = load_features(image, METHOD)
@@ -52,6 +53,7 @@ def test_a_file_changed_after_detection_is_a_data_error(image):
         precomputed_descriptors(image, kept, {}, KPSET)
 
 
+@pytest.mark.bad_input
 def test_config_rules():
     kpsets = {"pre": {"detector": "precomputed", "params": {"method": METHOD}}, "top": {"source": "pre", "filters": []},
               "sift": {"detector": "sift"}}

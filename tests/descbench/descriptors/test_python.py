@@ -26,6 +26,7 @@ def kps_at(xy) -> ImageKeypoints:
                           np.zeros(n, np.int32), np.full(n, -1, np.int32), np.arange(n, dtype=np.int32))
 
 
+@pytest.mark.bad_input
 def test_resolve_both_spellings_and_its_errors():
     assert P.resolve("my_descriptors:mean_patch") is my_descriptors.mean_patch
     assert P.resolve("my_descriptors.sign_bits") is my_descriptors.sign_bits
@@ -38,6 +39,7 @@ def test_resolve_both_spellings_and_its_errors():
             P.resolve(bad, "w")
 
 
+@pytest.mark.bad_input
 def test_signature_check_names_the_kwarg():
     P.check_signature(my_descriptors.mean_patch, "m", {"radius": 2}, "d")
     with pytest.raises(ConfigError, match=r"^d\.kwargs\.radus: the callable 'm' takes no keyword 'radus' \(did you mean 'radius'\?\)"):
@@ -61,6 +63,7 @@ def test_rows_are_the_callables_output(pristine):
     assert bits.dtype == np.uint8 and bits.shape == (3, 4)
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("out, kind, message", [
     ([[0.0]], None, r"returned list for img; return a numpy array \[1, D\]"),
     (np.zeros(1, np.float32), None, r"returned shape \(1,\) for the 1 keypoint of img"),
@@ -80,6 +83,7 @@ def test_good_output_types():
     assert P.checked_output(np.ones((2, 3), np.uint8), 2, "c", "i", "binary", "K").dtype == np.uint8
 
 
+@pytest.mark.bad_input
 def test_an_exception_in_the_callable_names_it_and_where():
     def broken(image, keypoints):
         raise ValueError("boom")

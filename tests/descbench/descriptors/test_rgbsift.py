@@ -56,6 +56,7 @@ def test_octaves_are_the_sets_own_on_sift_sets_else_from_size(image_kps):
     np.testing.assert_array_equal(R.keypoint_octaves(kps, {"detector": "orb"}, (303, 384)), sift_octave_from_size(kps.size, (303, 384)))
 
 
+@pytest.mark.bad_input
 def test_grey_file_and_unknown_convention_are_errors(image_kps, tmp_path):
     image, kps, _ = image_kps
     grey = tmp_path / "grey.png"

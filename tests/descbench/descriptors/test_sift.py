@@ -200,6 +200,7 @@ def test_equal_channels_give_equal_blocks(pristine, sift_kps, tmp_path, family, 
     np.testing.assert_array_equal(d[:, :128], d[:, 256:])
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("family", ["rgbsift", "dsprgbsift"])
 def test_colour_family_on_grey_file_is_a_data_error(pristine, sift_kps, tmp_path, family):
     p = tmp_path / "grey.pgm"
@@ -229,6 +230,7 @@ def test_rows_dtype_determinism(pristine, sift_kps, family, params, dim):
     assert run(family, params, img, empty).shape == (0, dim)
 
 
+@pytest.mark.bad_input
 def test_params_recorded_and_checked():
     assert check_descriptor_params("dspsift", {}, "d") == {
         "convention": "dong_soatto", "scales": [float(v) for v in np.linspace(1 / 6, 3, 10)], "root": False}

@@ -62,6 +62,7 @@ def test_binary_stack_concatenates_bits_so_hamming_adds(image_kps):
     assert ham(s, 0, 1) == ham(a, 0, 1) + ham(b, 0, 1)
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize(
     "params, message",
     [
@@ -86,6 +87,7 @@ def test_python_callable_rows_are_the_callables_output(image_kps):
     np.testing.assert_array_equal(got, mean_patch(read_image(img), kps, radius=3))
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize(
     "fn, message",
     [
@@ -99,6 +101,7 @@ def test_python_callable_bad_output_names_callable_and_image(image_kps, fn, mess
         run("python", {"callable": f"my_descriptors:{fn}"}, image_kps)
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize(
     "path, message",
     [("no_such_module:f", r"descriptors\.d\.params\.callable: cannot import module 'no_such_module'"),

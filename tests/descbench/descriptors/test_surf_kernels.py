@@ -57,6 +57,7 @@ def test_upright_mirror_negates_du_in_mirrored_subregions(image):
     np.testing.assert_allclose(m, expect, atol=1e-5)
 
 
+@pytest.mark.bad_input
 def test_bad_keypoints_are_data_errors_naming_the_image(image):
     with pytest.raises(DataError, match=r"^img\.png: 1 keypoints have a non-finite position or a size <= 0 \(first at row 1"):
         surf_describe(image, [10.0, 20.0], [10.0, 20.0], [5.0, 0.0], what="img.png")

@@ -13,6 +13,7 @@ from descbench.jobs import checkconfig
 from jobcli import ROOT
 
 
+@pytest.mark.bad_input
 def test_the_default_config_is_valid_and_a_wrong_key_is_one_line(tmp_path, capsys):
     assert cli.main(["check-config", str(ROOT / "config.yaml")]) == 0
     assert capsys.readouterr().out == f"descbench: {ROOT / 'config.yaml'}: valid YAML and a valid descbench config\n"
@@ -23,6 +24,7 @@ def test_the_default_config_is_valid_and_a_wrong_key_is_one_line(tmp_path, capsy
     assert err.startswith("descbench: error: ") and "no_such_key" in err and err.count("\n") == 1
 
 
+@pytest.mark.bad_input
 def test_check_config_merges_the_files_in_order_and_names_a_wrong_key(tmp_path, capsys):
     override = tmp_path / "override.yaml"
     override.write_text("scoring:\n  tau_px: 2.5\n")

@@ -14,6 +14,7 @@ from descbench.jobs.common import SceneJob, batch_args, json_arg, read_features,
 from jobcli import SCENES, features
 
 
+@pytest.mark.bad_input
 def test_json_arg_reads_json_or_a_spec_file(tmp_path):
     (tmp_path / "s.json").write_text('{"b": 2}')
     assert json_arg('{"a": 1}') == {"a": 1} and json_arg(f"@{tmp_path / 's.json'}") == {"b": 2}
@@ -21,6 +22,7 @@ def test_json_arg_reads_json_or_a_spec_file(tmp_path):
         json_arg(f"@{tmp_path / 'missing.json'}")
 
 
+@pytest.mark.bad_input
 def test_result_paths_check_the_batch():
     p = argparse.ArgumentParser()
     batch_args(p)

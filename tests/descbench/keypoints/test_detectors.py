@@ -111,6 +111,7 @@ def test_fast_and_gftt_find_the_corners_of_a_square():
         assert (d.min(axis=1) <= 2).all(), (name, xy)
 
 
+@pytest.mark.bad_input
 def test_unknown_or_invalid_detector_params_name_the_key():
     base = {"descriptors": {"d": {"family": "sift"}}}
     with pytest.raises(ConfigError, match=r"keypoint_sets\.k\.params\.nfeatures.*n_features"):

@@ -189,6 +189,7 @@ def test_conversion_rule_on_handmade_frames():
     np.testing.assert_array_equal(k.response, np.float32([4, 3, 2, 1]))
 
 
+@pytest.mark.bad_input
 def test_opencv_style_detect_returns_the_same_keypoints_and_refuses_a_mask(image):
     from descbench.keypoints.keynet import KeyNetKeypointDetector
 
@@ -212,6 +213,7 @@ def test_random_weights_are_deterministic_per_seed(image):
     assert len(a) != len(c) or not np.array_equal(a.response, c.response)
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("key, published", [("weights", "keynet_pytorch.pth"), ("orinet_weights", "OriNet.pth"),
                                             ("affnet_weights", "AffNet.pth")])
 def test_missing_weights_file_names_the_key_the_file_and_the_published_weights(image, weights, tmp_path, key, published):
@@ -227,11 +229,13 @@ def test_missing_weights_file_names_the_key_the_file_and_the_published_weights(i
         detect("keynet", image, p)
 
 
+@pytest.mark.bad_input
 def test_weights_of_another_network_are_refused(image, weights):
     with pytest.raises(ConfigError, match=r"params\.weights: .*orinet\.pth does not fit KeyNet"):
         detect("keynet", image, params(weights=weights["orinet_weights"]))
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("given, message", [
     ({"weights": "random", "nms_sise": 5}, r"unknown config key 'keypoint_sets\.k\.params\.nms_sise' \(did you mean 'keypoint_sets\.k\.params\.nms_size'"),
     ({}, r"'weights' is a required property"),
@@ -249,6 +253,7 @@ def test_config_validation(given, message):
         validate_config(cfg, SCHEMA)
 
 
+@pytest.mark.bad_input
 def test_without_torch_the_error_names_the_pip_command(image, monkeypatch):
     monkeypatch.setitem(sys.modules, "torch", None)  # `import torch` now raises ImportError
     with pytest.raises(ConfigError, match=r"detector 'keynet' needs torch and kornia.*pip install -e '\.\[learned\]'"):

@@ -93,6 +93,7 @@ def _write(tmp_path, df, name="bad.csv"):
     return f
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize(
     "mutate, message",
     [
@@ -119,17 +120,20 @@ def test_malformed_locked_file_names_the_file(pristine, tmp_path, exported, muta
     assert not (tmp_path / "o.parquet").exists()
 
 
+@pytest.mark.bad_input
 def test_missing_per_image_file_names_it(pristine, tmp_path):
     with pytest.raises(DataError, match=r"kp/v_coins_1\.csv does not exist"):
         detect_scene(pristine, "mine", locked(tmp_path / "kp" / "{scene}_{image}.csv"), tmp_path / "o.parquet")
 
 
+@pytest.mark.bad_input
 def test_export_rejects_unknown_format(pristine, tmp_path, exported):
     paths, _ = exported
     with pytest.raises(DataError, match=r"k\.txt: use a file name ending in \.parquet, \.csv, \.csv\.gz"):
         export_keypoints(paths, "sift", tmp_path / "k.txt")
 
 
+@pytest.mark.bad_input
 def test_import_rejects_unknown_format_naming_the_endings(pristine, tmp_path, exported):
     paths, _ = exported
     f = tmp_path / "kp.csv.bz2"
@@ -176,6 +180,7 @@ def test_export_records_the_octave_mode_of_its_root_detector(pristine, tmp_path,
     assert set(pd.read_csv(tmp_path / "orb.csv")[OCTAVE_COLUMN]) == {"from_size"}
 
 
+@pytest.mark.bad_input
 def test_export_of_a_derived_set_whose_source_file_is_gone_says_so(pristine, tmp_path, exported):
     paths, kp = exported
     derive_scene(paths, pristine.name, "big", {"source": "sift", "filters": [{"min_size": 3.0}]},
@@ -221,6 +226,7 @@ def test_octave_mode_follows_the_record_unless_set(tmp_path, exported):
     assert octave_mode({"octave": "sift"}) == "sift" and octave_mode({}) == "from_size"  # no file (patch benchmarks)
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("values, message", [
     (["sift", "from_size"], r"column 'octave_mode' holds 'from_size', 'sift'; it must hold one of from_size, sift, the same in every row"),
     (["SIFT", "SIFT"], r"column 'octave_mode' holds 'SIFT'"),
@@ -236,6 +242,7 @@ def test_a_bad_octave_record_names_the_file(pristine, tmp_path, exported, values
     assert str(f) in str(err.value)
 
 
+@pytest.mark.bad_input
 def test_per_image_files_recording_different_modes_are_an_error(pristine, tmp_path):
     (tmp_path / "kp").mkdir()
     for k in range(1, 7):

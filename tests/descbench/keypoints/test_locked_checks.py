@@ -77,6 +77,7 @@ def test_demo_image_size(pristine):
 # ============================================================================ 1. outside the image
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("ext", ["parquet", "csv"])
 @pytest.mark.parametrize("x", [-50.0, 1e6])
 def test_locked_keypoint_outside_the_image_is_an_error(pristine, tmp_path, x, ext):
@@ -91,6 +92,7 @@ def test_locked_keypoint_outside_the_image_is_an_error(pristine, tmp_path, x, ex
     assert not (tmp_path / "o.parquet").exists()
 
 
+@pytest.mark.bad_input
 def test_outside_error_lists_the_first_rows_and_the_count(pristine, tmp_path):
     rows = [{"x": 10.0, "y": -1.0 - i, "size": 3.0} for i in range(7)]
     f = write(tmp_path, rows)
@@ -99,6 +101,7 @@ def test_outside_error_lists_the_first_rows_and_the_count(pristine, tmp_path):
         detect(pristine, tmp_path, locked(f))
 
 
+@pytest.mark.bad_input
 def test_locked_image_edges_are_exact(pristine, tmp_path):
     # [0, W) x [0, H) in float32: 0 and the last float32 below W / H are in, W / H and -tiny are out
     inside = [{"x": 0.0, "y": 0.0, "size": 3.0}, {"x": float(below(W, F32)), "y": float(below(H, F32)), "size": 3.0}]
@@ -111,6 +114,7 @@ def test_locked_image_edges_are_exact(pristine, tmp_path):
             detect(pristine, tmp_path, locked(write(tmp_path, [{**bad, "size": 3.0}])))
 
 
+@pytest.mark.bad_input
 def test_outside_uses_the_real_size_of_each_image(scene, tmp_path):
     # image 3 made smaller: x = 350 is inside image 1 (384 wide) but outside image 3 (300 wide)
     img = cv2.imread(str(scene / "3.ppm"), cv2.IMREAD_UNCHANGED)
@@ -123,6 +127,7 @@ def test_outside_uses_the_real_size_of_each_image(scene, tmp_path):
         detect(scene, tmp_path, locked(f))
 
 
+@pytest.mark.bad_input
 def test_per_image_file_outside_names_that_file(pristine, tmp_path):
     (tmp_path / "kp").mkdir()
     for k in range(1, 7):
@@ -132,6 +137,7 @@ def test_per_image_file_outside_names_that_file(pristine, tmp_path):
         detect(pristine, tmp_path, locked(tmp_path / "kp" / "{scene}_{image}.csv"))
 
 
+@pytest.mark.bad_input
 def test_inside_but_within_the_border_is_dropped_not_an_error(pristine, tmp_path):
     f = write(tmp_path, [{"x": 10.0, "y": 100.0, "size": 4.0}, {"x": 200.0, "y": 150.0, "size": 4.0}])
     per_image, meta = detect(pristine, tmp_path, {**locked(f), "border_px": 40})
@@ -141,6 +147,7 @@ def test_inside_but_within_the_border_is_dropped_not_an_error(pristine, tmp_path
 # ============================================================================ 2. duplicates
 
 
+@pytest.mark.bad_input
 def test_duplicated_rows_are_an_error_naming_count_and_rows(pristine, tmp_path):
     df = pd.DataFrame([{"scene": "v_coins", "image": k, "x": 20.0 + i, "y": 30.0, "size": 5.0, "angle": 10.0}
                        for k in range(1, 7) for i in range(3)])
@@ -155,6 +162,7 @@ def test_duplicated_rows_are_an_error_naming_count_and_rows(pristine, tmp_path):
     assert "keypoint_sets.<set>.params.duplicates: keep" in msg
 
 
+@pytest.mark.bad_input
 def test_duplicates_keep_accepts_them_and_is_recorded(pristine, tmp_path):
     f = write(tmp_path, [{"x": 21.0, "y": 30.0, "size": 5.0}])  # repeats image 1's base row
     per_image, meta = detect(pristine, tmp_path, locked(f, duplicates="keep"))
@@ -191,6 +199,7 @@ def test_sift_orientations_at_one_position_are_not_duplicates(pristine, tmp_path
     assert per_image[1].angle.tolist() == [-1.0, 90.0]
 
 
+@pytest.mark.bad_input
 def test_duplicates_option_in_schema_and_config():
     schema = yaml.safe_load(SCHEMA.read_text())
     prop = schema["definitions"]["locked_params"]["properties"]["duplicates"]
@@ -269,6 +278,7 @@ def test_results_inf_is_no_neighbour(tmp_path):
     assert m.nn1_dist[1] == np.inf and hb.matching_pair_ap(m.nn1_idx, m.nn1_dist) == pytest.approx(2 / 3, abs=1e-15)
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("token", ["nan", "NaN", "-nan", "-inf"])
 @pytest.mark.parametrize("line", [3, 5])
 def test_results_nan_distance_is_an_error(tmp_path, token, line):
@@ -282,6 +292,7 @@ def test_results_nan_distance_is_an_error(tmp_path, token, line):
         hb.read_matching_results(p)
 
 
+@pytest.mark.bad_input
 def test_results_unparsable_distance_is_an_error(tmp_path):
     p = tmp_path / "t.results"
     p.write_text(GOOD.replace("0.7", "0.7x"))

@@ -91,6 +91,7 @@ def test_projected_scene_maps_image_1_through_each_homography(pristine, tmp_path
     assert meta["params"]["mode"] == "projected"
 
 
+@pytest.mark.bad_input
 def test_projected_precomputed_is_refused():
     cfg = {"keypoint_sets": {"n": {"detector": "precomputed", "mode": "projected", "params": {"method": "m"}}},
            "descriptors": {"d": {"family": "precomputed", "keypoint_sets": ["n"]}}}
@@ -98,6 +99,7 @@ def test_projected_precomputed_is_refused():
         validate_config(cfg, SCHEMA)
 
 
+@pytest.mark.bad_input
 def test_mode_on_a_derived_set_names_the_key():
     cfg = {"keypoint_sets": {"s": {"detector": "sift"}, "a": {"source": "s", "mode": "projected"}},
            "descriptors": {"d": {"family": "sift"}}}

@@ -28,6 +28,7 @@ def cfg_with(sets: dict, descriptors=None) -> dict:
     return {"keypoint_sets": sets, "descriptors": descriptors or {"d": {"family": "sift"}}}
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize(
     "sets, message",
     [

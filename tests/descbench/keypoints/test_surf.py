@@ -349,6 +349,7 @@ def test_determinism():
     assert d1.tobytes() == d2.tobytes()
 
 
+@pytest.mark.bad_input
 def test_bad_input_is_a_data_error():
     img = grey("v_coins")
     with pytest.raises(DataError, match="size"):

@@ -341,6 +341,7 @@ def test_ap_quantized_residual_once_bins_separate():
 # ----------------------------------------------------------------------------- validation
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize(
     "call, name",
     [
@@ -489,6 +490,7 @@ def test_a_convention_added_to_the_registry_reaches_config_columns_and_report(to
 # ------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize(
     "call, message",
     [

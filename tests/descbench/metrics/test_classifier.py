@@ -198,6 +198,7 @@ def test_threshold_histogram_binary():
     assert np.array_equal(got[0], exp[0]) and np.array_equal(got[1], exp[1]) and got[2] == exp[2]
 
 
+@pytest.mark.bad_input
 def test_threshold_histogram_edges_and_errors():
     q = np.ones((3, 4), np.float32)
     c = np.zeros((5, 4), np.float32)

@@ -307,6 +307,7 @@ def test_auc_matches_loftr_recipe_on_random_errors():
 # ----------------------------------------------------------------------------- validation
 
 
+@pytest.mark.bad_input
 def test_validation():
     q_xy, q_desc, t_xy, t_desc = random_scene(13, n1=20, n2=20)
     with pytest.raises(DataError, match="keypoints but descriptor"):
@@ -347,6 +348,7 @@ def one_hot(n, d=None):
 # ----------------------------------------------------------------------------- validation
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize(
     "kwargs, message",
     [
@@ -379,6 +381,7 @@ def test_one_pixel_images_are_valid():
     assert st["precision"] == 1.0 and st["repeatability"] == 1.0
 
 
+@pytest.mark.bad_input
 def test_evaluate_pair_descriptor_errors_name_the_images():
     q = np.zeros((2, 2))
     with pytest.raises(DataError, match=r"^image-a descriptors have dtype float64; expected float32"):
@@ -403,6 +406,7 @@ def test_evaluate_pair_with_default_classifier_params_equals_match_pair():
     assert res.n1 == 12 and res.n2 == 12
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize(
     "kwargs, message",
     [
@@ -543,6 +547,7 @@ def test_pair_repeatability_equals_brute_force_and_match_pair():
 # ----------------------------------------------------------------------------- aggregates
 
 
+@pytest.mark.bad_input
 def test_homography_auc_thresholds_must_be_positive():
     with pytest.raises(ValueError, match=r"^AUC thresholds must be > 0, got 0\.0$"):
         homography_auc([1.0, 2.0], thresholds=(0,))

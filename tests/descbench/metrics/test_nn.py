@@ -183,6 +183,7 @@ def test_empty_and_single_candidate(dtype):
     check_mutual(one, q)
 
 
+@pytest.mark.bad_input
 def test_validation():
     f = np.zeros((3, 4), np.float32)
     with pytest.raises(DataError, match="mismatch"):

@@ -258,6 +258,7 @@ def test_evaluate_pair_on_tied_scenes(kind, n1, n2):
     assert_same_result(res, classify_pair(q_xy, q_desc, t_xy, t_desc, H, cp))
 
 
+@pytest.mark.bad_input
 def test_evaluate_pair_validation():
     scene = random_scene(13, n1=20, n2=20)
     with pytest.raises(ValueError, match="unknown matcher"):

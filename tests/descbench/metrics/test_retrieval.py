@@ -80,6 +80,7 @@ def test_relevance_closest_tau_is_inclusive_and_outside_queries_have_none():
     assert indptr.tolist() == [0, 1, 1, 1] and indices.tolist() == [0]
 
 
+@pytest.mark.bad_input
 def test_relevance_error_messages():
     proj = np.zeros((1, 2))
     with pytest.raises(ValueError, match=r"^unknown ground truth mode 'nearest'$"):
@@ -182,6 +183,7 @@ def test_closest_oriented_in_score_pair_compares_the_projected_size():
     assert res.gt_index.tolist() == [0]
 
 
+@pytest.mark.bad_input
 def test_closest_oriented_missing_frames_name_the_image():
     q_xy = np.array([[5.0, 5.0]])
     desc = np.ones((1, 4), np.float32)
@@ -193,6 +195,7 @@ def test_closest_oriented_missing_frames_name_the_image():
         score_pair(q_xy, desc, q_xy, desc, I3, (10, 10), params, frame, None)
 
 
+@pytest.mark.bad_input
 def test_descriptor_mismatch_message_names_both_kinds():
     q = np.ones((2, 4), np.float32)
     with pytest.raises(DataError, match=r"^descriptor mismatch: image 1 has float32 x \(4,\), image k has float32 x \(5,\); "):
@@ -624,6 +627,7 @@ def test_empty_target_image_gives_r0_for_every_query():
     assert stats["n_queries"] == 1 and stats["n_relevant_queries"] == 0 and stats["sum_ap"] == 0.0
 
 
+@pytest.mark.bad_input
 def test_dimension_mismatch_is_an_error():
     from descbench.errors import DataError
 

@@ -28,6 +28,7 @@ def test_the_shipped_config_passes_and_the_centre_keypoints(cfg):
     assert CENTRE_KEYPOINTS == {"hpatches_benchmark": HPATCHES_BENCHMARK, "upright": {"angle": 0.0, "sift_octave": "size"}}
 
 
+@pytest.mark.bad_input
 def test_a_folder_source_needs_its_path(cfg):
     bad = copy.deepcopy(cfg)
     bad["patches"]["source"] = "folder"
@@ -38,6 +39,7 @@ def test_a_folder_source_needs_its_path(cfg):
     check_source(bad)
 
 
+@pytest.mark.bad_input
 def test_a_listed_descriptor_must_be_defined(cfg):
     bad = copy.deepcopy(cfg)
     bad["patches"]["descriptors"] = ["sift", "nosuch"]
@@ -47,6 +49,7 @@ def test_a_listed_descriptor_must_be_defined(cfg):
     check_source(bad)  # a CSV descriptor is defined by its files
 
 
+@pytest.mark.bad_input
 def test_a_family_that_cannot_describe_patches_is_named(cfg):
     bad = copy.deepcopy(cfg)
     bad["descriptors"]["pre"] = {"family": "precomputed", "params": {}}

@@ -108,6 +108,7 @@ def test_dropped_keypoint_is_rescued_like_the_registry(tmp_path, patches):
         D.describe_patches(patches[:1], "freak", {"pattern_scale": 2000.0}, where="strip e1.png")
 
 
+@pytest.mark.bad_input
 def test_nan_rows_are_errors(patches):
     """KAZE on a uniform patch is NaN in OpenCV (zero contrast factor): a DataError naming the patch."""
     with pytest.raises(DataError, match=r"'kaze' produced NaN/inf for 1 of 2 patches \(first: patch 1\)"):
@@ -173,6 +174,7 @@ def test_rotation_by_90_degrees(family):
     assert (turned < 0.6 * upright).all(), (upright, turned)
 
 
+@pytest.mark.bad_input
 def test_support_and_config_errors(patches):
     small = D.describe_patches(patches[:2], "sift", support=8.0)
     assert not np.array_equal(small, D.describe_patches(patches[:2], "sift"))
@@ -189,6 +191,7 @@ def test_support_and_config_errors(patches):
         D.describe_patches(patches[:1], "precomputed")
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("bad", [np.zeros((2, 64, 65), np.uint8), np.zeros((2, 65, 65), np.float32),
                                  np.zeros((0, 65, 65), np.uint8), np.zeros((65, 65), np.uint8)])
 def test_bad_patch_arrays(bad):
@@ -196,6 +199,7 @@ def test_bad_patch_arrays(bad):
         D.describe_patches(bad, "sift", where="seq/ref.png")
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("fn, msg", [("drops_one", r"returned shape \(0, 8\) for the 1 keypoint of s patch 0"),
                                      ("not_an_array", r"returned list for s patch 0")])
 def test_python_callable_errors(patches, fn, msg):
@@ -269,6 +273,7 @@ def test_new_family_with_patch_hooks_works_on_patches(tmp_path, patches, registe
     assert D.patch_problem("toy_stats") is None
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("hooks, missing", [
     ({}, "declares no patch_support and no patch_rows hook"),
     ({"patch_support": lambda params, side: 10.0}, "declares no patch_rows hook"),
@@ -289,6 +294,7 @@ def test_new_family_without_patch_hooks_is_refused_on_patches(tmp_path, patches,
         D.describe_patches(patches[:1], "stack", {"parts": [{"family": "sift"}, {"family": "toy_plain"}]})
 
 
+@pytest.mark.bad_input
 def test_families_that_cannot_describe_patches_are_refused_at_validation(register_family):
     """patches.descriptors naming a family (or a stack part) that cannot describe patches fails at
     config validation with the family's reason, before any job runs."""
@@ -368,6 +374,7 @@ def write_good(root: Path, n=4, d=3):
         (root / "s" / f"{t}.csv").write_text("".join(",".join(str(i + j) for j in range(d)) + "\n" for i in range(n)))
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("ptype, text, binary, msg", [
     ("e2", None, False, r"does not exist"),
     ("h1", "1,2,3\n4,5,6\n7,8,9\n", False, r"has 3 rows, the patch strip has 4 patches"),
@@ -422,6 +429,7 @@ def test_parquet_round_trip_and_byte_identical(tmp_path, patches):
         assert prov["params"]["sequence"] == "v_x" and "opencv" in prov["versions"]
 
 
+@pytest.mark.bad_input
 def test_parquet_checks(tmp_path):
     rng = np.random.default_rng(6)
     good = strips(rng, n=3, d=2 + 3)

@@ -39,6 +39,7 @@ def test_a_local_archive_is_extracted_validated_and_flagged(tmp_path, capsys):
     assert obtain_patches([], None, data, None, sequences=["v_a"]) == root  # present: nothing downloaded or extracted
 
 
+@pytest.mark.bad_input
 def test_a_broken_sequence_is_a_data_error_and_no_flag(tmp_path):
     data = make_archive(tmp_path, ["v_a"], broken=("v_a", "t2"))
     flag = tmp_path / "flag.txt"

@@ -363,12 +363,14 @@ def test_demo_dataset(tmp_path: Path) -> None:
         assert own > 0.75 and own > other + 0.15, (scene, own, other)
 
 
+@pytest.mark.bad_input
 def test_no_surviving_patch_is_a_data_error(scenes: Path, tmp_path: Path) -> None:
     with pytest.raises(DataError, match=r"(?s)no patch survives in scene v_warp.*magnification"):
         generate_sequence_patches(scenes / "v_warp", tmp_path / "out", PatchGenParams(magnification=200.0))
     assert not (tmp_path / "out").exists()  # never an empty strip
 
 
+@pytest.mark.bad_input
 def test_incomplete_scene_is_a_data_error_before_anything_is_written(scenes: Path, tmp_path: Path) -> None:
     bad = tmp_path / "seqs"
     make_scene(bad, "v_ok")
@@ -379,6 +381,7 @@ def test_incomplete_scene_is_a_data_error_before_anything_is_written(scenes: Pat
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.bad_input
 def test_parameter_validation() -> None:
     with pytest.raises(ConfigError, match="'max_patches'"):
         PatchGenParams(max_patches=0)

@@ -208,6 +208,7 @@ def _write_results(tmp_path, text):
     return p
 
 
+@pytest.mark.bad_input
 def test_matching_bad_input(tmp_path):
     pairs = [("s.a", "s.b"), ("s.a", "s.c")]
     counts = {"s.a": 3, "s.b": 3, "s.c": 3}
@@ -287,6 +288,7 @@ def test_matching_labels_file_small_case(tmp_path):
         hb.check_identity_labels(back, n_patches)
 
 
+@pytest.mark.bad_input
 def test_matching_labels_bad_input(tmp_path):
     pairs = [("s.a", "s.b"), ("s.a", "s.c")]
     with pytest.raises(DataError, match=r"pair s\.a,s\.b: s\.a has 3 patches and s\.b has 2"):
@@ -316,6 +318,7 @@ def test_matching_labels_bad_input(tmp_path):
         hb.check_identity_labels(hb.read_matching_labels(p, pairs), {"s.a": 4})
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize("reader, block, follows", [
     (hb.read_matching_labels, "0,1\n0,1\n", "2 lines of patch indices (im_a's, then im_b's)"),
     (hb.read_matching_results, "0,1\n1,2\n1,0\n3,4\n", "exactly 4 numeric lines"),
@@ -439,6 +442,7 @@ def test_retrieval_exact_where_float32_screen_cannot_tell():
     assert list(res.ranked) == brute_force_ranking(bench, desc, 51)
 
 
+@pytest.mark.bad_input
 def test_retrieval_pool_smaller_than_top():
     desc = make_descriptors("float", seed=4, sizes=[5, 5, 5, 5, 5])
     sizes = {s: 5 for s in SEQS}
@@ -494,6 +498,7 @@ def test_retrieval_hand_worked(tmp_path):
     assert ch.image_chance_ap.tolist() == [59 / 119, 59 / 119]
 
 
+@pytest.mark.bad_input
 def test_retrieval_bad_input(tmp_path):
     bench, labels, counts = _hand_task(tmp_path)
     good = (tmp_path / "h.results").read_text().splitlines()

@@ -661,6 +661,7 @@ def test_retrieval_headline_is_the_printed_mean_at_the_largest_pool():
     assert t[("summary", "all", 20000, "map")] == pytest.approx(100 * mean_row[-1], rel=1e-6)
 
 
+@pytest.mark.bad_input
 def test_retrieval_jitters_at_different_pool_sizes_are_refused():
     det = _retrieval_details(lambda q, j, k: 0.5)
     det = det[~((det.jitter == "t") & (det.pool_size == 500))]
@@ -695,6 +696,7 @@ def test_report_headline_columns_are_the_printed_numbers():
 # ============================================================================ bad input
 
 
+@pytest.mark.bad_input
 def test_missing_sequences_name_the_task_file(tmp_path):
     desc = make_desc(40)
     H.write_verification_tasks(_pairs(desc, 50, 1), tmp_path, "x")
@@ -708,6 +710,7 @@ def test_missing_sequences_name_the_task_file(tmp_path):
         H.evaluate_retrieval(desc, q, d, "a")
 
 
+@pytest.mark.bad_input
 def test_index_out_of_range_names_file_row_and_n(tmp_path):
     desc = make_desc(41)
     paths = H.write_verification_tasks(_pairs(desc, 50, 1), tmp_path, "x")
@@ -726,6 +729,7 @@ def test_index_out_of_range_names_file_row_and_n(tmp_path):
         H.evaluate_retrieval(desc, *H.read_retrieval_tasks("y", tmp_path), "y")
 
 
+@pytest.mark.bad_input
 def test_descriptor_mismatch_and_nan():
     desc = make_desc(42)
     s0, s1 = sorted(desc)[:2]

@@ -67,6 +67,7 @@ def test_write_read_round_trip_is_exact_and_reproducible(tmp_path: Path) -> None
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.png", "b.png"]
 
 
+@pytest.mark.bad_input
 def test_write_strip_rejects_bad_arrays(tmp_path: Path) -> None:
     with pytest.raises(ValueError):
         write_strip(tmp_path / "x.png", np.zeros((0, PATCH_SIZE, PATCH_SIZE), np.uint8))
@@ -80,6 +81,7 @@ def test_write_strip_rejects_bad_arrays(tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- bad strips
 
 
+@pytest.mark.bad_input
 def test_missing_and_empty_strip(tmp_path: Path) -> None:
     with raises_naming(tmp_path / "ref.png", "does not exist", "hpatches-release"):
         read_strip(tmp_path / "ref.png")
@@ -106,6 +108,7 @@ def test_width_not_65(tmp_path: Path) -> None:
         strip_patch_count(path)
 
 
+@pytest.mark.bad_input
 def test_colour_png_with_different_channels_is_an_error(tmp_path: Path) -> None:
     path = tmp_path / "ref.png"
     img = np.zeros((130, 65, 3), np.uint8)
@@ -123,6 +126,7 @@ def test_colour_png_with_equal_channels_is_read_as_gray(tmp_path: Path) -> None:
     np.testing.assert_array_equal(read_strip(path).reshape(-1, PATCH_SIZE), gray)
 
 
+@pytest.mark.bad_input
 def test_alpha_and_16_bit_pngs_are_errors(tmp_path: Path) -> None:
     rgba = tmp_path / "e2.png"
     cv2.imwrite(str(rgba), np.full((65, 65, 4), 100, np.uint8))
@@ -134,6 +138,7 @@ def test_alpha_and_16_bit_pngs_are_errors(tmp_path: Path) -> None:
         read_strip(deep)
 
 
+@pytest.mark.bad_input
 def test_truncated_png(tmp_path: Path) -> None:
     path = tmp_path / "e4.png"
     write_strip(path, random_patches(4))
@@ -143,6 +148,7 @@ def test_truncated_png(tmp_path: Path) -> None:
         read_strip(path)
 
 
+@pytest.mark.bad_input
 def test_not_a_png_header(tmp_path: Path) -> None:
     path = tmp_path / "e5.png"
     path.write_bytes(b"this is not a png file at all, just text")
@@ -170,6 +176,7 @@ def test_header_count_equals_decoded_count(tmp_path: Path) -> None:
         np.testing.assert_array_equal(got[t], written[t])
 
 
+@pytest.mark.bad_input
 def test_strips_with_different_counts(tmp_path: Path) -> None:
     seq = tmp_path / "i_y"
     write_sequence(seq, 5, counts={"h3": 6})
@@ -180,6 +187,7 @@ def test_strips_with_different_counts(tmp_path: Path) -> None:
         read_sequence(seq)
 
 
+@pytest.mark.bad_input
 def test_list_and_validate_dataset(tmp_path: Path) -> None:
     root = tmp_path / "hpatches-release"
     write_sequence(root / "v_b", 3)
@@ -216,6 +224,7 @@ def test_patch_and_strip_names_round_trip() -> None:
             assert parse_patch_name(patch_name(seq, t, 42)) == (seq, t, 42)
 
 
+@pytest.mark.bad_input
 @pytest.mark.parametrize(
     "bad", ["v_boat.e3", "v_boat.e6.1", "v_boat.x.1", "v_boat.e3.-1", "v_boat.e3.01", "v_boat.e3.1.2",
             ".e3.1", "v boat.e3.1", "v_boat.e3.", "v_boat.e3. 1", ""],
@@ -225,6 +234,7 @@ def test_malformed_patch_names(bad: str) -> None:
         parse_patch_name(bad)
 
 
+@pytest.mark.bad_input
 def test_malformed_name_parts() -> None:
     with pytest.raises(DataError, match="sequence name"):
         patch_name("v.boat", "e1", 0)

@@ -35,6 +35,7 @@ def test_describe_writes_the_rows_describe_patches_gives_and_load_reads_them(tmp
         assert want.shape == (3, 128)
 
 
+@pytest.mark.bad_input
 def test_descriptor_files_of_two_kinds_are_refused(tmp_path):
     for name, family in (("a", "sift"), ("b", "surf")):
         seq = tmp_path / f"v_{name}"

@@ -169,12 +169,14 @@ def test_sweep_settings_follow_the_identification(report_dir, tmp_path):
     assert cols[start:start + 2] == ["sweep", "sweep:border_px"]
 
 
+@pytest.mark.bad_input
 def test_a_workbench_name_with_another_meaning_is_refused(report_dir, tmp_path):
     _comparison(report_dir, total_matches=[3, 4])  # a workbench column descbench does not define
     with pytest.raises(ValueError, match="total_matches"):
         build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
 
 
+@pytest.mark.bad_input
 def test_a_report_from_before_the_renaming_is_refused_with_the_fix(report_dir, tmp_path):
     _comparison(report_dir, retrieval_num_true_positives=[42345, 1])  # descbench's count under the workbench's name
     with pytest.raises(DataError, match=r"comparison\.csv.*--forcerun report"):

@@ -20,6 +20,7 @@ ROOT = Path(__file__).resolve().parents[3]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
 
 
+@pytest.mark.bad_input
 def test_experiment_name_is_checked():
     assert validate_config({"experiment": "border-20"}, SCHEMA)["experiment"] == "border-20"
     with pytest.raises(ConfigError, match=r"'experiment'"):

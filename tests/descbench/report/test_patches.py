@@ -45,6 +45,7 @@ def tidy(split, with_headlines=True):
     return pd.DataFrame(rows)
 
 
+@pytest.mark.bad_input
 def test_hpbench_table_one_row_per_split_and_old_rows_refused():
     t = RP.hpbench_table({"sift": pd.concat([tidy("a"), tidy("view")], ignore_index=True)})
     assert t[["descriptor", "split"]].values.tolist() == [["sift", "a"], ["sift", "view"]]

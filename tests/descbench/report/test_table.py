@@ -107,6 +107,7 @@ def test_a_single_test_is_unchanged():
             assert adjust_p_values([NAN, v], method)[1] == v
 
 
+@pytest.mark.bad_input
 def test_invalid_input():
     with pytest.raises(ValueError, match="unknown multiple-comparison correction"):
         adjust_p_values([0.1], "bonferroni")
