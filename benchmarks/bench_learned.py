@@ -62,7 +62,7 @@ agrees; after the reset only ``VmHWM`` is the forward's). ``--mmap-threshold`` s
 ``MALLOC_MMAP_THRESHOLD_`` in the children.
 
 **fusion**: ``config/fusion_study.yaml`` with ``weights: random`` (KeyNet ``weights_seed: 1``, as
-tests/test_fusion_study.py) copied into a fresh work folder and run by ``snakemake --cores 2
+tests/workflow/test_fusion_study.py) copied into a fresh work folder and run by ``snakemake --cores 2
 --configfile <work>/config/fusion_study.yaml --replace-workflow-config`` (as a child, measured by
 ``bench_workflow.run_snakemake``: wall, total CPU from ``os.wait4``, Snakemake's own CPU). Job CPU
 by rule comes from the ``benchmark:`` TSV files under ``results/fusion_study/benchmarks/`` (psutil
@@ -582,7 +582,7 @@ def import_bench_workflow():
 
 
 def fusion_config(workdir: Path, a) -> dict:
-    """Copy config/ into the work folder, set random weights (as tests/test_fusion_study.py), and for a
+    """Copy config/ into the work folder, set random weights (as tests/workflow/test_fusion_study.py), and for a
     stand-in the folder dataset, its scenes and the scale-matched N; returns the config dict."""
     import yaml
 

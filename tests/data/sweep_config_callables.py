@@ -1,4 +1,4 @@
-"""Python-family callables that misbehave, for tests/test_sweep_config.py."""
+"""Python-family callables that misbehave, for tests/descbench/test_config_bad_input.py."""
 
 import numpy as np
 

@@ -11,7 +11,7 @@ The typed params objects of the metrics and the patch generator (``RetrievalPara
 ``BojanicParams``, ``MatchingParams``, ``PatchGenParams``) carry no default of their own: each
 field is :func:`config_field` (the config key it is read from; its default is the schema's) and
 the object is built from the validated config by :meth:`ConfigParams.from_config`, which takes
-every field from its key and refuses a section that lacks one. ``tests/test_params_truth.py``
+every field from its key and refuses a section that lacks one. ``tests/descbench/test_params.py``
 checks that no second default exists.
 """
 

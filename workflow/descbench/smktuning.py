@@ -44,7 +44,7 @@ import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-# The Snakemake versions the opt-in adjustments were tested on: [first, last) (tests/test_smktuning.py
+# The Snakemake versions the opt-in adjustments were tested on: [first, last) (tests/descbench/test_smktuning.py
 # and the end-to-end tests run on the installed 9.27.1). Another version gets Snakemake's own
 # behaviour unless DESCBENCH_SMK_TUNING=force.
 TESTED_SNAKEMAKE = ("9.27.1", "9.28")

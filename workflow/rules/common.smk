@@ -112,7 +112,7 @@ WARMUP_FLAG = Path(CFG["results_dir"]) / ".numba_warmup.done"
 HPATCHES_FLAG = str(Path(CFG["data_dir"]) / "hpatches" / "validated.flag")
 ENV = "../../envs/descbench.yaml"
 # The env of the jobs that import the learned extra (torch, kornia, onnxruntime): the same pins plus
-# those (tests/test_deployment.py); picked per job by descriptor_env / keypoint_env / patch_env.
+# those (tests/workflow/test_deployment.py); picked per job by descriptor_env / keypoint_env / patch_env.
 LEARNED_ENV = "../../envs/learned.yaml"
 # The numba kernel cache may live elsewhere (clusters): an extra assignment for the rules'
 # `export NUMBA_NUM_THREADS={threads} {params.numba_cache}` (numba's pool follows the job's threads).

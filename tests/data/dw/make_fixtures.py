@@ -1,5 +1,5 @@
 """Builds the files in this folder: files in the exact formats of the C++ DescriptorWorkbench
-(F-Sossi/DescriptorWorkbench, commit b834e17), read by tests/test_dw_interop.py.
+(F-Sossi/DescriptorWorkbench, commit b834e17), read by tests/interop/test_dw_interop.py.
 
     python tests/data/dw/make_fixtures.py --dwb /path/to/DescriptorWorkbench
 

@@ -21,6 +21,7 @@ class Counts(ScoringTask):
     kinds = ("a.parquet", "b.parquet", "timing.json")
 
 
+@pytest.mark.bad_input
 def test_a_task_names_its_files_in_declared_order_and_refuses_others(tmp_path):
     paths = ResultPaths(tmp_path, scene_batches(["s1", "s2", "s3"], 2))
     task = Counts()

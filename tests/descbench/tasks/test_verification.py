@@ -66,6 +66,7 @@ def test_several_query_images_pool_into_one_list():
     assert (got["n_distractor_scenes"], got["n_distractors"]) == (4, 40)
 
 
+@pytest.mark.bad_input
 def test_statistics_without_pooling_refuse_several_query_images():
     groups = [(2, []), (3, [])]
     ok = {"candidates": "nearest", "convention": "descbench"}

@@ -185,7 +185,7 @@ def image_patch_rows(family: str) -> Callable[[PatchJob, dict], np.ndarray]:
 # The family modules (``descbench.descriptors.<module>``). Each defines ``PARAMS_SCHEMA`` (family
 # name -> its params fragment) and ``FAMILIES``, a tuple of :class:`DescriptorFamily` (with its
 # patch hooks, or its reason not to describe patches, and its job facts); adding a family touches
-# its module and this tuple, nothing else (tests/test_family_facts.py walks a toy learned family
+# its module and this tuple, nothing else (tests/descbench/test_jobfacts.py walks a toy learned family
 # through it).
 FAMILY_MODULES = ("sift", "rootsift", "precomputed", "stack", "python", "surf", "opencv_binary", "opencv_float", "rgbsift", "dspsift",
                  "onnx_net", "kornia_nets", "pooling", "composite")

@@ -91,7 +91,7 @@ zeroes rows of norm <= DBL_EPSILON).
 
 DSPSIFT's exact kernels (:mod:`descbench.descriptors.dspsift`) stay as they are; ``dsp`` is the
 generic path for families that have none. ``dsp`` over ``sift`` with ``convention: workbench`` is
-close to, not equal to, ``dspsift`` ``convention: workbench`` (``tests/test_pooling.py`` measures
+close to, not equal to, ``dspsift`` ``convention: workbench`` (``tests/descbench/descriptors/test_pooling.py`` measures
 it: row L2 distance median 0.064 on the demo): dspsift pools VanillaSIFT's unrounded rows (L2 norm
 512, so the scaling matches dsp's unit rows) with computeDSP's level rule ``floor`` in one pyramid
 for all scales; dsp pools OpenCV's rounded rows with ``sift_octave_from_size``'s ``round``, one

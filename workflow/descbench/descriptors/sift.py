@@ -91,7 +91,7 @@ def sift_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
     """OpenCV SIFT per patch exactly as :func:`sift_descriptors` runs it on the patch saved as an
     image. Its ``workbench`` grey image, ``cvtColor(BGR2GRAY)`` of the colour read of a grey file,
     is the grey patch itself (the BGR->grey weights sum to exactly 1 in fixed point);
-    ``tests/test_patch_describe.py`` checks it against the registry on PNG files."""
+    ``tests/descbench/patches/test_describe.py`` checks it against the registry on PNG files."""
     convention = params.get("convention", "opencv")
     if convention not in CONVENTIONS:
         raise ConfigError(f"invalid config value at '{job.config_key}.convention': {convention!r}; allowed: {', '.join(CONVENTIONS)}")

@@ -25,7 +25,7 @@ module rebuilds both halves of OpenCV's SIFT descriptor:
 All arithmetic is float32 in OpenCV's operation order, so the only expected differences from
 OpenCV are ``exp`` (libm vs OpenCV's table-based ``hal::exp32f``, <= 1 ulp) and the summation
 order of the norms (OpenCV sums with SIMD lanes). Agreement with cv2's rounded output is
-measured in ``tests/test_sift_family.py`` (see that module's docstring for the figures).
+measured in ``tests/descbench/descriptors/test_sift.py`` (see that module's docstring for the figures).
 """
 
 from __future__ import annotations

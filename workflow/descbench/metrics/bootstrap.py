@@ -32,10 +32,10 @@ metrics are per pair or per scene list (5 pairs per scene are too few to resampl
 
 Every draw comes from ``numpy.random.default_rng(seed)``, so the same inputs and seed give the
 same intervals and p-values on every platform. The coverage of the intervals and the size of the
-test are checked by simulation in ``tests/test_bootstrap.py``.
+test are checked by simulation in ``tests/descbench/metrics/test_bootstrap.py``.
 
 Why not ``scipy.stats.bootstrap`` / ``permutation_test``: where they compute the same quantity
-they give the same numbers, and ``tests/test_significance_correction.py`` checks it (the
+they give the same numbers, and ``tests/descbench/report/test_table.py`` checks it (the
 percentile interval of :func:`bootstrap_ci` and of :func:`paired_comparison` equal
 ``bootstrap(method='percentile')`` seeded with the same generator, value for value; the exact
 permutation p-value equals ``permutation_test(permutation_type='samples')``'s exact p-value).

@@ -92,7 +92,7 @@ This module builds the centre keypoint and a :class:`~descbench.descriptors.Patc
 patches, the keypoint, the batching loop :func:`_per_patch`) and calls the family's
 ``patch_rows`` hook, which lives in the family's module next to its image ``compute`` and shares
 its construction (the OpenCV families build their extractor with one *setup* function for both,
-:mod:`descbench.descriptors.opencv_common`); ``tests/test_patch_describe.py`` compares every
+:mod:`descbench.descriptors.opencv_common`); ``tests/descbench/patches/test_describe.py`` compares every
 family with the registry on single-patch files, which catches any drift.
 
 **CSV files (hpatches-benchmark layout).** ``<root>/<sequence>/<type>.csv`` for the 16 strips

@@ -38,7 +38,7 @@ Differences from the original are marked *(differs)*.
    overlap with the original patches* of ~0.85 (easy) and ~0.72 (hard); no value for tough was
    found, and ~0.60 was chosen to continue the ladder. The defaults were calibrated so that the
    median intersection-over-union between the measurement region ``|q| <= 1`` and its jittered
-   image reaches these values (tests/test_patch_generate.py measures them): ``g = d`` = 0.13
+   image reaches these values (tests/descbench/patches/test_generate.py measures them): ``g = d`` = 0.13
    (easy, median overlap 0.85), 0.26 (hard, 0.72), 0.40 (tough, 0.60). Rotation does not change
    the overlap of a circle, so its amplitude is chosen, not calibrated: 7.5, 15 and 22.5
    degrees, i.e. about ``d`` radians, so that rotation moves a point of the region's boundary

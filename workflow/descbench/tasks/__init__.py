@@ -13,7 +13,7 @@ announced at start, the report's columns, intervals and comparisons, and the fig
 
 A new task is its module (a :class:`~descbench.tasks.base.ScoringTask` subclass and an instance
 ``TASK``), one line in :data:`TASK_MODULES`, its config section in
-``workflow/schemas/config.schema.yaml`` and its test (``tests/test_score_tasks.py`` walks a toy
+``workflow/schemas/config.schema.yaml`` and its test (``tests/descbench/test_tasks.py`` walks a toy
 task through every stage).
 """
 

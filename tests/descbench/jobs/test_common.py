@@ -1,0 +1,45 @@
+"""descbench.jobs.common: what the job modules share (settings arguments, result paths, the
+scene a scoring task's writer gets)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from descbench.errors import DescbenchError
+from descbench.jobs.common import batch_args, json_arg, read_features, result_paths
+from descbench.tasks.base import SceneJob
+from jobcli import SCENES, features
+
+
+@pytest.mark.bad_input
+def test_json_arg_reads_json_or_a_spec_file(tmp_path):
+    (tmp_path / "s.json").write_text('{"b": 2}')
+    assert json_arg('{"a": 1}') == {"a": 1} and json_arg(f"@{tmp_path / 's.json'}") == {"b": 2}
+    with pytest.raises(DescbenchError, match="cannot read the settings file"):
+        json_arg(f"@{tmp_path / 'missing.json'}")
+
+
+@pytest.mark.bad_input
+def test_result_paths_check_the_batch():
+    p = argparse.ArgumentParser()
+    batch_args(p)
+    a = p.parse_args(["--results-root", "r", "--scene-root", "s", "--batches", json.dumps({"b0": ["x"], "b1": ["y"]}), "--batch", "b1"])
+    assert result_paths(a).keypoints("k", "y") == str(Path("r") / "keypoints" / "k" / "b1" / "y.parquet")
+    a.batch = "b2"
+    with pytest.raises(DescbenchError, match=r"--batch 'b2' is not among --batches \(b0, b1\)"):
+        result_paths(a)
+
+
+def test_a_scene_job_times_a_task_from_its_share_of_the_pass(tmp_path):
+    run = features(tmp_path)
+    f = read_features(Path(run.paths.keypoints("kp", SCENES[0])), Path(run.paths.descriptors("kp", "desc", SCENES[0])))
+    job = SceneJob(run.scene_root / SCENES[0], f, {"scoring": {}}, argparse.Namespace(seconds={"retrieval": 5.0}))
+    import time
+
+    assert 4.9 < time.perf_counter() - job.t0_of("retrieval") < 60
+    job.write_timing(tmp_path / "t.json", job.t0_of("retrieval"))
+    assert json.loads((tmp_path / "t.json").read_text())["scene"] == SCENES[0]

@@ -1,0 +1,40 @@
+"""descbench.jobs.datasets: the ``demo-scene`` and ``hpatches`` commands."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from descbench import cli
+from descbench.datasets.demo import generate_scene
+from descbench.jobs import datasets as jobs_datasets
+
+
+def test_demo_scene_writes_the_scene_generate_scene_writes(tmp_path):
+    assert cli.main(["demo-scene", "--scene", "v_coins", "--out-dir", str(tmp_path / "cli"), "--seed", "3"]) == 0
+    generate_scene("v_coins", tmp_path / "direct", 3)
+    got = sorted(p.relative_to(tmp_path / "cli") for p in (tmp_path / "cli").rglob("*") if p.is_file())
+    want = sorted(p.relative_to(tmp_path / "direct") for p in (tmp_path / "direct").rglob("*") if p.is_file())
+    assert got == want and len(got) > 6
+    assert all((tmp_path / "cli" / p).read_bytes() == (tmp_path / "direct" / p).read_bytes() for p in got)
+
+
+def test_hpatches_passes_its_options_to_obtain(tmp_path, monkeypatch):
+    import descbench.datasets.hpatches as hp
+
+    calls = []
+    monkeypatch.setattr(hp, "obtain", lambda *a: calls.append(a))
+    assert cli.main(["hpatches", "--urls", "u1", "u2", "--sha256", "ab", "--data-dir", str(tmp_path), "--flag", str(tmp_path / "f")]) == 0
+    assert calls == [(["u1", "u2"], "ab", tmp_path, tmp_path / "f")]
+
+
+def test_add_commands_and_the_run_functions(tmp_path):
+    sub = argparse.ArgumentParser().add_subparsers()
+    funcs = jobs_datasets.add_commands(sub)
+    assert funcs == {"demo-scene": jobs_datasets.run_demo_scene, "hpatches": jobs_datasets.run_hpatches}
+    a = sub.choices["demo-scene"].parse_args(["--scene", "i_rocket", "--out-dir", str(tmp_path)])
+    assert (a.scene, a.out_dir, a.seed) == ("i_rocket", tmp_path, 0)
+    jobs_datasets.run_demo_scene(a)
+    assert sorted(p.name for p in (tmp_path / "i_rocket").iterdir() if p.name.startswith("H_")) == [f"H_1_{k}" for k in range(2, 7)]
+    a = sub.choices["hpatches"].parse_args(["--urls", "u", "--data-dir", "d", "--flag", "f"])
+    assert (a.urls, a.sha256, a.data_dir, a.flag) == (["u"], None, Path("d"), Path("f"))

@@ -1,0 +1,77 @@
+"""descbench.jobs.report: ``report``, ``plots``, ``database`` and ``compare`` on a tiny scored run;
+the report-stage commands find the result files through ResultPaths (jobs.common.run_paths)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sqlite3
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from descbench.jobs import report as jobs_report
+from descbench.jobs.common import run_paths
+from jobcli import ROOT, SCENES, ok, scored
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory):
+    return scored(tmp_path_factory.mktemp("run"))
+
+
+def run_args(run) -> list:
+    return ["--results-root", run.root, "--combos", json.dumps([["kp", "desc"]]), "--scenes", json.dumps(SCENES),
+            "--config", json.dumps(run.cfg)]
+
+
+def test_run_paths_are_the_jobs_batches():
+    cfg = {"execution": {"scenes_per_job": 1}}
+    a = argparse.Namespace(results_root=Path("r"), scenes=json.dumps(SCENES), config=json.dumps(cfg))
+    paths, got_cfg, scenes = run_paths(a)
+    assert paths.batches == {"batch000": ["i_rocket"], "batch001": ["v_coins"]} and got_cfg == cfg and scenes == SCENES
+    assert paths.keypoints("kp", "v_coins") == str(Path("r") / "keypoints" / "kp" / "batch001" / "v_coins.parquet")
+
+
+def test_report_plots_database_compare(run, tmp_path, capsys):
+    report = run.root / "report"
+    # the report reads the keypoint statistics its workflow job gets as an input
+    ok("keypoint-stats", "--results-root", run.root, "--scene-root", run.scene_root, "--batches", json.dumps(run.batches),
+       "--keypoint-sets", json.dumps([["kp", run.cfg["keypoint_sets"]["kp"]]]), "--repeatability-px", 3, "--out-dir", report)
+    ok("report", *run_args(run), "--provenance", "{}", "--out-dir", report)
+    table = pd.read_parquet(report / "comparison.parquet")
+    assert list(table["descriptor"]) == ["desc"] and "desc" in capsys.readouterr().out
+
+    ok("plots", *run_args(run), "--report-dir", report, "--out-dir", tmp_path / "figures")
+    assert list((tmp_path / "figures").glob("*.png")) and list((tmp_path / "figures").glob("*.svg"))
+
+    ok("database", "--report-dir", report, "--name", "tiny", "--config", json.dumps(run.cfg), "--n-scenes", len(SCENES),
+       "--workflow-dir", ROOT, "--out", tmp_path / "results.sqlite")
+    with sqlite3.connect(tmp_path / "results.sqlite") as db:
+        assert db.execute("select count(*) from sqlite_master where type = 'table'").fetchone()[0] > 0
+
+    capsys.readouterr()
+    ok("compare", run.root)
+    assert "desc" in capsys.readouterr().out
+    ok("compare", run.root, "--out", tmp_path / "c.md")
+    ok("compare", run.root, "--out", tmp_path / "c.csv")
+    assert (tmp_path / "c.md").read_text().startswith("|") and "desc" in (tmp_path / "c.csv").read_text()
+
+
+def test_add_commands_and_where_compare_writes(tmp_path, monkeypatch, capsys):
+    sub = argparse.ArgumentParser().add_subparsers()
+    assert jobs_report.add_commands(sub) == {"report": jobs_report.run_report, "plots": jobs_report.run_plots,
+                                             "database": jobs_report.run_database, "compare": jobs_report.run_compare}
+    import descbench.report.experiments as ex
+
+    table = pd.DataFrame({"experiment": ["a", "b"], "mAP": [0.5, 0.25]})
+    monkeypatch.setattr(ex, "compare_experiments", lambda folders: table.assign(n=len(folders)))
+    monkeypatch.setattr(ex, "to_markdown", lambda t: f"| md {len(t)} rows |\n")
+    a = sub.choices["compare"].parse_args(["x", "y"])
+    jobs_report.run_compare(a)
+    assert capsys.readouterr().out == "| md 2 rows |\n"
+    jobs_report.run_compare(sub.choices["compare"].parse_args(["x", "--out", str(tmp_path / "t.md")]))
+    assert (tmp_path / "t.md").read_text() == "| md 2 rows |\n"
+    jobs_report.run_compare(sub.choices["compare"].parse_args(["x", "--out", str(tmp_path / "t.csv")]))
+    assert pd.read_csv(tmp_path / "t.csv").to_dict("list") == {"experiment": ["a", "b"], "mAP": [0.5, 0.25], "n": [1, 1]}

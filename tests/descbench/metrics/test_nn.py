@@ -1,0 +1,205 @@
+"""Exact nearest / second-nearest neighbours and mutual NN against a float64 brute force."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from descbench.errors import DataError
+from descbench.metrics.nn import mutual_nearest, nearest_two
+from descbench.metrics.retrieval import prepare_l2_screen
+
+# ----------------------------------------------------------------------------- the reference
+
+
+def ref_matrix(q: np.ndarray, c: np.ndarray) -> np.ndarray:
+    """Full distance matrix: float64 squared L2 summed in index order k = 0..D-1, or Hamming."""
+    if q.dtype == np.uint8:
+        x = q[:, None, :] ^ c[None, :, :]
+        return np.unpackbits(x, axis=2).sum(axis=2).astype(np.float64)
+    acc = np.zeros((q.shape[0], c.shape[0]))
+    for k in range(q.shape[1]):
+        acc += (q[:, None, k].astype(np.float64) - c[None, :, k].astype(np.float64)) ** 2
+    return acc
+
+
+def ref_nearest_two(q, c):
+    D = ref_matrix(q, c)
+    n1, n2 = D.shape
+    idx1 = np.full(n1, -1, np.int64)
+    idx2 = np.full(n1, -1, np.int64)
+    d1 = np.full(n1, np.inf)
+    d2 = np.full(n1, np.inf)
+    if n2 >= 1:
+        order = np.argsort(D, axis=1, kind="stable")
+        idx1[:] = order[:, 0]
+        d1[:] = D[np.arange(n1), order[:, 0]]
+        if n2 >= 2:
+            idx2[:] = order[:, 1]
+            d2[:] = D[np.arange(n1), order[:, 1]]
+    if q.dtype != np.uint8:
+        d1, d2 = np.sqrt(d1), np.sqrt(d2)
+    return idx1, d1, idx2, d2
+
+
+def ref_mutual(a, b):
+    D = ref_matrix(a, b)
+    if D.size == 0:
+        e = np.zeros(0, np.int64)
+        return e, e, np.zeros(0)
+    ab = np.argmin(D, axis=1)  # first minimum = lowest index
+    ba = np.argmin(D, axis=0)
+    ia = np.flatnonzero(ba[ab] == np.arange(len(a)))
+    d = D[ia, ab[ia]]
+    return ia, ab[ia], (d if a.dtype == np.uint8 else np.sqrt(d))
+
+
+def check_two(q, c, **kw):
+    got = nearest_two(q, c, **kw)
+    exp = ref_nearest_two(q, c)
+    for g, e, name in zip(got, exp, ("idx1", "dist1", "idx2", "dist2")):
+        assert g.dtype == e.dtype, name
+        np.testing.assert_array_equal(g, e, err_msg=name)
+
+
+def check_mutual(a, b, **kw):
+    got = mutual_nearest(a, b, **kw)
+    exp = ref_mutual(a, b)
+    for g, e in zip(got, exp):
+        np.testing.assert_array_equal(g, e)
+    assert got[0].dtype == np.int64 and got[1].dtype == np.int64
+
+
+# ----------------------------------------------------------------------------- float cases
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_random_float_with_duplicates(seed):
+    rng = np.random.default_rng(seed)
+    c = rng.normal(size=(90, 24)).astype(np.float32)
+    c[10] = c[3]  # exact duplicate candidates: a tie at d = 0 for queries equal to them
+    c[40:45] = c[7]
+    q = rng.normal(size=(60, 24)).astype(np.float32)
+    q[:5] = c[[3, 7, 10, 41, 0]]
+    q[5] = c[3] + np.float32(1e-3)
+    check_two(q, c)
+    check_two(q, c, chunk_mb=1e-4)  # one query row per block
+    check_mutual(q, c)
+    check_mutual(c, q)
+
+
+def test_integer_valued_descriptors_many_ties():
+    rng = np.random.default_rng(5)
+    q = rng.integers(0, 3, size=(120, 6)).astype(np.float32)
+    c = rng.integers(0, 3, size=(150, 6)).astype(np.float32)
+    check_two(q, c)
+    check_two(q, c, chunk_mb=2e-3)
+    check_mutual(q, c)
+    check_mutual(c, q)
+
+
+def test_scaled_sift_like_descriptors():
+    rng = np.random.default_rng(6)
+    q = np.floor(rng.uniform(0, 255, size=(70, 128))).astype(np.float32)
+    c = np.concatenate([q[:20] + rng.integers(-1, 2, size=(20, 128)), rng.uniform(0, 255, size=(60, 128))]).astype(np.float32)
+    check_two(q, c)
+    check_mutual(q, c)
+
+
+def test_near_equal_distances_need_the_recheck():
+    """A large common offset makes the float32 screen useless; the float64 recheck must decide.
+
+    Candidates differ from a common point of norm 1e3 by ~1e-3, so the screen values (~5e5)
+    have a float32 ulp of 0.03 while the true squared distances differ by ~1e-6: the naive
+    float32 argmax disagrees with the exact answer, yet nearest_two must equal the brute force.
+    """
+    rng = np.random.default_rng(7)
+    base = np.zeros(8, np.float64)
+    base[0] = 1000.0
+    c = (base + rng.normal(scale=1e-3, size=(200, 8))).astype(np.float32)
+    q = (base + rng.normal(scale=1e-3, size=(100, 8))).astype(np.float32)
+    _, _, qaug, caug, _ = prepare_l2_screen(q, c)
+    naive = np.argmax(qaug @ caug.T, axis=1)
+    exact = ref_nearest_two(q, c)[0]
+    assert (naive != exact).sum() > 10  # the case really is adversarial for float32
+    check_two(q, c)
+    check_mutual(q, c)
+
+
+def test_two_candidates_closer_than_float32_resolution():
+    """Near-equal pairs: c1 and c2 nearly equidistant from q (difference below float32 rounding)."""
+    q = np.array([[1000.0, 0.0, 0.0]], np.float32)
+    d = np.float32(1.0)
+    c = np.array([[1000.0 + d, 0.0, 0.0], [1000.0, 1.0, np.float32(2.0**-10)], [1000.0, -1.0, 0.0], [999.0, 0.0, 0.0]], np.float32)
+    # squared distances: 1, 1 + 2^-20, 1, 1 -> nearest 0, second 2 (ties by index), 1 is 4th
+    check_two(q, c)
+    idx1, _, idx2, _ = nearest_two(q, c)
+    assert (idx1[0], idx2[0]) == (0, 2)
+
+
+def test_huge_values_use_the_float64_path():
+    rng = np.random.default_rng(8)
+    q = (rng.normal(size=(30, 5)) * 1e20).astype(np.float32)
+    c = (rng.normal(size=(40, 5)) * 1e20).astype(np.float32)
+    check_two(q, c)
+    check_mutual(q, c)
+
+
+# ----------------------------------------------------------------------------- binary
+
+
+@pytest.mark.parametrize("nbytes", [1, 2, 32, 61])
+def test_binary_packed(nbytes):
+    rng = np.random.default_rng(nbytes)
+    q = rng.integers(0, 256, size=(80, nbytes), dtype=np.uint8)
+    c = rng.integers(0, 256, size=(100, nbytes), dtype=np.uint8)
+    c[5] = c[2]
+    q[0] = c[2]
+    check_two(q, c)
+    check_mutual(q, c)
+    check_mutual(c, q)
+
+
+# ----------------------------------------------------------------------------- edge cases
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8])
+def test_empty_and_single_candidate(dtype):
+    rng = np.random.default_rng(9)
+    q = rng.integers(0, 5, size=(7, 4)).astype(dtype)
+    none = np.zeros((0, 4), dtype)
+    one = rng.integers(0, 5, size=(1, 4)).astype(dtype)
+    idx1, d1, idx2, d2 = nearest_two(q, none)
+    assert (idx1 == -1).all() and (idx2 == -1).all() and np.isinf(d1).all() and np.isinf(d2).all()
+    idx1, d1, idx2, d2 = nearest_two(q, one)
+    assert (idx1 == 0).all() and (idx2 == -1).all() and np.isfinite(d1).all() and np.isinf(d2).all()
+    check_two(q, one)
+    out = nearest_two(none, q)
+    assert all(len(x) == 0 for x in out) and out[0].dtype == np.int64
+    for a, b in ((q, none), (none, q), (none, none)):
+        ia, ib, d = mutual_nearest(a, b)
+        assert len(ia) == len(ib) == len(d) == 0
+    check_mutual(q, one)
+    check_mutual(one, q)
+
+
+@pytest.mark.bad_input
+def test_validation():
+    f = np.zeros((3, 4), np.float32)
+    with pytest.raises(DataError, match="mismatch"):
+        nearest_two(f, np.zeros((3, 5), np.float32))
+    with pytest.raises(DataError, match="mismatch"):
+        mutual_nearest(f, np.zeros((3, 4), np.uint8))
+    with pytest.raises(DataError, match="dtype"):
+        nearest_two(f.astype(np.float64), f.astype(np.float64))
+    with pytest.raises(DataError, match="2-D"):
+        nearest_two(np.zeros(4, np.float32), f)
+    bad = f.copy()
+    bad[1, 2] = np.nan
+    with pytest.raises(DataError, match="NaN or inf"):
+        nearest_two(f, bad)
+    bad[1, 2] = np.inf
+    with pytest.raises(DataError, match="row 1"):
+        mutual_nearest(bad, f)
+    with pytest.raises(DataError, match="zero width"):
+        nearest_two(np.zeros((3, 0), np.float32), np.zeros((3, 0), np.float32))

@@ -1,0 +1,58 @@
+"""descbench.patches.checks: the rules of the ``patches`` section that the schema cannot state,
+called on the repository's validated config.yaml."""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import pytest
+import yaml
+
+from descbench.config import validate_config
+from descbench.errors import ConfigError
+from descbench.patches.checks import CENTRE_KEYPOINTS, check_source
+from descbench.patches.describe import HPATCHES_BENCHMARK
+
+ROOT = Path(__file__).resolve().parents[3]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+@pytest.fixture(scope="module")
+def cfg() -> dict:
+    return validate_config(yaml.safe_load((ROOT / "config.yaml").read_text()), SCHEMA)
+
+
+def test_the_shipped_config_passes_and_the_centre_keypoints(cfg):
+    check_source(cfg)
+    assert CENTRE_KEYPOINTS == {"hpatches_benchmark": HPATCHES_BENCHMARK, "upright": {"angle": 0.0, "sift_octave": "size"}}
+
+
+@pytest.mark.bad_input
+def test_a_folder_source_needs_its_path(cfg):
+    bad = copy.deepcopy(cfg)
+    bad["patches"]["source"] = "folder"
+    bad["patches"]["path"] = None
+    with pytest.raises(ConfigError, match=r"^patches.source 'folder' needs patches.path"):
+        check_source(bad)
+    bad["patches"]["path"] = "/data/patches"
+    check_source(bad)
+
+
+@pytest.mark.bad_input
+def test_a_listed_descriptor_must_be_defined(cfg):
+    bad = copy.deepcopy(cfg)
+    bad["patches"]["descriptors"] = ["sift", "nosuch"]
+    with pytest.raises(ConfigError, match=r"^patches.descriptors lists 'nosuch', which is neither in descriptors: nor in patches.csv:"):
+        check_source(bad)
+    bad["patches"]["csv"] = {"nosuch": {"path": "x"}}
+    check_source(bad)  # a CSV descriptor is defined by its files
+
+
+@pytest.mark.bad_input
+def test_a_family_that_cannot_describe_patches_is_named(cfg):
+    bad = copy.deepcopy(cfg)
+    bad["descriptors"]["pre"] = {"family": "precomputed", "params": {}}
+    bad["patches"]["descriptors"] = ["pre"]
+    with pytest.raises(ConfigError, match=r"^patches.descriptors: 'pre' \(family precomputed\) cannot describe patches: it "):
+        check_source(bad)

@@ -1,0 +1,183 @@
+"""The SQLite results database: the seed's table and query, NULL for no data, idempotent rebuild."""
+
+from __future__ import annotations
+
+import sqlite3
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from descbench.errors import DataError
+from descbench.report.database import DW_COLUMNS, DW_RESULTS_SCHEMA, SEED_COLUMNS, build_database, git_commit
+
+
+@pytest.fixture
+def report_dir(tmp_path):
+    d = tmp_path / "report"
+    d.mkdir()
+    pd.DataFrame({
+        "descriptor": ["sift", "orb"], "keypoint_set": ["s", "s"], "true_map_micro": [0.8, np.nan],
+        "true_map_macro_by_scene": [0.75, np.nan], "viewpoint_map": [0.7, np.nan], "illumination_map": [0.9, np.nan],
+        "keypoint_verification_ap": [0.6, 0.5], "keypoint_retrieval_ap": [0.4, 0.3], "precision_at_1": [0.7, 0.1],
+        "precision_at_5": [0.8, 0.2], "mean_precision": [0.66, 0.0], "processing_time_ms": [12.0, 8.0],
+        "metadata": ["true_map_micro=0.8000;", "true_map_micro=nan;"], "mma_at_3": [0.5, 0.0],
+    }).to_csv(d / "comparison.csv", index=False)
+    pd.DataFrame({"keypoint_set": ["s"], "kind": ["detector"], "keypoints_total": [100], "inputs_sha256": ["ab" * 32]}).to_csv(
+        d / "keypoint_stats.csv", index=False)
+    pd.DataFrame({"keypoint_set": ["s"], "metric": ["true_map_micro"], "descriptor_a": ["sift"], "descriptor_b": ["orb"],
+                  "difference": [np.nan], "p_value": [np.nan]}).to_csv(d / "significance.csv", index=False)
+    return d
+
+
+EXPERIMENT = {"name": "demo", "dataset": "demo", "config": {"dataset": "demo"}, "versions": {"numpy": "2"},
+              "git_commit": "abc", "n_scenes": 8}
+
+
+def test_seed_table_and_query(report_dir, tmp_path):
+    db = tmp_path / "r.sqlite"
+    build_database(db, report_dir, EXPERIMENT)
+    con = sqlite3.connect(db)
+    cols = [r[1] for r in con.execute("PRAGMA table_info(results)")]
+    assert cols[:len(SEED_COLUMNS)] == SEED_COLUMNS and {"descriptor", "keypoint_set", "mma_at_3"} <= set(cols)
+    # the seed's kind of query, from sqlite3
+    rows = con.execute("SELECT descriptor, true_map_micro, true_map_macro, mean_average_precision, mean_precision, metadata "
+                       "FROM results ORDER BY true_map_micro DESC").fetchall()
+    # mean_average_precision is the workbench's (= true_map_macro); the legacy precision is mean_precision
+    assert rows[0] == ("sift", 0.8, 0.75, 0.75, 0.66, "true_map_micro=0.8000;")
+    assert rows[1][1] is None and rows[1][3] is None  # NaN (no data) is NULL, not 0
+    exp = con.execute("SELECT name, git_commit, inputs_sha256, n_scenes FROM experiments").fetchone()
+    assert exp == ("demo", "abc", "ab" * 32, 8)
+    con.close()
+    # and from pandas
+    df = pd.read_sql("SELECT r.descriptor, k.keypoints_total FROM results r JOIN keypoint_sets k USING (experiment_id, keypoint_set)",
+                     sqlite3.connect(db))
+    assert df.keypoints_total.tolist() == [100, 100]
+
+
+def test_rebuild_is_idempotent(report_dir, tmp_path):
+    a, b = tmp_path / "a.sqlite", tmp_path / "b.sqlite"
+    build_database(a, report_dir, EXPERIMENT)
+    build_database(a, report_dir, EXPERIMENT)  # over an existing file
+    build_database(b, report_dir, EXPERIMENT)
+    dump = lambda p: "\n".join(sqlite3.connect(p).iterdump())  # noqa: E731
+    assert dump(a) == dump(b)
+    assert not [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")]  # no temporary left
+
+
+def test_git_commit_outside_git(tmp_path):
+    assert git_commit(tmp_path) == "unknown"
+
+
+# ----------------------------------------------------------------------------- the workbench's column names
+
+
+def _comparison(report_dir, **columns):
+    t = pd.read_csv(report_dir / "comparison.csv")
+    for k, v in columns.items():
+        t[k] = v
+    t.to_csv(report_dir / "comparison.csv", index=False)
+
+
+def _results(db):
+    with sqlite3.connect(db) as con:
+        out = pd.read_sql("SELECT * FROM results", con)
+    return out
+
+
+def test_mean_average_precision_follows_the_workbench_rule(report_dir, tmp_path):
+    # the workbench's recordResults: true_map_macro_by_scene where it is > 0, else true_map_micro
+    _comparison(report_dir, true_map_macro_by_scene=[0.0, 0.5], true_map_micro=[0.2, 0.4])
+    build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+    r = _results(tmp_path / "r.sqlite")
+    assert r.mean_average_precision.tolist() == [0.2, 0.5]
+    assert r.mean_precision.tolist() == [0.66, 0.0]  # the legacy matching precision, under its own name
+
+
+def test_workbench_names_hold_the_workbench_quantities(report_dir, tmp_path):
+    _comparison(report_dir, true_map_micro_including_zeros=[0.3, np.nan], true_map_macro_by_scene_including_zeros=[0.35, np.nan],
+                viewpoint_map_including_zeros=[0.25, np.nan], illumination_map_including_zeros=[0.45, np.nan])
+    build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+    r = _results(tmp_path / "r.sqlite")
+    # the workbench's "with zeros" columns (src/database/schema.sql) = descbench's "including zeros" ones
+    assert r.viewpoint_map_with_zeros.iloc[0] == 0.25 and r.illumination_map_with_zeros.iloc[0] == 0.45
+    assert r.true_map_micro_with_zeros.iloc[0] == 0.3 and r.true_map_macro_with_zeros.iloc[0] == 0.35
+    assert r.viewpoint_map_with_zeros.isna().iloc[1]
+    # no column of the workbench's schema without its declared meaning here
+    assert set(r.columns) & set(DW_RESULTS_SCHEMA) <= set(DW_COLUMNS)
+    # without verification.convention: workbench the workbench's counts are not there at all
+    assert "retrieval_num_true_positives" not in r.columns
+
+
+def test_workbench_convention_numbers_come_first(report_dir, tmp_path):
+    _comparison(report_dir, retrieval_num_positives_descbench=[42345, 1], retrieval_num_hard_negatives_descbench=[9, 9],
+                retrieval_num_distractors=[7, 7], workbench_num_positives=[58328, 1], retrieval_num_true_positives=[58328, 1],
+                retrieval_num_hard_negatives=[5, 9], workbench_verification_map=[0.1, 0.2], workbench_retrieval_map=[0.1, 0.2])
+    build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+    r = _results(tmp_path / "r.sqlite")
+    cols = r.columns.tolist()
+    start = cols.index("keypoint_set") + 1
+    assert cols[start:start + 4] == ["true_map_macro_by_scene", "workbench_verification_map", "workbench_retrieval_map",
+                                     "retrieval_num_true_positives"]
+    assert r.retrieval_num_true_positives.iloc[0] == 58328 and r.retrieval_num_positives_descbench.iloc[0] == 42345
+
+
+def test_bojanic_workbench_names_hold_the_workbench_values_under_its_convention(report_dir, tmp_path):
+    # verification.convention: workbench computed the workbench's pooled per-scene APs: its column
+    # names hold them; descbench's own (Bojanic's nearest candidates, per-query retrieval AP) and
+    # their intervals move to *_descbench
+    _comparison(report_dir, workbench_verification_map=[0.11, 0.21], workbench_retrieval_map=[0.12, 0.22],
+                workbench_verification_viewpoint_map=[0.13, 0.23], workbench_verification_illumination_map=[0.14, 0.24],
+                workbench_retrieval_viewpoint_map=[0.15, 0.25], workbench_retrieval_illumination_map=[0.16, 0.26],
+                verification_viewpoint_ap=[0.61, 0.51], retrieval_illumination_ap=[0.41, 0.31],
+                keypoint_verification_ap_ci_low=[0.55, 0.45], keypoint_verification_ap_ci_high=[0.65, 0.55])
+    build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+    r = _results(tmp_path / "r.sqlite")
+    assert r.keypoint_verification_ap.tolist() == [0.11, 0.21] and r.keypoint_retrieval_ap.tolist() == [0.12, 0.22]
+    assert r.verification_viewpoint_ap.tolist() == [0.13, 0.23] and r.verification_illumination_ap.tolist() == [0.14, 0.24]
+    assert r.retrieval_viewpoint_ap.tolist() == [0.15, 0.25] and r.retrieval_illumination_ap.tolist() == [0.16, 0.26]
+    assert r.keypoint_verification_ap_descbench.tolist() == [0.6, 0.5]
+    assert r.keypoint_retrieval_ap_descbench.tolist() == [0.4, 0.3]
+    assert r.verification_viewpoint_ap_descbench.tolist() == [0.61, 0.51]
+    assert r.retrieval_illumination_ap_descbench.tolist() == [0.41, 0.31]
+    assert r.keypoint_verification_ap_descbench_ci_low.tolist() == [0.55, 0.45]
+    assert r.keypoint_verification_ap_descbench_ci_high.tolist() == [0.65, 0.55]
+    assert "keypoint_verification_ap_ci_low" not in r.columns  # an interval of descbench's value, not of the workbench's
+    cols = r.columns.tolist()
+    assert cols[:len(SEED_COLUMNS)] == SEED_COLUMNS
+    # the workbench's viewpoint / illumination columns right after its own numbers, before descbench's other columns
+    lead = cols.index("workbench_retrieval_illumination_map") + 1  # the last of WORKBENCH_FIRST given here
+    assert cols[lead:lead + 4] == ["verification_viewpoint_ap", "verification_illumination_ap", "retrieval_viewpoint_ap",
+                                   "retrieval_illumination_ap"]
+
+
+def test_bojanic_workbench_names_are_null_without_its_convention(report_dir, tmp_path):
+    # the default convention does not compute the workbench's quantity: its names are NULL, never descbench's value
+    build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+    with sqlite3.connect(tmp_path / "r.sqlite") as con:
+        rows = con.execute("SELECT keypoint_verification_ap, keypoint_retrieval_ap, verification_viewpoint_ap, "
+                           "retrieval_illumination_ap, keypoint_verification_ap_descbench, keypoint_retrieval_ap_descbench "
+                           "FROM results ORDER BY descriptor").fetchall()
+    assert rows == [(None, None, None, None, 0.5, 0.3), (None, None, None, None, 0.6, 0.4)]
+
+
+def test_sweep_settings_follow_the_identification(report_dir, tmp_path):
+    _comparison(report_dir, sweep=[np.nan, "grid"], **{"sweep:border_px": [np.nan, 20]})
+    build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+    cols = _results(tmp_path / "r.sqlite").columns.tolist()
+    start = cols.index("keypoint_set") + 1
+    assert cols[start:start + 2] == ["sweep", "sweep:border_px"]
+
+
+@pytest.mark.bad_input
+def test_a_workbench_name_with_another_meaning_is_refused(report_dir, tmp_path):
+    _comparison(report_dir, total_matches=[3, 4])  # a workbench column descbench does not define
+    with pytest.raises(ValueError, match="total_matches"):
+        build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+
+
+@pytest.mark.bad_input
+def test_a_report_from_before_the_renaming_is_refused_with_the_fix(report_dir, tmp_path):
+    _comparison(report_dir, retrieval_num_true_positives=[42345, 1])  # descbench's count under the workbench's name
+    with pytest.raises(DataError, match=r"comparison\.csv.*--forcerun report"):
+        build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)

@@ -1,0 +1,140 @@
+"""Config validation: unknown keys, types, cross-key rules, defaults."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from descbench.config import combinations, validate_config
+from descbench.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+
+
+def base() -> dict:
+    return yaml.safe_load((ROOT / "config.yaml").read_text())
+
+
+def test_shipped_config_is_valid_and_defaults_fill():
+    cfg = validate_config(base(), SCHEMA)
+    assert cfg["dataset"] == "demo"
+    assert cfg["keypoint_sets"]["sift"]["border_px"] == 40
+    assert combinations(cfg) == [("sift", "sift"), ("sift", "rootsift")]
+    minimal = validate_config({"keypoint_sets": {"k": {"detector": "sift"}}, "descriptors": {"d": {"family": "sift"}}}, SCHEMA)
+    assert minimal["scoring"] == {"tau_px": 3.0, "gt": "closest_oriented", "tie_policy": "expected", "chunk_mb": 64, "threads": 1}
+    assert minimal["execution"] == {"scenes_per_job": 8, "numba_cache_dir": None}
+    assert minimal["keypoint_sets"]["k"]["params"]["sigma"] == 1.6
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda c: c.update(datset="demo"), "unknown config key 'datset' (did you mean 'dataset'?)"),
+        (lambda c: c["scoring"].update(tau=3), "unknown config key 'scoring.tau' (did you mean 'scoring.tau_px'?)"),
+        (lambda c: c["keypoint_sets"]["sift"].update(border=40), "unknown config key 'keypoint_sets.sift.border'"),
+        (lambda c: c["keypoint_sets"]["sift"]["params"].update(contrast=0.1), "keypoint_sets.sift.params.contrast"),
+        (lambda c: c["descriptors"]["sift"].update(params={"scale": 2}), "descriptors.sift.params.scale"),
+    ],
+)
+def test_unknown_keys_are_named_with_the_allowed_ones(mutate, needle):
+    cfg = base()
+    mutate(cfg)
+    with pytest.raises(ConfigError) as exc:
+        validate_config(cfg, SCHEMA)
+    assert needle in str(exc.value)
+    assert "allowed keys" in str(exc.value) or "takes:" in str(exc.value)
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda c: c.update(dataset="oxford"), "dataset"),
+        (lambda c: c["scoring"].update(tau_px=-1), "scoring.tau_px"),
+        (lambda c: c["scoring"].update(gt="all_within_tau", tie_policy="half"), "only for scoring.gt 'closest'"),
+        (lambda c: c["keypoint_sets"]["sift"]["params"].update(sigma="big"), "keypoint_sets.sift.params.sigma"),
+        (lambda c: c["descriptors"]["sift"].update(family="surfx"), "descriptors.sift.family"),
+        (lambda c: c["descriptors"]["sift"].update(keypoint_sets=["nope"]), "unknown keypoint set 'nope'"),
+        (lambda c: c["descriptors"].update(mine={"family": "precomputed"}), "must list its keypoint set"),
+        (lambda c: c["descriptors"].update(mine={"family": "precomputed", "keypoint_sets": ["sift"]}), "detector: precomputed"),
+        (lambda c: c.update(dataset="folder"), "folder.path"),
+        (lambda c: c["keypoint_sets"].update({"bad name": {"detector": "sift"}}), "bad name"),
+    ],
+)
+def test_invalid_values_are_errors(mutate, needle):
+    cfg = base()
+    mutate(cfg)
+    with pytest.raises(ConfigError, match=None) as exc:
+        validate_config(cfg, SCHEMA)
+    assert needle in str(exc.value)
+
+
+@pytest.mark.bad_input
+def test_precomputed_keypoint_set_requires_method():
+    cfg = base()
+    cfg["keypoint_sets"]["net"] = {"detector": "precomputed", "params": {}}
+    with pytest.raises(ConfigError, match="method"):
+        validate_config(cfg, SCHEMA)
+    cfg["keypoint_sets"]["net"]["params"] = {"method": "d2-net"}
+    cfg["descriptors"]["net"] = {"family": "precomputed", "keypoint_sets": ["net"]}
+    out = validate_config(cfg, SCHEMA)
+    assert ("net", "net") in combinations(out) and ("net", "sift") in combinations(out)
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize(
+    "mutate, needle",
+    [
+        (lambda c: c["verification"].update(candidates="near"), "verification.candidates"),
+        (lambda c: c["verification"].update(distractors_per_scene="some"), "verification.distractors_per_scene"),
+        (lambda c: c["verification"].update(hard_negative="ignore"), "did you mean 'verification.hard_negatives'"),
+        (lambda c: c["verification"].update(candidates="all", ap_convention="vlfeat"), "needs the materialised pooled list"),
+        (lambda c: c["scoring"].update(tie_policy="half"), "set verification.enabled: false"),
+        (lambda c: c["matching"].update(classifier_matchers=["nn", "knn"]), "matching.classifier_matchers"),
+        (lambda c: c["matching"].update(mma_thresholds=[]), "matching.mma_thresholds"),
+    ],
+)
+def test_verification_and_matching_options_are_checked(mutate, needle):
+    cfg = base()
+    mutate(cfg)
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(").replace(")", r"\)").replace(".", r"\.")):
+        validate_config(cfg, SCHEMA)
+
+
+def test_verification_defaults_follow_the_protocol():
+    cfg = validate_config({"keypoint_sets": {"k": {"detector": "sift"}}, "descriptors": {"d": {"family": "sift"}}}, SCHEMA)
+    v = cfg["verification"]
+    assert (v["distractor_scenes"], v["distractors_per_scene"], v["candidates"], v["hard_negatives"], v["ap_convention"]) == (
+        10, 20, "nearest", "negative", "step")
+    assert cfg["matching"]["mma_thresholds"] == list(range(1, 11)) and cfg["matching"]["classifier_epsilon_px"] == 2.0
+    ok = base()
+    ok["verification"]["distractors_per_scene"] = "all"
+    assert validate_config(ok, SCHEMA)["verification"]["distractors_per_scene"] == "all"
+
+
+def test_a_config_with_any_section_missing_gets_the_defaults():
+    """`snakemake -s .../Snakefile -d DIR` with a short config.yaml: every section has defaults
+    (keypoint_sets: SIFT; descriptors: sift), never a bare KeyError."""
+    shipped = validate_config(yaml.safe_load((ROOT / "config.yaml").read_text()), SCHEMA)
+    for minimal in ({}, None, {"dataset": "demo"}):
+        cfg = validate_config(minimal, SCHEMA)
+        assert set(cfg) == set(shipped)
+        assert cfg["keypoint_sets"]["sift"] == shipped["keypoint_sets"]["sift"]
+        assert cfg["descriptors"] == {"sift": shipped["descriptors"]["sift"]}
+        assert cfg["scoring"] == shipped["scoring"] and cfg["verification"] == shipped["verification"]
+
+
+@pytest.mark.e2e
+def test_snakefile_elsewhere_with_a_one_line_config(tmp_path):
+    import subprocess
+    import sys
+
+    (tmp_path / "config.yaml").write_text("dataset: demo\n")
+    res = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path), "-n"],
+                         capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
+    assert "keypoints" in res.stdout + res.stderr

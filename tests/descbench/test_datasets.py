@@ -1,0 +1,56 @@
+"""Scene lists are known at DAG-build time: HPatches constants, demo constants, folder listing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from descbench.datasets import dataset_tag, hpatches_scenes, list_scenes, scene_root
+from descbench.errors import ConfigError
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def cfg(**kw):
+    base = {"dataset": "demo", "data_dir": "data", "scenes": None, "demo": {"seed": 0},
+            "hpatches": {"subset": "full"}, "folder": {"path": None, "name": None}}
+    base.update(kw)
+    return base
+
+
+def test_hpatches_lists_116_and_the_108_subset():
+    full = hpatches_scenes("full")
+    assert len(full) == 116 and sum(s.startswith("i_") for s in full) == 57 and sum(s.startswith("v_") for s in full) == 59
+    sub = hpatches_scenes("d2net108")
+    assert len(sub) == 108 and sum(s.startswith("i_") for s in sub) == 52 and "v_talent" not in sub
+    assert list_scenes(cfg(dataset="hpatches", hpatches={"subset": "d2net108"})) == sub
+
+
+def test_shipped_scene_list_matches_the_public_splits():
+    shared = ROOT.parent / "shared" / "data" / "hpatches" / "splits.json"
+    if not shared.exists():
+        pytest.skip("shared/ not beside the checkout")
+    assert sorted(json.loads(shared.read_text())["full"]["test"]) == hpatches_scenes("full")
+
+
+def test_demo_scenes_and_restriction():
+    assert len(list_scenes(cfg())) == 8
+    assert list_scenes(cfg(scenes=["v_coins", "i_rocket"])) == ["v_coins", "i_rocket"]
+    with pytest.raises(ConfigError, match="v_nope"):
+        list_scenes(cfg(scenes=["v_nope"]))
+    assert scene_root(cfg()) == Path("data/demo/seed0") and dataset_tag(cfg()) == "demo"
+
+
+@pytest.mark.bad_input
+def test_folder_dataset(tmp_path):
+    (tmp_path / "scenes" / "v_mine").mkdir(parents=True)
+    (tmp_path / "scenes" / ".hidden").mkdir()
+    c = cfg(dataset="folder", folder={"path": str(tmp_path / "scenes"), "name": None})
+    assert list_scenes(c) == ["v_mine"] and dataset_tag(c) == "folder-scenes"
+    with pytest.raises(ConfigError, match="not a directory"):
+        list_scenes(cfg(dataset="folder", folder={"path": str(tmp_path / "nope"), "name": None}))
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ConfigError, match="holds no scene folder"):
+        list_scenes(cfg(dataset="folder", folder={"path": str(tmp_path / "empty"), "name": None}))

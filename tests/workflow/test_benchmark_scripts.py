@@ -1,0 +1,135 @@
+"""The scripts under benchmarks/ that other benchmarks and the README's figures rest on: the
+HPatches stand-in writer, bench_workflow's log patterns, bench_resources' shared steps.
+
+The scripts are not a package: each is loaded from its file, as ``python benchmarks/<name>.py``
+would run it.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from descbench.datasets.layout import read_homography
+
+BENCH = Path(__file__).resolve().parents[2] / "benchmarks"
+
+
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # dataclasses look their module up while the file runs
+    spec.loader.exec_module(module)
+    return module
+
+
+# ----------------------------------------------------------------------------- make_hpatches_standin
+
+
+@pytest.mark.parametrize("scene", ["i_ajuntament", "v_abstract"])
+def test_standin_scene_has_images_and_homographies(tmp_path, scene):
+    """One scene in the HPatches layout; an i_ scene's homographies are the identity."""
+    standin = load("make_hpatches_standin")
+    name, w, h = standin.generate_scene(scene, tmp_path, seed=0)
+    assert name == scene
+    for k in range(1, 7):
+        assert cv2.imread(str(tmp_path / scene / f"{k}.ppm")).shape == (h, w, 3)
+    hs = [read_homography(tmp_path / scene / f"H_1_{k}") for k in range(2, 7)]
+    assert all(np.array_equal(H, np.eye(3)) for H in hs) == scene.startswith("i_")
+
+
+# ----------------------------------------------------------------------------- bench_workflow
+
+
+def test_workflow_watcher_and_job_log_patterns_are_two(tmp_path):
+    """``JOB_LINE`` finds Snakemake's job announcement (the 'before its first job' figure);
+    ``JOB_LOG_LINE`` the last line a job writes to its log. One name for both made the first
+    figure never found."""
+    bw = load("bench_workflow")
+    assert bw.JOB_LINE.search("Building DAG of jobs...\nrule keypoints:\n    input: x\n")
+    assert bw.JOB_LINE.search("localrule all:\n")
+    done = "descbench: descriptors done in 1.50 s wall, 1.20 s CPU, max RSS 210 MiB"
+    assert not bw.JOB_LINE.search(done)
+    log = tmp_path / "logs" / "descriptors" / "a.log"
+    log.parent.mkdir(parents=True)
+    log.write_text("rule descriptors:\n" + done + "\n")
+    [(path, m)] = list(bw.job_lines(tmp_path / "logs"))
+    assert path == log and m.groups() == ("descriptors", "1.50", "1.20", "210")
+
+
+# ----------------------------------------------------------------------------- bench_resources
+
+
+class FakeExperiment:
+    """Records the jobs ``descriptor_and_score_rows`` runs; each measurement names its job."""
+
+    def __init__(self):
+        self.calls = []
+
+    def counts(self, kpset, scene):
+        self.calls.append(("counts", kpset, scene))
+        return [10, 20, 30, 40, 50, 60]
+
+    def descriptors(self, kpset, desc, scene):
+        self.calls.append(("descriptors", kpset, desc, scene))
+        return {"wall_s": f"{desc}@{scene}"}
+
+    def distractors(self, kpset, desc):
+        self.calls.append(("distractors", kpset, desc))
+        return {}
+
+    def score(self, kpset, desc, scene):
+        self.calls.append(("score", kpset, desc, scene))
+        return {"wall_s": f"score@{scene}"}
+
+
+def test_descriptor_and_score_rows_runs_and_rows():
+    br = load("bench_resources")
+    exp = FakeExperiment()
+    rows = br.descriptor_and_score_rows(exp, "kp", ["sift", "hardnet"], {"series": "s"})
+    big, small = br.BIG, br.SMALL
+    assert exp.calls == [("counts", "kp", big), ("descriptors", "kp", "sift", big), ("descriptors", "kp", "hardnet", big),
+                         ("descriptors", "kp", "sift", small), ("distractors", "kp", "sift"), ("score", "kp", "sift", big)]
+    kp = {"kp_max": 60, "kp_scene": 210}
+    assert rows == [{"series": "s", "job": "descriptors", "what": "sift", **kp, "wall_s": f"sift@{big}"},
+                    {"series": "s", "job": "descriptors", "what": "hardnet", **kp, "wall_s": f"hardnet@{big}"},
+                    {"series": "s", "job": "score", "what": "sift", **kp,
+                     "pairs_gkp2": round((10 * 20 + 10 * 30 + 10 * 40 + 10 * 50 + 10 * 60) / 1e6, 3), "wall_s": f"score@{big}"}]
+    assert [list(r) for r in rows][0][:5] == ["series", "job", "what", "kp_max", "kp_scene"]  # the JSON's key order
+
+
+def write_scene(d: Path, side: int, value: int) -> None:
+    d.mkdir(parents=True)
+    for k in range(1, 7):
+        cv2.imwrite(str(d / f"{k}.ppm"), np.full((side, side, 3), value, np.uint8))
+        if k > 1:
+            (d / f"H_1_{k}").write_text("2 0 1\n0 2 3\n0 0 1\n")
+
+
+@pytest.mark.parametrize("distractor_scene", [True, False])
+def test_scene_data_upscales_or_copies_and_keeps_what_is_there(tmp_path, distractor_scene):
+    br = load("bench_resources")
+    src = tmp_path / "src"
+    write_scene(src / br.BIG, br.SRC_SIDE, 7)
+    write_scene(src / br.SMALL, 8, 9)
+    own = br.scene_data(src, tmp_path / "own", br.SRC_SIDE, distractor_scene)
+    assert (own / br.BIG / "H_1_2").read_bytes() == (src / br.BIG / "H_1_2").read_bytes()  # copied at its own side
+    assert (own / br.SMALL).exists() == distractor_scene
+    (own / br.BIG / "1.ppm").write_bytes(b"kept")
+    br.scene_data(src, tmp_path / "own", br.SRC_SIDE, distractor_scene)  # a rerun in the same work folder
+    assert (own / br.BIG / "1.ppm").read_bytes() == b"kept"
+    up = br.scene_data(src, tmp_path / "up", 2 * br.SRC_SIDE, distractor_scene)
+    assert cv2.imread(str(up / br.BIG / "6.ppm")).shape == (2 * br.SRC_SIDE, 2 * br.SRC_SIDE, 3)
+    # the homography in the upscaled pixels: S H S^-1 with S = diag(2, 2, 1)
+    np.testing.assert_allclose(read_homography(up / br.BIG / "H_1_2"), [[2, 0, 2], [0, 2, 6], [0, 0, 1]])
+    assert (up / br.SMALL).exists() == distractor_scene
+    if distractor_scene:
+        assert cv2.imread(str(up / br.SMALL / "1.ppm")).shape == (8, 8, 3)  # as it is
+    (up / br.BIG / "1.ppm").write_bytes(b"kept")
+    br.scene_data(src, tmp_path / "up", 2 * br.SRC_SIDE, distractor_scene)
+    assert (up / br.BIG / "1.ppm").read_bytes() == b"kept"
