@@ -127,7 +127,7 @@ def draw(hb: pd.DataFrame, hp: pd.DataFrame, names: list[str], out_dir: Path) ->
     import matplotlib.pyplot as plt
 
     plt.rcParams["svg.hashsalt"] = "descbench"
-    from descbench.report.plots import descriptor_colours
+    from descbench.report.drawing import descriptor_colours
 
     colours = descriptor_colours(names)
     fig, axes = plt.subplots(1, 2, figsize=(13, 4.2), squeeze=False)
