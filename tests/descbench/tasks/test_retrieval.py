@@ -48,3 +48,21 @@ def test_the_summary_is_the_per_query_rows_by_hand(run):
     # the two-stage interval reads the same APs, per scene
     aps = query_aps(files["queries.parquet"])
     assert [len(a) for a in aps] == [int((rel.scene == s).sum()) for s in SCENES]
+
+
+def test_every_pair_has_one_row_per_query_keypoint_in_order(run):
+    """HPatches' pairs (1, k): per scene, the rows of pair k are image 1's keypoints in order, for
+    k = 2..6, and the pairs file has one row per pair."""
+    from pathlib import Path
+
+    from descbench.jobs.common import load_keypoints
+
+    for s in SCENES:
+        q = pd.read_parquet(TASK.file(run.paths, "kp", "desc", s, "queries.parquet"))
+        pairs = pd.read_parquet(TASK.file(run.paths, "kp", "desc", s, "pairs.parquet"))
+        per_image, _ = load_keypoints(Path(run.paths.keypoints("kp", s)))
+        n1 = len(per_image[1])
+        assert pairs.pair.tolist() == [2, 3, 4, 5, 6] and (pairs.n_query_keypoints == n1).all()
+        for k, g in q.groupby("pair", sort=True):
+            assert g["query"].tolist() == list(range(n1)), (s, k)
+        assert sorted(q.pair.unique()) == [2, 3, 4, 5, 6]
