@@ -276,17 +276,3 @@ def test_projected_keypoints_need_every_reference_homography(scene: Path, tmp_pa
     spec = {"detector": "sift", "mode": "projected", "params": {}, "border_px": 40, "max_keypoints": 200}
     with pytest.raises(DataError, match=r"has no H_1_6 .*keypoint set 'kp' \(mode: projected"):
         detect_scene(scene, "kp", spec, tmp_path / "kp.parquet")
-
-
-@pytest.mark.bad_input
-def test_verification_statistics_without_pooling_refuse_several_query_images():
-    from descbench.tasks.verification import check_groups
-
-    groups = [(2, []), (3, [])]
-    ok = {"candidates": "nearest", "convention": "descbench"}
-    check_groups("s", groups, ok)
-    check_groups("s", groups[:1], {"candidates": "all", "convention": "workbench"})  # one query image: defined
-    for bad in ({"candidates": "all"}, {"convention": "workbench"}):
-        with pytest.raises(ConfigError, match=rf"scene s: its pairs have 2 query images \(2, 3\), and verification\."
-                                              rf"{next(iter(bad))}: {next(iter(bad.values()))} is defined for one query image"):
-            check_groups("s", groups, {**ok, **bad})

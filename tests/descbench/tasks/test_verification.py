@@ -72,5 +72,7 @@ def test_statistics_without_pooling_refuse_several_query_images():
     ok = {"candidates": "nearest", "convention": "descbench"}
     check_groups("s", groups, ok)
     check_groups("s", groups[:1], {"candidates": "all", "convention": "workbench"})  # one query image: defined
-    with pytest.raises(ConfigError, match=r"scene s: its pairs have 2 query images \(2, 3\), and verification\.candidates: all"):
-        check_groups("s", groups, {**ok, "candidates": "all"})
+    for bad in ({"candidates": "all"}, {"convention": "workbench"}):
+        with pytest.raises(ConfigError, match=rf"scene s: its pairs have 2 query images \(2, 3\), and verification\."
+                                              rf"{next(iter(bad))}: {next(iter(bad.values()))} is defined for one query image"):
+            check_groups("s", groups, {**ok, **bad})
