@@ -44,3 +44,16 @@ def job_settings(printed: str, option: str, workdir: Path, line_has: str = "") -
         for m in re.finditer(rf"{re.escape(option)} @(\S+)", line):
             out.append(read_spec(Path(workdir) / shlex.split(m.group(1))[0]))
     return out
+
+
+def raises_naming(fn, *fragments: str, exc=None) -> str:
+    """Call ``fn``; it must raise ``exc`` (default DataError) with every one of ``fragments`` in its
+    message (the bad-input tests: an error names the file, the key and the fix). Returns the message."""
+    from descbench.errors import DataError
+
+    with pytest.raises(exc or DataError) as info:
+        fn()
+    msg = str(info.value)
+    for f in fragments:
+        assert f in msg, f"{f!r} not in error message: {msg}"
+    return msg

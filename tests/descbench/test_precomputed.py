@@ -23,6 +23,7 @@ from descbench.errors import DataError
 from descbench.fileops import file_sha256
 from descbench.metrics.retrieval import RetrievalParams, score_pair
 from descbench.precomputed import feature_path, load_features
+from conftest import raises_naming
 
 SCENE = "v_coins"  # the scene of the shared `pristine` / `scene` fixtures (conftest.DEMO_SCENE)
 METHOD = "mynet"
@@ -42,15 +43,6 @@ def save_npz(path: Path, **arrays) -> Path:
     with open(path, "wb") as fh:
         np.savez(fh, **arrays)
     return path
-
-
-def _raises_naming(fn, *names: str) -> str:
-    with pytest.raises(DataError) as info:
-        fn()
-    msg = str(info.value)
-    for n in names:
-        assert n in msg, f"{n!r} not in error message: {msg}"
-    return msg
 
 
 # ----------------------------------------------------------------------------- load_features
@@ -145,7 +137,7 @@ def test_root_layout(image: Path, tmp_path: Path):
     assert load_features(image, METHOD, root).path == f
     assert load_features(image, METHOD, str(root)).path == f
     # Without root, the file next to the image is expected (and is missing).
-    _raises_naming(lambda: load_features(image, METHOD), str(image.parent / f"{image.name}.{METHOD}"))
+    raises_naming(lambda: load_features(image, METHOD), str(image.parent / f"{image.name}.{METHOD}"))
 
 
 def test_npz_suffix_accepted(image: Path):
@@ -163,10 +155,10 @@ def test_empty_features_load(image: Path):
 @pytest.mark.bad_input
 def test_missing_file(image: Path, tmp_path: Path):
     expected = image.parent / f"{image.name}.{METHOD}"
-    msg = _raises_naming(lambda: load_features(image, METHOD), str(expected), str(image))
+    msg = raises_naming(lambda: load_features(image, METHOD), str(expected), str(image))
     assert "expected" in msg
     root = tmp_path / "elsewhere"
-    _raises_naming(lambda: load_features(image, METHOD, root), str(root / image.parent.name / f"{image.name}.{METHOD}"))
+    raises_naming(lambda: load_features(image, METHOD, root), str(root / image.parent.name / f"{image.name}.{METHOD}"))
 
 
 def _bad_cases() -> dict:
@@ -206,7 +198,7 @@ def _bad_cases() -> dict:
 def test_invalid_features(image: Path, case: str):
     arrays, fragment = _bad_cases()[case]
     f = save_npz(image.parent / f"{image.name}.{METHOD}", **arrays)
-    msg = _raises_naming(lambda: load_features(image, METHOD), str(f), fragment)
+    msg = raises_naming(lambda: load_features(image, METHOD), str(f), fragment)
     assert "regenerate" in msg or "use " in msg or "must" in msg
 
 
@@ -225,7 +217,7 @@ def test_corrupt_file(image: Path, content: str):
         kp, desc, _ = _features()
         save_npz(f, keypoints=kp, descriptors=desc)
         f.write_bytes(f.read_bytes()[:300])
-    msg = _raises_naming(lambda: load_features(image, METHOD), str(f))
+    msg = raises_naming(lambda: load_features(image, METHOD), str(f))
     assert "regenerate" in msg
 
 
@@ -235,11 +227,10 @@ def test_pickled_object_array_refused(image: Path):
     obj = np.empty(10, dtype=object)
     obj[:] = [list(r) for r in desc]
     f = save_npz(image.parent / f"{image.name}.{METHOD}", keypoints=kp, descriptors=obj)
-    _raises_naming(lambda: load_features(image, METHOD), str(f))
+    raises_naming(lambda: load_features(image, METHOD), str(f))
 
 
 # ----------------------------------------------------------------------------- end to end
-
 
 
 def write_sift_npz(scene: Path, binary: bool = False, method: str = METHOD) -> dict[int, dict]:

@@ -21,6 +21,7 @@ from descbench.jobs.keypoints import detect_scene
 from descbench.jobs.score import score_scene
 from descbench.datasets import layout
 from descbench.errors import DataError
+from conftest import raises_naming
 
 pytestmark = pytest.mark.bad_input  # every test here checks a bad input (or the valid input beside it)
 
@@ -33,16 +34,6 @@ PRE_SPEC = {
     "params": {"method": "mynet", "root": None, "default_size_px": 12.0},
 }
 PRE_DESC = {"family": "precomputed", "params": {}}
-
-
-
-def _raises_naming(fn, *names: str) -> str:
-    with pytest.raises(DataError) as info:
-        fn()
-    msg = str(info.value)
-    for n in names:
-        assert n in msg, f"{n!r} not in error message: {msg}"
-    return msg
 
 
 def _detect(scene: Path, tmp_path: Path, spec: dict = KP_SPEC, name: str = "kp") -> Path:
@@ -84,14 +75,14 @@ def _write_sift_npz(scene: Path, method: str = "mynet", empty_image: int | None 
 @pytest.mark.parametrize("missing", ["4.ppm", "H_1_3"])
 def test_missing_file(scene: Path, tmp_path: Path, missing: str):
     (scene / missing).unlink()
-    _raises_naming(lambda: layout.scene_files(scene), missing, str(scene))
-    msg = _raises_naming(lambda: _detect(scene, tmp_path), missing, str(scene))
+    raises_naming(lambda: layout.scene_files(scene), missing, str(scene))
+    msg = raises_naming(lambda: _detect(scene, tmp_path), missing, str(scene))
     assert "restore" in msg
     assert not (tmp_path / "out" / "kp.parquet").exists()
 
 
 def test_missing_scene_folder(tmp_path: Path):
-    _raises_naming(lambda: layout.scene_files(tmp_path / "nope"), str(tmp_path / "nope"))
+    raises_naming(lambda: layout.scene_files(tmp_path / "nope"), str(tmp_path / "nope"))
 
 
 # ----------------------------------------------------------------------------- images
@@ -118,10 +109,10 @@ def _break_image(p: Path, how: str) -> None:
 def test_bad_image(scene: Path, tmp_path: Path, how: str):
     img = scene / "2.ppm"
     _break_image(img, how)
-    msg = _raises_naming(lambda: layout.read_image(img), str(img))
+    msg = raises_naming(lambda: layout.read_image(img), str(img))
     assert "restore" in msg
-    _raises_naming(lambda: layout.image_size(img), str(img))
-    _raises_naming(lambda: _detect(scene, tmp_path), str(img))
+    raises_naming(lambda: layout.image_size(img), str(img))
+    raises_naming(lambda: _detect(scene, tmp_path), str(img))
     assert not (tmp_path / "out" / "kp.parquet").exists()
 
 
@@ -130,7 +121,7 @@ def test_bad_image_at_describe_time(scene: Path, tmp_path: Path):
     kp = _detect(scene, tmp_path)
     img = scene / "5.ppm"
     _break_image(img, "truncated")
-    _raises_naming(lambda: _describe(scene, kp, tmp_path), str(img))
+    raises_naming(lambda: _describe(scene, kp, tmp_path), str(img))
 
 
 # ----------------------------------------------------------------------------- homographies
@@ -153,8 +144,8 @@ BAD_HOMOGRAPHIES = {
 def test_bad_homography(scene: Path, tmp_path: Path, case: str):
     h = scene / "H_1_3"
     h.write_text(BAD_HOMOGRAPHIES[case])
-    _raises_naming(lambda: layout.read_homography(h), str(h))
-    _raises_naming(lambda: _detect(scene, tmp_path), str(h))
+    raises_naming(lambda: layout.read_homography(h), str(h))
+    raises_naming(lambda: _detect(scene, tmp_path), str(h))
     assert not (tmp_path / "out" / "kp.parquet").exists()
 
 
@@ -162,8 +153,8 @@ def test_binary_homography(scene: Path, tmp_path: Path):
     """Random bytes (not UTF-8) in a homography file: DataError, not UnicodeDecodeError."""
     h = scene / "H_1_4"
     h.write_bytes(bytes(range(128, 256)) * 4)
-    _raises_naming(lambda: layout.read_homography(h), str(h))
-    _raises_naming(lambda: _detect(scene, tmp_path), str(h))
+    raises_naming(lambda: layout.read_homography(h), str(h))
+    raises_naming(lambda: _detect(scene, tmp_path), str(h))
 
 
 def test_bad_homography_at_score_time(scene: Path, tmp_path: Path):
@@ -171,7 +162,7 @@ def test_bad_homography_at_score_time(scene: Path, tmp_path: Path):
     desc = _describe(scene, kp, tmp_path)
     h = scene / "H_1_6"
     h.write_text("1 0 0 0 1 0 0 0\n")
-    _raises_naming(lambda: _score(scene, kp, desc, tmp_path), str(h))
+    raises_naming(lambda: _score(scene, kp, desc, tmp_path), str(h))
     assert not (tmp_path / "out" / "pairs.parquet").exists()
 
 
@@ -262,7 +253,7 @@ def test_nan_in_computed_descriptor(scene: Path, tmp_path: Path, monkeypatch):
     monkeypatch.setitem(registry._registry(), "sift", dataclasses.replace(sift_family, compute=nan_compute))
     kp = _detect(scene, tmp_path)
     out = tmp_path / "out" / "desc.parquet"
-    msg = _raises_naming(lambda: _describe(scene, kp, tmp_path), str(scene / "2.ppm"), "row 7", "image 2")
+    msg = raises_naming(lambda: _describe(scene, kp, tmp_path), str(scene / "2.ppm"), "row 7", "image 2")
     assert "2 keypoints" in msg
     assert not out.exists()
 
@@ -277,7 +268,7 @@ def test_nan_in_precomputed_descriptor(scene: Path, tmp_path: Path):
     arrays["descriptors"][5, 2] = np.nan
     with open(f, "wb") as fh:
         np.savez(fh, **arrays)
-    _raises_naming(lambda: _describe(scene, kp, tmp_path, spec=PRE_DESC, kpspec=PRE_SPEC), str(f), "row 5", "NaN")
+    raises_naming(lambda: _describe(scene, kp, tmp_path, spec=PRE_DESC, kpspec=PRE_SPEC), str(f), "row 5", "NaN")
 
 
 # ----------------------------------------------------------------------------- stale inputs
@@ -287,18 +278,18 @@ def test_descriptors_from_other_keypoint_file(scene: Path, tmp_path: Path):
     kp_a = _detect(scene, tmp_path, KP_SPEC, name="kp_a")
     kp_b = _detect(scene, tmp_path, {**KP_SPEC, "border_px": 41}, name="kp_b")
     desc_a = _describe(scene, kp_a, tmp_path, name="desc_a")
-    msg = _raises_naming(lambda: _score(scene, kp_b, desc_a, tmp_path), str(desc_a), str(kp_b))
+    msg = raises_naming(lambda: _score(scene, kp_b, desc_a, tmp_path), str(desc_a), str(kp_b))
     assert "rerun" in msg
     assert not (tmp_path / "out" / "pairs.parquet").exists()
     # Rebuilding the keypoint file in place (different content) is caught the same way.
     detect_scene(scene, "kp_a", {**KP_SPEC, "border_px": 60}, kp_a)
-    _raises_naming(lambda: _score(scene, kp_a, desc_a, tmp_path), str(desc_a), str(kp_a))
+    raises_naming(lambda: _score(scene, kp_a, desc_a, tmp_path), str(desc_a), str(kp_a))
 
 
 def test_corrupt_parquet_input(scene: Path, tmp_path: Path):
     kp = _detect(scene, tmp_path)
     kp.write_bytes(kp.read_bytes()[:100])
-    _raises_naming(lambda: _describe(scene, kp, tmp_path), str(kp))
+    raises_naming(lambda: _describe(scene, kp, tmp_path), str(kp))
 
 
 # ----------------------------------------------------------------------------- atomic writes

@@ -20,6 +20,7 @@ from descbench.datasets import hpatches, layout, list_scenes
 from descbench.errors import ConfigError, DataError
 from descbench.keypoints.locked import load_locked
 from descbench.precomputed import feature_path, load_features
+from conftest import raises_naming
 
 pytestmark = pytest.mark.bad_input  # every test here checks a bad input (or the valid input beside it)
 
@@ -27,15 +28,6 @@ METHOD = "mynet"
 SIFT = {"detector": "sift", "border_px": 40, "max_keypoints": None, "params": {}}
 PRE = {"detector": "precomputed", "border_px": 40, "max_keypoints": None,
        "params": {"method": METHOD, "root": None, "default_size_px": 12.0}}
-
-
-def _raises(fn, *fragments: str, exc=DataError) -> str:
-    with pytest.raises(exc) as info:
-        fn()
-    msg = str(info.value)
-    for f in fragments:
-        assert f in msg, f"{f!r} not in error message: {msg}"
-    return msg
 
 
 def _detect(scene: Path, tmp_path: Path, spec: dict, name: str = "kp") -> Path:
@@ -84,7 +76,7 @@ def test_overlap_is_exact_for_a_translation():
 
 def test_homography_mapping_image1_outside_image_k_is_an_error(tmp_path: Path):
     H = np.array([[1.0, 0, 700], [0, 1, 0], [0, 0, 1]])  # entirely to the right of image k
-    _raises(lambda: layout.check_homography_overlap(tmp_path / "H_1_4", H, (640, 480), (600, 400), 4),
+    raises_naming(lambda: layout.check_homography_overlap(tmp_path / "H_1_4", H, (640, 480), (600, 400), 4),
             str(tmp_path / "H_1_4"), "640 x 480", "600 x 400", "outside image 4", "(640, 0) -> (1340, 0)")
 
 
@@ -92,7 +84,7 @@ def test_transposed_homography_file_is_an_error_naming_it(scene: Path, tmp_path:
     h = scene / "H_1_3"
     layout.write_homography(h, layout.read_homography(h).T)  # np.savetxt(p, H.T): a row/column mix-up
     w, hh = layout.image_size(scene / "1.ppm")
-    msg = _raises(lambda: _detect(scene, tmp_path, SIFT), str(h), f"{w} x {hh} px", "transposed", "image 1 to image 3")
+    msg = raises_naming(lambda: _detect(scene, tmp_path, SIFT), str(h), f"{w} x {hh} px", "transposed", "image 1 to image 3")
     assert "behind the camera" in msg
     assert not (tmp_path / "out" / "kp.parquet").exists()
 
@@ -103,7 +95,7 @@ def test_transposed_homography_file_is_an_error_naming_it(scene: Path, tmp_path:
 def test_precomputed_keypoints_outside_the_image_are_an_error(scene: Path, tmp_path: Path):
     _write_npz(scene, lambda k, kp: kp * np.array([2, 2, 1], np.float32) if k == 3 else kp)  # a 2x frame
     f = scene / f"3.ppm.{METHOD}"
-    msg = _raises(lambda: _detect(scene, tmp_path, PRE), str(f), "outside the image", "0-based rows of its 'keypoints'")
+    msg = raises_naming(lambda: _detect(scene, tmp_path, PRE), str(f), "outside the image", "0-based rows of its 'keypoints'")
     w, h = layout.image_size(scene / "3.ppm")
     assert f"{w} x {h} px" in msg
 
@@ -113,7 +105,7 @@ def test_precomputed_keypoint_on_the_right_edge_is_outside(scene: Path, tmp_path
     f = scene / f"1.ppm.{METHOD}"
     with open(f, "wb") as fh:
         np.savez(fh, keypoints=np.array([[50, 50, 3], [w, 60, 3]], np.float32), descriptors=np.ones((2, 4), np.float32))
-    _raises(lambda: load_features(scene / "1.ppm", METHOD, image_size=(w, 100)), str(f), "row 1 (x=")
+    raises_naming(lambda: load_features(scene / "1.ppm", METHOD, image_size=(w, 100)), str(f), "row 1 (x=")
     assert len(load_features(scene / "1.ppm", METHOD).keypoints) == 2  # no image size given: no check
 
 
@@ -126,14 +118,14 @@ def test_precomputed_size_not_positive_is_an_error(tmp_path: Path, bad: float):
     f = img.parent / f"1.ppm.{METHOD}"
     with open(f, "wb") as fh:
         np.savez(fh, keypoints=kp, descriptors=np.ones((8, 4), np.float32))
-    _raises(lambda: load_features(img, METHOD), str(f), "row 5", "size")
+    raises_naming(lambda: load_features(img, METHOD), str(f), "row 5", "size")
 
 
 def test_locked_size_zero_is_an_error(tmp_path: Path):
     f = tmp_path / "kp.csv"
     pd.DataFrame({"scene": ["a", "a"], "image": [1, 1], "x": [10.0, 20.0], "y": [10.0, 20.0],
                   "size": [3.0, 0.0]}).to_csv(f, index=False)
-    _raises(lambda: load_locked(str(f), "a", 1, 100, 100), str(f), "'size' must be > 0 (row 1)")
+    raises_naming(lambda: load_locked(str(f), "a", 1, 100, 100), str(f), "'size' must be > 0 (row 1)")
 
 
 def test_npz_and_plain_feature_files_side_by_side_are_an_error(tmp_path: Path):
@@ -143,14 +135,14 @@ def test_npz_and_plain_feature_files_side_by_side_are_an_error(tmp_path: Path):
     for p, v in ((plain, 1.0), (npz, 2.0)):
         with open(p, "wb") as fh:
             np.savez(fh, keypoints=np.full((3, 2), 50, np.float32), descriptors=np.full((3, 4), v, np.float32))
-    _raises(lambda: feature_path(img, METHOD, None), str(plain), str(npz), "Keep exactly one")
+    raises_naming(lambda: feature_path(img, METHOD, None), str(plain), str(npz), "Keep exactly one")
     npz.unlink()
     assert feature_path(img, METHOD, None) == plain
 
 
 def test_cap_without_scores_is_an_error_naming_set_and_file(scene: Path, tmp_path: Path):
     _write_npz(scene, scores=False)
-    msg = _raises(lambda: _detect(scene, tmp_path, {**PRE, "max_keypoints": 100}, name="mynet_set"),
+    msg = raises_naming(lambda: _detect(scene, tmp_path, {**PRE, "max_keypoints": 100}, name="mynet_set"),
                   "keypoint_sets.mynet_set", str(scene / f"1.ppm.{METHOD}"), "'scores'", "drop max_keypoints")
     assert "max_keypoints: 100" in msg
     _detect(scene, tmp_path, PRE)  # no cap: every keypoint kept, fine without scores
@@ -174,8 +166,8 @@ def test_exif_orientation_is_an_error_naming_the_file(tmp_path: Path, ext: str):
     p = tmp_path / f"1{ext}"
     _exif_image(p, 6)
     assert layout.exif_orientation(np.fromfile(p, np.uint8)) == 6
-    _raises(lambda: layout.read_image(p), str(p), "Orientation = 6", "rotated 90 degrees clockwise", "exiftool")
-    _raises(lambda: layout.read_image(p, color=True), str(p))
+    raises_naming(lambda: layout.read_image(p), str(p), "Orientation = 6", "rotated 90 degrees clockwise", "exiftool")
+    raises_naming(lambda: layout.read_image(p, color=True), str(p))
 
 
 def test_exif_orientation_in_a_tiff_is_an_error(tmp_path: Path):
@@ -183,7 +175,7 @@ def test_exif_orientation_in_a_tiff_is_an_error(tmp_path: Path):
 
     p = tmp_path / "1.tif"
     Image.fromarray(np.zeros((40, 60), np.uint8)).save(p, tiffinfo={274: 3})
-    _raises(lambda: layout.read_image(p), str(p), "Orientation = 3")
+    raises_naming(lambda: layout.read_image(p), str(p), "Orientation = 3")
 
 
 def test_exif_orientation_1_reads_the_stored_grid(tmp_path: Path):
@@ -207,8 +199,8 @@ def test_demo_images_read_exactly_as_opencv_reads_them(pristine: Path):
 def test_16bit_png_is_an_error_naming_file_and_depth(pristine: Path, tmp_path: Path):
     p = tmp_path / "1.png"
     cv2.imwrite(str(p), cv2.imread(str(pristine / "1.ppm"), cv2.IMREAD_GRAYSCALE).astype(np.uint16) * 16)  # 12-bit data
-    _raises(lambda: layout.read_image(p), str(p), "16-bit", "12-bit data", ">> 4")
-    _raises(lambda: layout.read_image(p, color=True), str(p), "16-bit")
+    raises_naming(lambda: layout.read_image(p), str(p), "16-bit", "12-bit data", ">> 4")
+    raises_naming(lambda: layout.read_image(p, color=True), str(p), "16-bit")
 
 
 def test_pnm_is_scaled_by_its_maxval(pristine: Path, tmp_path: Path):
@@ -224,7 +216,7 @@ def test_pnm_is_scaled_by_its_maxval(pristine: Path, tmp_path: Path):
     assert np.array_equal(layout.read_image(twelve), gray)
     bad = tmp_path / "bad.pgm"
     bad.write_bytes(b"P5\n2 1\n15\n" + bytes([3, 200]))
-    _raises(lambda: layout.read_image(bad), str(bad), "above its declared maxval 15")
+    raises_naming(lambda: layout.read_image(bad), str(bad), "above its declared maxval 15")
 
 
 # ----------------------------------------------------------------------------- i07: upper-case extensions
@@ -240,7 +232,7 @@ def test_upper_case_extensions_are_found(scene: Path, tmp_path: Path):
 
 def test_same_image_in_two_letter_cases_is_an_error(scene: Path):
     shutil.copy(scene / "2.ppm", scene / "2.PPM")
-    _raises(lambda: layout.scene_files(scene), "2.PPM", "2.ppm", "candidate files for image 2")
+    raises_naming(lambda: layout.scene_files(scene), "2.PPM", "2.ppm", "candidate files for image 2")
 
 
 # ----------------------------------------------------------------------------- c14: scenes: []
@@ -248,7 +240,7 @@ def test_same_image_in_two_letter_cases_is_an_error(scene: Path):
 
 def test_empty_scene_list_is_a_config_error():
     cfg = {"dataset": "demo", "data_dir": "data", "scenes": [], "demo": {"seed": 0}}
-    _raises(lambda: list_scenes(cfg), "scenes", "omit the key", exc=ConfigError)
+    raises_naming(lambda: list_scenes(cfg), "scenes", "omit the key", exc=ConfigError)
     assert len(list_scenes({**cfg, "scenes": None})) == 8
 
 
@@ -272,4 +264,4 @@ def test_header_only_per_image_csv_is_an_empty_image(pristine: Path, tmp_path: P
 def test_header_only_dataset_csv_says_it_has_no_rows(tmp_path: Path):
     f = tmp_path / "kp.csv"
     f.write_text("scene,image,x,y,size\n")
-    _raises(lambda: load_locked(str(f), "v_coins", 1, 100, 100), str(f), "no rows at all", "'v_coins'")
+    raises_naming(lambda: load_locked(str(f), "v_coins", 1, 100, 100), str(f), "no rows at all", "'v_coins'")

@@ -21,6 +21,7 @@ import pandas as pd
 
 from descbench.fileops import atomic_path
 from descbench.paths import ResultPaths
+from descbench.tasks.base import load_rows
 
 LINESTYLES = ("-", "--", ":", "-.")
 
@@ -99,8 +100,6 @@ class Run:
     def rows(self, task, kind: str):
         """(keypoint set, descriptor, every scene's rows of ``task``'s ``<scene>.<kind>``) per
         combination; nothing when the scoring task ``task`` is disabled."""
-        from descbench.tasks.base import load_rows
-
         if not task.enabled(self.cfg):
             return
         for ks, d in self.combos:

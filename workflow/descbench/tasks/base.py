@@ -19,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from descbench import io
+from descbench.datasets.layout import load_pairs
 
 
 class TaskSummary(NamedTuple):
@@ -146,8 +147,6 @@ def labelled(pairs: list) -> bool:
 def scene_pairs(files, pairs: list | None) -> list:
     """``pairs`` or, when None (the single-scene entry points), the scene's pairs under the
     default ``pairs: reference`` (its ``pairs.txt`` when it has one)."""
-    from descbench.datasets.layout import load_pairs
-
     return load_pairs(files) if pairs is None else pairs
 
 
