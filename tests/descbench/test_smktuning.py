@@ -1,11 +1,17 @@
 """descbench.smktuning: nothing of Snakemake is patched by default; the opt-in coalesces its re-evaluation timers."""
 
+import subprocess
+import sys
 import threading
 import time
+from pathlib import Path
 
 import pytest
+import yaml
 
 from descbench import smktuning
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 class FakeScheduler:
@@ -44,6 +50,35 @@ def test_timer_is_a_daemon_so_exit_does_not_wait_for_it():
     for t in timers:
         t.cancel()
 
+
+def test_pending_timers_are_cancelled_and_never_fire():
+    fired = []
+    timers = [threading.Timer(30, fired.append, args=(i,)) for i in range(3)]  # non-daemon, as Snakemake's
+    for t in timers:
+        t.start()
+    assert smktuning.cancel_pending_timers() >= 3
+    for t in timers:
+        t.join(timeout=2.0)
+        assert not t.is_alive()
+    assert fired == []
+
+
+def test_the_interpreter_does_not_wait_for_a_cancelled_timer():
+    code = ("import threading; from descbench import smktuning; "
+            "threading.Timer(30, print).start(); print(smktuning.cancel_pending_timers())")
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=25, check=True)
+    assert out.stdout.strip() == "1" and time.monotonic() - start < 10
+
+
+def test_the_workflow_cancels_them_at_the_end_of_every_run_and_thins_the_rounds():
+    rules = (ROOT / "workflow" / "rules" / "report.smk").read_text()
+    for handler in ("onsuccess:", "onerror:"):
+        block = rules.split(handler, 1)[1].split("\n\n", 1)[0]
+        assert "smktuning.cancel_pending_timers()" in block, handler
+    profile = yaml.safe_load((ROOT / "profiles" / "default" / "config.yaml").read_text())
+    count, span = profile["max-jobs-per-timespan"].split("/")
+    assert span == "10s" and int(count) == 1000  # Snakemake's average rate (100/1s), 10x fewer rounds
 
 def test_the_opt_in_finds_what_it_replaces_in_the_installed_snakemake(monkeypatch):
     pytest.importorskip("snakemake")

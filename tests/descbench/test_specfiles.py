@@ -7,7 +7,7 @@ import hashlib
 import json
 import os
 
-from descbench.specfiles import digest_file, digest_name, read_spec, spec_value_text, write_if_changed, write_spec
+from descbench.specfiles import digest_file, digest_files, digest_name, group_digest_name, read_spec, spec_value_text, write_if_changed, write_spec
 
 
 def test_spec_is_written_once_per_value_and_read_back(tmp_path):
@@ -65,3 +65,23 @@ def test_a_dry_run_preview_leaves_the_digest_as_it_was(tmp_path):
     preview = digest_file(f, tmp_path / "digests", preview=tmp_path / "preview")
     assert d.read_text() == before and preview.parent == tmp_path / "preview"
     assert hashlib.sha256(b"2").hexdigest() in preview.read_text()
+
+
+def test_one_digest_for_a_group_changes_only_with_some_files_content(tmp_path):
+    files = [tmp_path / n for n in ("2.ppm", "1.ppm", "H_1_2")]
+    for i, f in enumerate(files):
+        f.write_bytes(bytes([i]) * 10)
+    d = digest_files(files, tmp_path / "digests")
+    assert d.name == group_digest_name(reversed(files)) and d.name.startswith("3-files.")
+    expected = "".join(f"sha256 {hashlib.sha256(f.read_bytes()).hexdigest()}\npath {f.resolve()}\n"
+                       for f in sorted(files))
+    text = d.read_text()
+    assert text.startswith(expected) and text.count("written ") == 1
+    os.utime(files[0], ns=(5, 5))  # touched, same bytes: unchanged
+    assert digest_files(files, tmp_path / "digests").read_text() == text
+    files[2].write_bytes(b"another homography")
+    changed = digest_files(files, tmp_path / "digests").read_text()
+    assert changed != text and hashlib.sha256(b"another homography").hexdigest() in changed
+    assert group_digest_name(files[:2]) != group_digest_name(files)
+    assert digest_files(files[:2], tmp_path / "other", write=False) == tmp_path / "other" / group_digest_name(files[:2])
+    assert not (tmp_path / "other").exists()

@@ -1,8 +1,16 @@
-"""How the workflow meets Snakemake: interrupts, the jobs' interpreter, config merging, and one
-opt-in scheduler adjustment.
+"""How the workflow meets Snakemake: interrupts, the end of a run, the jobs' interpreter, config
+merging, and one opt-in scheduler adjustment.
 
 By default nothing of Snakemake is patched: a Snakemake upgrade is a version bump. What the
 workflow does on its own, with public interfaces only:
+
+* **Fewer scheduling rounds, no wait at the end.** Snakemake re-evaluates its queue one
+  ``--max-jobs-per-timespan`` timespan after each scheduling round while jobs wait for cores
+  (a ``threading.Timer``), and each finished job starts another such chain. The workflow profile
+  (``profiles/default/config.yaml``) sets ``1000/10s``: Snakemake's average rate, a tenth of the
+  rounds. The interpreter would then wait up to 10 s after the run for the last timers, so the
+  workflow's ``onsuccess`` / ``onerror`` cancel them (:func:`cancel_pending_timers`, the
+  standard ``threading`` module only).
 
 * **Ctrl-C and SIGTERM stop the run's jobs** (:func:`stop_jobs_on_sigint`, installed when
   ``workflow/rules/common.smk`` is read, and :func:`stop_jobs_on_sigterm`, installed by the
@@ -204,6 +212,25 @@ def configure(version: str | None = None, environ: Mapping[str, str] | None = No
             note = (f"descbench: this Snakemake ({version}) lacks JobScheduler._schedule_reevalutation, which "
                     f"{TUNING_ENV} adjusts: Snakemake's own re-evaluation timers")
     return {"version": version, "tested": tested_range(), "mode": mode, "applied": applied, "note": note}
+
+
+def cancel_pending_timers() -> int:
+    """Cancel the ``threading.Timer`` threads still pending in this process; return how many.
+
+    Called by the workflow's ``onsuccess`` and ``onerror``, after Snakemake's scheduler has
+    returned. Snakemake re-evaluates its queue one ``--max-jobs-per-timespan`` timespan after each
+    scheduling round (a ``threading.Timer``, not a daemon thread), so the interpreter would wait up
+    to one timespan after the end of the run for timers that can only wake a scheduler that is no
+    longer listening. The workflow profile sets a 10 s timespan (fewer rounds while jobs wait for
+    cores); this keeps the end of a run from waiting for it. Only the standard ``threading``
+    module is used: a Snakemake that no longer uses timers leaves nothing to cancel.
+    """
+    n = 0
+    for thread in threading.enumerate():
+        if isinstance(thread, threading.Timer) and thread is not threading.current_thread():
+            thread.cancel()
+            n += 1
+    return n
 
 
 # ----------------------------------------------------------------------------- the jobs' interpreter

@@ -154,7 +154,7 @@ import shutil
 import sys as _sys
 
 from descbench import runguard
-from descbench.specfiles import digest_file, spec_value_text, write_spec
+from descbench.specfiles import digest_file, digest_files, spec_value_text, write_spec
 from snakemake_interface_executor_plugins.settings import ExecMode as _ExecMode
 
 WORKDIR = Path(_os.getcwd()).resolve()  # Snakemake changed into --directory before parsing
@@ -222,23 +222,24 @@ _DIGESTS = {}
 
 
 def tracked(paths):
-    """User-supplied files as their digest files (rerun on a content change, whatever the date);
-    a file that does not exist yet stays itself, so that Snakemake names it as missing."""
-    out = []
-    for p in paths:
-        if p not in _DIGESTS:
-            if not _os.path.exists(p):
-                return_value = p
-            else:
-                mode = _write_mode()
-                try:
-                    return_value = str(digest_file(p, SPEC_DIR / "files", write=mode != "none",
-                                                   preview=PREVIEW_DIR / "files" if mode == "preview" else None))
-                except OSError as exc:
-                    raise WorkflowError(f"descbench: cannot read {p} ({exc.strerror})") from None
-            _DIGESTS[p] = return_value
-        out.append(_DIGESTS[p])
-    return out
+    """User-supplied files as digest files (rerun on a content change, whatever the date): one
+    digest for one file, one for a group of several (specfiles.digest_files: Snakemake re-reads
+    every input's size each time it schedules); a file that does not exist yet stays itself, so
+    that Snakemake names it as missing."""
+    paths = list(paths)
+    missing = [p for p in paths if not _os.path.exists(p)]
+    present = tuple(sorted(set(paths) - set(missing)))
+    if not present:
+        return missing
+    if present not in _DIGESTS:
+        mode = _write_mode()
+        digest = digest_file if len(present) == 1 else digest_files
+        try:
+            _DIGESTS[present] = str(digest(present[0] if len(present) == 1 else present, SPEC_DIR / "files",
+                                           write=mode != "none", preview=PREVIEW_DIR / "files" if mode == "preview" else None))
+        except OSError as exc:
+            raise WorkflowError(f"descbench: cannot read {exc.filename or present[0]} ({exc.strerror})") from None
+    return missing + [_DIGESTS[present]]
 
 
 def _stop(message):

@@ -132,10 +132,12 @@ onstart:
 
 # End of a successful run: the headline table, what is not a plain result, and where everything is.
 onsuccess:
+    smktuning.cancel_pending_timers()
     release_results_lock()
     print_run_summary()
 
 
 onerror:
+    smktuning.cancel_pending_timers()
     release_results_lock()
     print_run_stopped()  # a failed job or an interrupt (workflow/rules/common.smk)
