@@ -176,15 +176,60 @@ def test_mismatched_state_dict_names_the_file_and_the_first_bad_key(tmp_path, ed
 
 
 @pytest.mark.bad_input
-@pytest.mark.parametrize("content", [b"not a torch file", None])
-def test_unreadable_weights_file_is_a_config_error(tmp_path, content):
+@pytest.mark.parametrize("content, says", [
+    (b"not a torch file", r"is not a torch file \(neither torch.save's zip archive nor a pickle"),
+    (bytes(range(256)) * 8, r"is not a torch file"),  # random-looking bytes
+    (None, r"holds a Tensor, not a state dict"),
+])
+def test_unreadable_weights_file_is_a_config_error(tmp_path, content, says):
     path = tmp_path / "w.pt"
     if content is None:
         torch.save(torch.zeros(3), path)  # a tensor, not a state dict
     else:
         path.write_bytes(content)
-    with pytest.raises(ConfigError, match=rf"w\.weights: {path} (is not a torch state dict|holds a Tensor, not a state dict)"):
+    with pytest.raises(ConfigError, match=rf"w\.weights: {path} {says}") as e:
         torchrt.load_weights(Tiny(), str(path), 0, "w", "src")
+    assert "weights_only=False" not in str(e.value)
+
+
+@pytest.mark.bad_input
+def test_a_pickle_of_other_objects_is_refused_without_torchs_advice_to_unpickle_it(tmp_path):
+    import argparse
+
+    path = tmp_path / "w.pt"
+    torch.save({"net": argparse.Namespace(layers=3)}, path)  # an object torch's weights-only unpickler refuses
+    with pytest.raises(ConfigError, match=rf"w\.weights: {path} holds Python objects other than tensors") as e:
+        torchrt.load_weights(Tiny(), str(path), 0, "w", "src")
+    assert "weights_only=False" not in str(e.value).replace("weights_only=True only", "")
+
+
+def test_a_file_without_num_batches_tracked_loads_as_torch_loads_it(tmp_path):
+    """PyTorch < 0.4.1 saved BatchNorm without its counter; strict load_state_dict accepts that."""
+    torch.manual_seed(0)
+    src = Tiny()
+    sd = {k: v for k, v in src.state_dict().items() if not k.endswith("num_batches_tracked")}
+    path = tmp_path / "old.pt"
+    torch.save(sd, path)
+    net = Tiny()
+    torchrt.load_weights(net, str(path), 0, "w", "src")
+    assert all(torch.equal(net.state_dict()[k], v) for k, v in sd.items())
+    assert int(net.bn.num_batches_tracked) == 0
+
+
+@pytest.mark.bad_input
+def test_a_relative_weights_path_says_where_it_was_looked_for(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(ConfigError) as e:
+        torchrt.check_weights_file("descriptors.d.params.weights", "models/w.pth", "https://example.org/w.pth")
+    msg = str(e.value)
+    assert msg.startswith("descriptors.d.params.weights: the weights file models/w.pth does not exist (looked for at "
+                          f"{tmp_path / 'models' / 'w.pth'}: a relative path is read from the folder Snakemake runs in, "
+                          f"{tmp_path}, not from the config file's folder)")
+    assert "https://example.org/w.pth" in msg
+    torchrt.check_weights_file("w", "random", "src")  # no file to check
+    (tmp_path / "models").mkdir()
+    (tmp_path / "models" / "w.pth").write_bytes(b"x")
+    torchrt.check_weights_file("w", "models/w.pth", "src")
 
 
 # ----------------------------------------------------------------------------- batching

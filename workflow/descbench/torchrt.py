@@ -169,8 +169,14 @@ def random_init(module, seed: int) -> None:
 
 def state_dict_problem(expected: Mapping, got: Mapping) -> str | None:
     """The first difference between the module's ``expected`` state dict and a loaded one, in words
-    (a key the file lacks, in the module's key order; then a key the module lacks; then a shape), or None."""
+    (a key the file lacks, in the module's key order; then a key the module lacks; then a shape), or None.
+
+    A BatchNorm's ``num_batches_tracked`` may be missing, as in files saved by PyTorch before 0.4.1:
+    torch's strict ``load_state_dict`` accepts that too (the counter is set to 0; it is not used
+    in evaluation mode)."""
     for key, tensor in expected.items():
+        if key not in got and key.endswith(".num_batches_tracked"):
+            continue
         if key not in got:
             return f"key '{key}' is missing (the module expects {len(expected)} keys, the file has {len(got)})"
         value = got[key]
@@ -182,6 +188,45 @@ def state_dict_problem(expected: Mapping, got: Mapping) -> str | None:
         if key not in expected:
             return f"key '{key}' is not a key of the module"
     return None
+
+
+def check_weights_file(where: str, value: str, published: str) -> None:
+    """``value`` (a ``<where>`` setting) is ``'random'`` or an existing file; else a
+    :class:`ConfigError` naming ``where``, the file as given and, for a relative path, the absolute
+    path it was looked for at (relative paths are read from the folder Snakemake runs in, not from
+    the config file's folder), and where the published weights come from (``published``)."""
+    if value == RANDOM_WEIGHTS or Path(value).is_file():
+        return
+    path = Path(value)
+    looked = "" if path.is_absolute() else (
+        f" (looked for at {path.resolve()}: a relative path is read from the folder Snakemake runs in, "
+        f"{Path.cwd()}, not from the config file's folder)")
+    raise ConfigError(f"{where}: the weights file {value} does not exist{looked}; fix: download the published weights "
+                      f"({published}; descbench never downloads them) and give its path, or use '{RANDOM_WEIGHTS}' "
+                      "(seeded by weights_seed) for a randomly initialised network")
+
+
+def unreadable_weights_reason(path: Path, exc: Exception) -> str:
+    """Why ``torch.load(path, weights_only=True)`` raised ``exc``, in words, without torch's advice to
+    load with ``weights_only=False`` (which runs code from the file; descbench never does):
+
+    * neither a zip archive (``torch.save``) nor a pickle: ``is not a torch file (...)``;
+    * a pickle that holds more than tensors: ``holds Python objects other than tensors ...``;
+    * else torch's first line.
+    """
+    try:
+        with open(path, "rb") as fh:
+            head = fh.read(4)
+    except OSError as err:
+        return f"cannot be read ({err.strerror})"
+    if not head.startswith(b"PK\x03\x04") and not head.startswith(b"\x80"):
+        return ("is not a torch file (neither torch.save's zip archive nor a pickle: a truncated download, or "
+                "another format?)")
+    text = str(exc)
+    if "weights_only" in text or "Weights only" in text:
+        return ("holds Python objects other than tensors, which descbench does not load (torch.load with "
+                "weights_only=True only: loading other objects can run code from the file)")
+    return f"cannot be read by torch.load ({type(exc).__name__}: {text.strip().splitlines()[0] if text.strip() else ''})"
 
 
 def load_weights(module, weights: str, weights_seed: int, where: str, published: str) -> str:
@@ -202,16 +247,13 @@ def load_weights(module, weights: str, weights_seed: int, where: str, published:
         random_init(module, weights_seed)
         module.eval()
         return f"random(seed={int(weights_seed)})"
+    check_weights_file(f"{where}.weights", weights, published)
     path = Path(weights)
-    if not path.is_file():
-        raise ConfigError(f"{where}.weights: the weights file {path} does not exist; fix: download the published weights "
-                          f"({published}) and give its path, or use weights 'random' (seeded by weights_seed) for a "
-                          "randomly initialised network")
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for a file it cannot read (pickle, zip, weights_only)
-        raise ConfigError(f"{where}.weights: {path} is not a torch state dict that torch.load(weights_only=True) can read "
-                          f"({type(exc).__name__}: {exc}); fix: save the module's state dict with "
+        raise ConfigError(f"{where}.weights: {path} {unreadable_weights_reason(path, exc)}; fix: give the published "
+                          f"weights file ({published}) or save the module's state dict with "
                           "torch.save(module.state_dict(), path)") from exc
     if isinstance(state, Mapping) and "state_dict" in state and isinstance(state["state_dict"], Mapping):
         state = state["state_dict"]

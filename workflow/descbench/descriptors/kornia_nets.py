@@ -193,12 +193,8 @@ def check_params(family: str):
 
     def check(params: dict, where: str) -> dict:
         torchrt.check_installed("torch", "kornia", what=f"descriptor family '{family}'")
-        weights = params["weights"]
-        if weights != torchrt.RANDOM_WEIGHTS and not Path(weights).is_file():
-            # at config time, before Snakemake reports the file as a bare missing rule input
-            raise ConfigError(f"{where}.weights: the weights file {weights} does not exist; fix: download "
-                              f"{published_source(spec)} (descbench never downloads) and give its path, or use "
-                              f"'{torchrt.RANDOM_WEIGHTS}' for a randomly initialised network (tests, dry runs)")
+        # at config time, before Snakemake reports the file as a bare missing rule input
+        torchrt.check_weights_file(f"{where}.weights", params["weights"], published_source(spec))
         conv = convention(params)
         if conv.input_size != spec.input_size:
             raise ConfigError(f"{where}.input_size: {conv.input_size}, but kornia.feature.{spec.kornia_class} takes "

@@ -49,12 +49,11 @@ from __future__ import annotations
 import functools
 import json
 
-from pathlib import Path
 
 import numpy as np
 
-from descbench.errors import ConfigError
 from descbench.keypoints import ImageKeypoints
+from descbench.torchrt import check_weights_file
 
 WHERE = "detector 'keynet' params"
 # Where the published weights come from (kornia's own URLs; descbench never downloads them). The
@@ -98,10 +97,7 @@ def _load_net(torchrt, module, params: dict, key: str) -> str:
     """``module`` given the weights of ``params[key]`` (:func:`descbench.torchrt.load_weights`, seed
     ``weights_seed``); returns its provenance label. A missing file names ``key``."""
     value = params[key]
-    if value != torchrt.RANDOM_WEIGHTS and not Path(value).is_file():
-        raise ConfigError(f"{WHERE}.{key}: the weights file {value} does not exist; fix: download the published weights "
-                          f"({PUBLISHED[key]}; descbench never downloads them) and give its path, or use '{torchrt.RANDOM_WEIGHTS}' "
-                          "(seeded by weights_seed) for a randomly initialised network")
+    torchrt.check_weights_file(f"{WHERE}.{key}", value, PUBLISHED[key])
     where = WHERE if key == "weights" else f"{WHERE}.{key} ({type(module).__name__})"
     return torchrt.load_weights(module, value, params["weights_seed"], where, PUBLISHED[key])
 
@@ -181,7 +177,5 @@ def check_weight_files(params: dict, where: str) -> None:
     as a bare missing rule input)."""
     for key in PUBLISHED:
         value = params.get(key)
-        if value and value != "random" and not Path(value).is_file():
-            raise ConfigError(f"{where}.{key}: the weights file {value} does not exist; fix: download {PUBLISHED[key]} "
-                              "(descbench never downloads) and give its path, or use 'random' (seeded by weights_seed) "
-                              "for a randomly initialised network")
+        if value:
+            check_weights_file(f"{where}.{key}", value, PUBLISHED[key])
