@@ -97,6 +97,28 @@ def test_configure_sets_and_records_the_deterministic_settings():
         torch.set_num_threads(before)
 
 
+
+def test_torch_never_runs_on_more_threads_than_snakemake_gave_the_job(monkeypatch):
+    """A family's threads: 64 under snakemake --cores 2: the job's --threads is 2 (limit_threads)."""
+    import threadpoolctl
+
+    from descbench.jobs.common import limit_threads
+
+    monkeypatch.setattr(threadpoolctl, "threadpool_limits", lambda n: None)  # BLAS limits would outlive the test
+
+    before = torch.get_num_threads()
+    try:
+        limit_threads(2, "descriptors")
+        prov = torchrt.configure(torch.device("cpu"), 64)
+        assert torch.get_num_threads() == 2 and prov["num_threads"] == 2 and prov["threads_asked"] == 64
+        prov = torchrt.configure(torch.device("cpu"), 1)  # fewer than granted: as asked
+        assert prov["num_threads"] == 1 and prov["threads_asked"] == 1
+        torchrt.set_job_threads(None)  # no job (a notebook): as asked
+        assert torchrt.configure(torch.device("cpu"), 3)["num_threads"] == 3
+    finally:
+        torchrt.set_job_threads(None)
+        torch.set_num_threads(before)
+
 # ----------------------------------------------------------------------------- weights
 
 

@@ -107,22 +107,35 @@ def cpu_name() -> str:
     return platform.machine()
 
 
+_JOB_THREADS: dict[str, int | None] = {"n": None}
+
+
+def set_job_threads(n: int | None) -> None:
+    """The threads Snakemake gave this job (its ``--threads``, set by the job's command before any
+    work): :func:`configure` never runs torch on more. A family's ``threads: 64`` under
+    ``snakemake --cores 2`` then runs on 2, the job's share, not on 64 threads of a 2-core machine."""
+    _JOB_THREADS["n"] = None if n is None else max(1, int(n))
+
+
 def configure(device, threads: int) -> dict:
     """Deterministic settings for the process's torch work, and their provenance.
 
-    ``torch.set_num_threads(threads)`` (intra-op threads on the CPU; it is process-wide), cuDNN
+    ``torch.set_num_threads(min(threads, job threads))`` (intra-op threads on the CPU; it is
+    process-wide; job threads: :func:`set_job_threads`, none set: ``threads``), cuDNN
     ``deterministic = True`` and ``benchmark = False``, ``torch.use_deterministic_algorithms(True)``
     (an op without a deterministic implementation then raises rather than varying), and
     ``CUBLAS_WORKSPACE_CONFIG`` = :data:`CUBLAS_WORKSPACE` when it is unset (needed by deterministic
     cuBLAS). Returns the provenance dict: ``torch``, ``kornia`` (version, or None when kornia is not
     installed), ``device`` (type, e.g. ``cpu``/``cuda``), ``device_name`` (``torch.cuda.get_device_name``
-    or :func:`cpu_name`), ``num_threads``, ``cudnn_deterministic``, ``cudnn_benchmark``,
+    or :func:`cpu_name`), ``num_threads`` (what torch runs on), ``threads_asked`` (the family's
+    ``threads``), ``cudnn_deterministic``, ``cudnn_benchmark``,
     ``cudnn_version`` (None without cuDNN), ``deterministic_algorithms``, ``cuda`` (torch's CUDA
     version, None on a CPU build)."""
     torch = require("torch", what="the torch runtime")
     device = torch.device(device)
     os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", CUBLAS_WORKSPACE)
-    torch.set_num_threads(int(threads))
+    granted = _JOB_THREADS["n"]
+    torch.set_num_threads(int(threads) if granted is None else min(int(threads), granted))
     torch.backends.cudnn.deterministic = True
     torch.backends.cudnn.benchmark = False
     torch.use_deterministic_algorithms(True, warn_only=False)
@@ -139,6 +152,7 @@ def configure(device, threads: int) -> dict:
         "device": device.type,
         "device_name": name,
         "num_threads": torch.get_num_threads(),
+        "threads_asked": int(threads),
         "cudnn_deterministic": bool(torch.backends.cudnn.deterministic),
         "cudnn_benchmark": bool(torch.backends.cudnn.benchmark),
         "cudnn_version": torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None,

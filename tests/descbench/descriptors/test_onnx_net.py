@@ -268,7 +268,10 @@ def test_onnxruntime_session_runs_on_the_jobs_threads(models, ramp_png, monkeypa
 
     from descbench.jobs.common import limit_threads
 
+    from descbench import torchrt
+
     monkeypatch.setattr(threadpoolctl, "threadpool_limits", lambda n: None)  # BLAS limits would outlive the test
+    monkeypatch.setitem(torchrt._JOB_THREADS, "n", None)  # so would torch's cap
     rng = np.random.default_rng(5)
     k = kps(*[(rng.uniform(3, 55), rng.uniform(3, 35), rng.uniform(2, 12), rng.uniform(0, 360)) for _ in range(9)])
     p = params(models["full"], backend="onnxruntime")

@@ -154,6 +154,9 @@ def limit_threads(n: int, cmd: str) -> None:
     from threadpoolctl import threadpool_limits
 
     threadpool_limits(n)
+    from descbench import torchrt  # no torch import: a learned family's torch threads stay within n
+
+    torchrt.set_job_threads(n)
     if cmd in ("keypoints", "descriptors", "demo-scene", "patches"):  # patches: only `describe` takes --threads
         import cv2
 
