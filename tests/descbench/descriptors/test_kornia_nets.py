@@ -266,6 +266,14 @@ def test_cuda_without_cuda_is_a_config_error(image, monkeypatch):
 
 
 @pytest.mark.bad_input
+def test_a_batch_larger_than_64_gib_is_a_config_error():
+    """batch_mem_mb sizes the job's memory request: 1e9 would ask a cluster for about a petabyte."""
+    with pytest.raises(ConfigError, match=r"descriptors\.d\.params\.batch_mem_mb: 1000000000 is more than the maximum 65536"):
+        check_descriptor_params("hardnet", {"weights": "random", "batch_mem_mb": 1_000_000_000}, "descriptors.d.params")
+    assert check_descriptor_params("hardnet", {"weights": "random", "batch_mem_mb": 65536}, "d")["batch_mem_mb"] == 65536
+
+
+@pytest.mark.bad_input
 @pytest.mark.parametrize("family", FAMILIES)
 def test_wrong_input_size_is_a_config_error(family):
     with pytest.raises(ConfigError, match=rf"descriptors\.d\.params\.input_size: 64, but kornia\.feature\.\w+ takes 32 x 32"):

@@ -151,7 +151,9 @@ _PARAMS = object_fragment(
              "description": "a torch state dict file of the network, or 'random' (seeded by weights_seed)"},
     weights_seed={"type": "integer", "minimum": 0, "default": 0},
     device={"enum": ["auto", "cpu", "cuda"], "default": "auto"},
-    batch_mem_mb={"type": "number", "exclusiveMinimum": 0, "default": 256},
+    # at most 64 GiB a forward batch: the job's memory request follows it (a cluster is asked for it)
+    batch_mem_mb={"type": "number", "exclusiveMinimum": 0, "maximum": 65536, "default": 256,
+                  "description": "memory of one forward batch of patches, MiB"},
     threads={"type": "integer", "minimum": 1, "default": 1},
     patch_convention={"enum": list(CONVENTIONS), "default": "workbench_libtorch"},
     # null: the patch convention's value (recorded as the value used by check_params)
