@@ -214,6 +214,19 @@ def test_random_weights_are_deterministic_per_seed(image):
 
 
 @pytest.mark.bad_input
+def test_too_many_pyramid_levels_for_the_image_is_one_line_naming_the_key():
+    from descbench.errors import DataError
+    from descbench.keypoints.keynet import KeyNetKeypointDetector
+
+    det = KeyNetKeypointDetector(params(weights="random", pyramid_levels=12))
+    gray = np.random.default_rng(0).integers(0, 256, (240, 320), dtype=np.uint8)
+    with pytest.raises(DataError, match=r"^detector 'keynet' params\.pyramid_levels: 12 levels are too many for a 240 x 320 "
+                                        r"image .*; fix: use fewer pyramid_levels"):
+        det.detect_keypoints(gray)
+    KeyNetKeypointDetector(params(weights="random", pyramid_levels=4)).detect_keypoints(gray)  # the default runs
+
+
+@pytest.mark.bad_input
 @pytest.mark.parametrize("key, published", [("weights", "keynet_pytorch.pth"), ("orinet_weights", "OriNet.pth"),
                                             ("affnet_weights", "AffNet.pth")])
 def test_missing_weights_file_names_the_key_the_file_and_the_published_weights(image, weights, tmp_path, key, published):

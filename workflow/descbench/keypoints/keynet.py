@@ -52,6 +52,7 @@ import json
 
 import numpy as np
 
+from descbench.errors import DataError
 from descbench.keypoints import ImageKeypoints
 from descbench.torchrt import check_weights_file
 
@@ -132,6 +133,7 @@ class KeyNetKeypointDetector:
         self.net = KF.KeyNetDetector(pretrained=False, num_features=params["num_features"], keynet_conf=conf,
                                      ori_module=ori, aff_module=aff, score_threshold=params["score_threshold"])
         self.provenance["weights"] = _load_net(torchrt, self.net.model, params, "weights")
+        self._pyramid_levels = params["pyramid_levels"]
         self.net = self.net.to(self.device).eval()
         self._torch = torch
         self._laf_is_filled = KF.laf_is_filled
@@ -144,7 +146,16 @@ class KeyNetKeypointDetector:
             raise ValueError(f"keynet: expected a 2-D uint8 grey image, got {gray.dtype} {gray.shape}")
         image = (torch.from_numpy(np.ascontiguousarray(gray)).to(torch.float32) / 255.0)[None, None].to(self.device)
         with torch.inference_mode():
-            lafs, responses = self.net(image)
+            try:
+                lafs, responses = self.net(image)
+            except RuntimeError as exc:
+                if "Padding size should be less than" not in str(exc):
+                    raise
+                # kornia's pyramid shrank the image below its filters' padding at the coarsest level
+                raise DataError(f"{WHERE}.pyramid_levels: {self._pyramid_levels} levels are too many for a "
+                                f"{gray.shape[0]} x {gray.shape[1]} image (kornia's KeyNet pyramid gets too small for its "
+                                "filters at the coarsest level); fix: use fewer pyramid_levels (kornia's default is 4) "
+                                "or larger images") from None
         filled = self._laf_is_filled(lafs)[0]
         return keypoints_from_lafs(lafs[0, filled].cpu().numpy(), responses[0, filled].cpu().numpy())
 
