@@ -365,8 +365,61 @@ def test_bad_output_shape(models, ramp_png, model, msg):
 
 @pytest.mark.bad_input
 def test_wrong_input_size_is_caught_at_config_time(models):
-    with pytest.raises(ConfigError, match=r"descriptors\.d\.params\.model: a batch of two all-zero 8 x 8 patches .*flat2d\.onnx"):
+    with pytest.raises(ConfigError, match=r"^descriptors\.d\.params\.input_size: 8, but the graph's input 'patch' of "
+                                          r".*flat2d\.onnx declares 4 x 4 patches \(\[\?, 1, 4, 4\]\); fix: set input_size: 4$"):
         params(models["flat2d"], input_size=8)
+
+
+def declared_model(path: Path, dims, extra_input=False) -> Path:
+    """Input ``patch`` declared with ``dims`` (str: symbolic), output the patch flattened per item
+    (plus a second graph input ``bias`` added to it when ``extra_input``)."""
+    x = helper.make_tensor_value_info("patch", TensorProto.FLOAT, dims)
+    ins = [x]
+    nodes = [helper.make_node("Reshape", ["patch", "shape"], ["desc" if not extra_input else "flat"])]
+    if extra_input:
+        ins.append(helper.make_tensor_value_info("bias", TensorProto.FLOAT, [1]))
+        nodes.append(helper.make_node("Add", ["flat", "bias"], ["desc"]))
+    c = dims[1] if isinstance(dims[1], int) else 1
+    y = helper.make_tensor_value_info("desc", TensorProto.FLOAT, ["B", c * N * N])
+    graph = helper.make_graph(nodes, "declared", ins, [y], [numpy_helper.from_array(np.array([-1, c * N * N]), "shape")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    model.ir_version = 8
+    onnx.checker.check_model(model)
+    onnx.save(model, str(path))
+    return path
+
+
+@pytest.mark.bad_input
+def test_a_side_the_graph_leaves_open_is_tried_by_a_forward_pass(tmp_path):
+    m = declared_model(tmp_path / "open.onnx", ["B", 1, "H", "W"])
+    with pytest.raises(ConfigError, match=r"descriptors\.d\.params\.model: a batch of two all-zero 8 x 8 patches .*open\.onnx"):
+        params(m, input_size=8)
+    assert params(m)["input_size"] == N
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("dims, extra, says", [
+    (["B", 3, N, N], False, r"model: the graph's input 'patch' of .*m\.onnx takes 3-channel patches \(\[\?, 3, 4, 4\]\); "
+                            r"descriptor family 'onnx' feeds grey patches"),
+    (["B", 1, N, N], True, r"model: the graph of .*m\.onnx has 2 inputs \(patch, bias\)"),
+    (["B", N * N], False, r"model: the graph's input 'patch' of .*m\.onnx has rank 2 \(\[\?, 16\]\)"),
+    ([4, 1, N, N], False, r"model: the graph's input 'patch' of .*m\.onnx has a fixed batch of 4 .*dynamic batch axis"),
+    ([1, 1, N, N], False, r"batch_size: 512, but the graph's input 'patch' of .*m\.onnx has a fixed batch of 1 "
+                          r"\(\[1, 1, 4, 4\]\); fix: set batch_size: 1"),
+])
+def test_what_the_graph_declares_is_checked_before_it_runs(tmp_path, dims, extra, says):
+    """A 3-channel network ran on OpenCV's backend with two channels of zeros; a fixed batch of 1
+    was told to set batch_size: 1, which failed the same way (the check ran a batch of 2)."""
+    m = declared_model(tmp_path / "m.onnx", dims, extra_input=extra)
+    with pytest.raises(ConfigError, match=rf"^descriptors\.d\.params\.{says}"):
+        params(m)
+
+
+def test_a_fixed_batch_of_one_runs_with_batch_size_1(tmp_path, ramp_png):
+    m = declared_model(tmp_path / "one.onnx", [1, 1, N, N])
+    p = params(m, batch_size=1)
+    k = kps((20, 20, 4, -1), (30, 15, 6, -1), (40, 25, 5, -1))
+    assert np.array_equal(rows(ramp_png, k, p), rows(ramp_png, k, params(declared_model(tmp_path / "dyn.onnx", ["B", 1, N, N]))))
 
 
 @pytest.mark.bad_input

@@ -38,10 +38,11 @@ layout is refused (the workbench flattens it).
 
 **Config-time check** (:func:`check_onnx`, at config validation): the file exists and is an ONNX
 model (read with the ``onnx`` package), ``input_name`` is one of the graph's inputs and
-``output_name`` one of its outputs, the backend loads it, and a batch of two all-zero patches
-runs and gives a valid layout (this catches a wrong ``input_size``, a 3-channel network, or an
-input exported with a fixed batch of 1: re-export with a dynamic batch axis or set
-``batch_size: 1``). Errors name the key.
+``output_name`` one of its outputs; what the graph declares fits what the family feeds
+(:func:`check_declared_input`: one input, rank 4, one channel, the declared side equal to
+``input_size``, a batch fixed to 1 only with ``batch_size: 1``, no other fixed batch); the
+backend loads it, and a batch of ``min(2, batch_size)`` all-zero patches runs and gives a valid
+layout (this catches what the graph leaves symbolic). Errors name the key to change.
 
 **No keypoints**: the rows are ``[0, C]``, C from one forward pass of a single all-zero patch
 (the graph's declared output shape may be symbolic, so it is not read).
@@ -294,13 +295,70 @@ def _require_onnx(key: str):
 def graph_names(path: Path, key: str) -> tuple[list[str], list[str]]:
     """(inputs, outputs) of the ONNX graph in ``path``, inputs without initialisers (older exports
     list the weights as graph inputs); ConfigError naming ``key`` when it is not an ONNX model."""
-    onnx = _require_onnx(key)
-    try:
-        model = onnx.load(str(path), load_external_data=False)
-    except Exception as exc:  # protobuf's DecodeError and onnx's own errors
-        raise ConfigError(f"{key}: {path} is not a readable ONNX model ({_first_line(exc)}); give an exported .onnx file") from exc
+    model = _read_model(path, key)
     weights = {t.name for t in model.graph.initializer}
     return [i.name for i in model.graph.input if i.name not in weights], [o.name for o in model.graph.output]
+
+
+def _read_model(path: Path, key: str):
+    """The ONNX model in ``path`` (no external data); ConfigError naming ``key`` when it is not one."""
+    onnx = _require_onnx(key)
+    try:
+        return onnx.load(str(path), load_external_data=False)
+    except Exception as exc:  # protobuf's DecodeError and onnx's own errors
+        raise ConfigError(f"{key}: {path} is not a readable ONNX model ({_first_line(exc)}); give an exported .onnx file") from exc
+
+
+def declared_input(path: Path, input_name: str | None, key: str) -> tuple[str, list[int | None] | None, list[str]]:
+    """The input the patches go to (``input_name``, null: the first), its declared dims (an int per
+    fixed axis, None per symbolic one; None when the graph gives no shape) and the names of every
+    graph input (initialisers excluded)."""
+    model = _read_model(path, key)
+    weights = {t.name for t in model.graph.initializer}
+    inputs = [i for i in model.graph.input if i.name not in weights]
+    chosen = next((i for i in inputs if i.name == input_name), inputs[0] if inputs and input_name is None else None)
+    if chosen is None:
+        return input_name or "", None, [i.name for i in inputs]
+    tensor = chosen.type.tensor_type
+    dims = ([d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
+            if tensor.HasField("shape") else None)
+    return chosen.name, dims, [i.name for i in inputs]
+
+
+def check_declared_input(params: dict, where: str, path: Path) -> None:
+    """What the graph declares against what the family feeds (``[batch_size, 1, input_size,
+    input_size]``), before anything runs: one input, rank 4, 1 channel (a 3-channel network would
+    run on OpenCV's backend with two channels of zeros), ``input_size`` where the graph fixes its
+    side, and ``batch_size: 1`` where it fixes its batch to 1. ConfigError naming the key to change."""
+    key = f"{where}.model"
+    name, dims, inputs = declared_input(path, params["input_name"], key)
+    if len(inputs) > 1:
+        raise ConfigError(f"{key}: the graph of {path} has {len(inputs)} inputs ({', '.join(inputs)}); descriptor family "
+                          "'onnx' feeds it one tensor of patches [B, 1, n, n]: export the network with its patch input "
+                          "only")
+    if dims is None:
+        return  # no declared shape: the trial forward pass decides
+    shape = "[" + ", ".join("?" if d is None else str(d) for d in dims) + "]"
+    if len(dims) != 4:
+        raise ConfigError(f"{key}: the graph's input '{name}' of {path} has rank {len(dims)} ({shape}); descriptor family "
+                          "'onnx' feeds patches as [B, 1, n, n]")
+    if dims[1] is not None and dims[1] != 1:
+        raise ConfigError(f"{key}: the graph's input '{name}' of {path} takes {dims[1]}-channel patches ({shape}); "
+                          "descriptor family 'onnx' feeds grey patches, 1 channel, as the workbench's DNNPatchWrapper: "
+                          "export a network with a 1-channel input")
+    n = params["input_size"]
+    fixed = [d for d in dims[2:] if d is not None]
+    if fixed and any(d != n for d in fixed):
+        side = " x ".join("?" if d is None else str(d) for d in dims[2:])
+        raise ConfigError(f"{where}.input_size: {n}, but the graph's input '{name}' of {path} declares {side} patches "
+                          f"({shape}); fix: set input_size: {fixed[0]}")
+    if dims[0] is not None and dims[0] != 1:
+        raise ConfigError(f"{key}: the graph's input '{name}' of {path} has a fixed batch of {dims[0]} ({shape}); "
+                          "re-export it with a dynamic batch axis (descriptor family 'onnx' runs the last, partial "
+                          "batch too)")
+    if dims[0] == 1 and params["batch_size"] != 1:
+        raise ConfigError(f"{where}.batch_size: {params['batch_size']}, but the graph's input '{name}' of {path} has a "
+                          f"fixed batch of 1 ({shape}); fix: set batch_size: 1, or re-export it with a dynamic batch axis")
 
 
 def check_onnx(params: dict, where: str) -> dict:
@@ -326,14 +384,17 @@ def check_onnx(params: dict, where: str) -> dict:
         if params[k] is not None and params[k] not in have:
             raise ConfigError(f"{where}.{k}: '{params[k]}' is not a graph {k.split('_')[0]} of {path}; its "
                               f"{k.split('_')[0]}s: {', '.join(have) or 'none'} (or null for the first)")
+    check_declared_input(params, where, path)
     net = load_net(params, key)
     n = params["input_size"]
+    b = min(2, params["batch_size"])  # the job's batches; two where they can be, to try the batch axis
     try:
-        output_rows(net.run(np.zeros((2, 1, n, n), np.float32)), 2, path)
+        output_rows(net.run(np.zeros((b, 1, n, n), np.float32)), b, path)
     except DataError as exc:
-        raise ConfigError(f"{key}: a batch of two all-zero {n} x {n} patches ([2, 1, {n}, {n}]) does not give valid "
-                          f"descriptors: {exc}; check input_size and that the model's batch axis is dynamic (or "
-                          "set batch_size: 1)") from exc
+        advice = "check input_size and that the model's batch axis is dynamic (or set batch_size: 1)" if b == 2 else \
+            "check input_size"
+        raise ConfigError(f"{key}: a batch of {'two' if b == 2 else 'one'} all-zero {n} x {n} patch{'es' if b == 2 else ''} "
+                          f"([{b}, 1, {n}, {n}]) does not give valid descriptors: {exc}; {advice}") from exc
     return params
 
 
