@@ -536,6 +536,27 @@ def test_a_base_that_cannot_describe_patches_is_refused():
         PD.describe_patches(np.zeros((1, 65, 65), np.uint8), "dsp", {"base": {"family": "rgbsift"}})
 
 
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("base", [{"family": "hardnet", "params": {"weights": "random"}}, {"family": "onnx", "params": {"model": "m.onnx"}}])
+def test_dsp_over_a_whole_patch_network_is_refused_on_patches_by_the_config_check(base):
+    """It passed check-config and then failed in the job, twice, naming descriptors.p.support (no such key)."""
+    if base["family"] == "hardnet":
+        pytest.importorskip("kornia")
+    spec = {"family": "dsp", "params": {"base": base}}
+    problem = r"pools its base '\w+' over scaled supports, but '\w+' describes a patch by resizing the whole patch"
+    assert P.dsp_patch_params_problem(check_descriptor_params("dsp", spec["params"], "d") if base["family"] == "hardnet"
+                                      else {"base": base})
+    if base["family"] == "hardnet":
+        cfg = {"keypoint_sets": {"s": {"detector": "sift"}}, "descriptors": {"p": spec},
+               "patches": {"enabled": True, "descriptors": ["p"]}}
+        with pytest.raises(ConfigError, match=rf"^patches\.descriptors: 'p' \(family dsp\) cannot describe patches: it {problem}"):
+            validate_config(cfg, SCHEMA)
+        params = check_descriptor_params("dsp", spec["params"], "descriptors.p.params")
+        with pytest.raises(ConfigError, match=rf"^descriptors\.p: descriptor family 'dsp' cannot describe patches: it {problem}"):
+            PD.describe_patches(np.zeros((1, 65, 65), np.uint8), "dsp", params, config_key="descriptors.p.params")
+    assert P.dsp_patch_params_problem({"base": {"family": "sift", "params": {}}}) is None
+
 # ----------------------------------------------------------------------------- dsp(sift) vs dspsift
 
 

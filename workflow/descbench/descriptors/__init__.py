@@ -70,6 +70,12 @@ class DescriptorFamily(RuntimeFacts):
     patch_rows: Callable[[PatchJob, dict], np.ndarray] | None = None
     # Why the family cannot describe patches by design (e.g. it needs colour); None: it can.
     not_on_patches: str | None = None
+    # True: it describes a patch as a whole (resized to a network input), so the centre keypoint's
+    # size and angle cannot vary (a pooled family cannot describe it at scaled supports).
+    whole_patch: bool = False
+    # ``patch_params_problem(params)``: why these (filled) params cannot describe patches, phrased to
+    # follow "it" (e.g. a pooled family over a whole-patch base); None: they can.
+    patch_params_problem: Callable[[dict], str | None] | None = None
     # ``runtime_provenance(params)``: how a job ran the family (learned families: torch/kornia or
     # OpenCV/onnxruntime versions, device, threads, weights or model sha256, batch), recorded in its
     # descriptor files' metadata; None: nothing beyond the params.

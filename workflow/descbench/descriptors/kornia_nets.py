@@ -367,7 +367,7 @@ def weights_labels(params: dict) -> list[str]:
 
 FAMILIES = tuple(
     DescriptorFamily(name, net_compute(name), PARAMS_SCHEMA[name], check=check_params(name),
-                     patch_support=patch_support, patch_rows=net_patch_rows(name),
+                     patch_support=patch_support, patch_rows=net_patch_rows(name), whole_patch=True,
                      runtime_provenance=RUNTIME_PROVENANCE[name],
                      runtime="torch", files=weights_file, weights_labels=weights_labels,
                      cost=network_cost(NETS[name].time_factor))

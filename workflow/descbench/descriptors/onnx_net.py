@@ -450,7 +450,7 @@ def model_file(params: dict) -> list[str]:
 
 FAMILIES = (
     DescriptorFamily("onnx", onnx_descriptors, PARAMS_SCHEMA["onnx"], check=check_onnx,
-                     patch_support=onnx_patch_support, patch_rows=onnx_patch_rows, runtime_provenance=onnx_runtime_provenance,
+                     patch_support=onnx_patch_support, patch_rows=onnx_patch_rows, whole_patch=True, runtime_provenance=onnx_runtime_provenance,
                      # a network at each keypoint with no measurement of its own: twice HardNet's time
                      runtime=onnx_runtime, files=model_file, cost=network_cost(2.0)),
 )

@@ -375,6 +375,17 @@ def _base_family(params: dict) -> DescriptorFamily:
     return fam
 
 
+def dsp_patch_params_problem(params: dict) -> str | None:
+    """A base that describes a patch as a whole (``whole_patch``: resized to a network input, e.g.
+    hardnet, onnx) has no support to scale: dsp over it cannot describe patches (it can images)."""
+    fam = get_family(params["base"]["family"])
+    if fam.patch_problem() is None and fam.whole_patch:
+        return (f"pools its base '{fam.name}' over scaled supports, but '{fam.name}' describes a patch by resizing the "
+                "whole patch to its network input (hpatches-benchmark's convention), so it has no support to scale; "
+                "fix: leave it out of patches.descriptors (dsp over it describes images)")
+    return None
+
+
 def dsp_patch_support(params: dict, side: int) -> float:
     """The base family's support: the scales multiply it."""
     return _base_family(params).patch_support(params["base"]["params"], side)
@@ -386,6 +397,9 @@ def dsp_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
     patches are that pyramid level of each grey patch, every patch's level built the same way as
     on an image), then :func:`pool_rows`. Exact whenever the base's hook is (its contract)."""
     fam = _base_family(params)
+    problem = dsp_patch_params_problem(params)
+    if problem:
+        raise ConfigError(f"{job.config_key.removesuffix('.params')}: descriptor family 'dsp' cannot describe patches: it {problem}")
     weights = scale_weights(params)
     used = [(a, w) for a, w in zip(params["scales"], weights) if w > 0]
     base_params = params["base"]["params"]
@@ -434,6 +448,6 @@ def dsp_width(params: dict, part_widths: list[int]) -> int:
 
 FAMILIES = (
     DescriptorFamily("dsp", dsp_descriptors, PARAMS_SCHEMA["dsp"], binary=False, check=check_dsp,
-                     patch_support=dsp_patch_support, patch_rows=dsp_patch_rows, runtime_provenance=dsp_runtime_provenance,
+                     patch_support=dsp_patch_support, patch_rows=dsp_patch_rows, patch_params_problem=dsp_patch_params_problem, runtime_provenance=dsp_runtime_provenance,
                      children=dsp_base, repeats=dsp_scale_count, width=dsp_width),
 )

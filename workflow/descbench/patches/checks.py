@@ -23,6 +23,7 @@ def check_source(cfg: dict) -> None:
     if p["source"] == "folder" and not p.get("path"):
         raise ConfigError("patches.source 'folder' needs patches.path: the directory holding your patch sequence folders "
                           "(hpatches-release layout: <seq>/ref.png, e1.png .. t5.png)")
+    from descbench.descriptors import get_family
     from descbench.patches.describe import _check_geometry, default_support, patch_problem
     from descbench.patches.generate import check_finite
 
@@ -40,6 +41,8 @@ def check_source(cfg: dict) -> None:
             parts = spec["params"]["parts"] if fam == "stack" else [spec]
             for i, part in enumerate(parts):
                 problem = patch_problem(part["family"])
+                if not problem and get_family(part["family"]).patch_params_problem:
+                    problem = get_family(part["family"]).patch_params_problem(part["params"])
                 if problem:
                     what = f"family {fam}" + (f", part {i}: family {part['family']}" if fam == "stack" else "")
                     raise ConfigError(f"patches.descriptors: '{name}' ({what}) cannot describe patches: it {problem}")
