@@ -81,3 +81,28 @@ def test_dataset_digest_changes_with_any_input_and_not_with_order(scene):
     (scene / "H_1_4").write_text((scene / "H_1_4").read_text() + "\n")
     d2 = {**d, "a": scene_input_digests(scene_files(scene))}
     assert dataset_digest(d2) != same
+
+
+@pytest.mark.parametrize("border_upper, kept", [(None, [40.0]), ("exclusive", [40.0]), ("inclusive", [40.0, "W-40"])])
+def test_a_sets_border_upper_reaches_the_border_rule(scene, tmp_path, monkeypatch, border_upper, kept):
+    """Keypoints at x = 40 and x = W - 40 on every image: the protocol keeps the first only, the
+    workbench's KeyNet rule (border_upper: inclusive) both."""
+    import numpy as np
+
+    from descbench.jobs import keypoints as J
+    from descbench.keypoints import ImageKeypoints
+
+    def at_the_edges(image_path, gray, spec, *args, **kw):
+        x = np.array([40, gray.shape[1] - 40], np.float32)
+        n = len(x)
+        return ImageKeypoints(x, np.full(n, 60, np.float32), np.full(n, 4, np.float32), np.zeros(n, np.float32),
+                              np.ones(n, np.float32), np.zeros(n, np.int32), np.full(n, -1, np.int32), np.arange(n, dtype=np.int32))
+
+    monkeypatch.setattr(J, "detect_raw", at_the_edges)
+    spec = {**SIFT, **({} if border_upper is None else {"border_upper": border_upper})}
+    out = tmp_path / "k.parquet"
+    detect_scene(scene, "sift", spec, out)
+    per_image, meta = load_keypoints(out)
+    for k, kps in per_image.items():
+        w = meta["image_sizes"][str(k)][0] if isinstance(meta["image_sizes"], dict) else meta["image_sizes"][k - 1][0]
+        assert kps.x.tolist() == [float(w - 40) if v == "W-40" else v for v in kept], k

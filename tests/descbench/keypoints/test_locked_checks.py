@@ -23,7 +23,7 @@ from descbench.jobs.common import load_keypoints
 from descbench.jobs.keypoints import detect_scene
 from descbench.config import validate_config
 from descbench.errors import ConfigError, DataError
-from descbench.keypoints import ImageKeypoints, border_mask, filter_keypoints, top_by_response
+from descbench.keypoints import ImageKeypoints, border_mask, border_upper_inclusive, filter_keypoints, top_by_response
 from descbench.keypoints.locked import DUPLICATES, duplicate_rows, load_locked
 from descbench.patches import hbench as hb
 
@@ -66,6 +66,11 @@ def kps(x, y=None, response=None) -> ImageKeypoints:
 def below(v, dtype=np.float64):
     """The largest ``dtype`` value below ``v``."""
     return np.nextafter(dtype(v), dtype(-np.inf))
+
+
+def above(v, dtype=np.float64):
+    """The smallest ``dtype`` value above ``v``."""
+    return np.nextafter(dtype(v), dtype(np.inf))
 
 
 def test_demo_image_size(pristine):
@@ -237,6 +242,25 @@ def test_filter_keypoints_boundaries_and_order(b):
     kept = filter_keypoints(kps(x, y), w, h, b, None)
     assert kept.source_index.tolist() == [0, 3, 4, 7]
 
+
+
+@pytest.mark.parametrize("b", [0, 40, 2.5])
+@pytest.mark.parametrize("dtype", [np.float64, F32])
+def test_the_workbench_keynet_border_also_keeps_the_upper_edge(b, dtype):
+    """border_upper: inclusive keeps x == W - b and y == H - b (the workbench's KeyNet script);
+    everything else as the protocol's rule."""
+    w, h = 200, 150
+    for axis, size in (("x", w), ("y", h)):
+        vals = np.array([b, below(b, dtype), size - b, above(size - b, dtype), 100], dtype=dtype)
+        other = np.full(vals.size, 60, dtype=dtype)
+        x, y = (vals, other) if axis == "x" else (other, vals)
+        assert border_mask(x, y, w, h, b, upper_inclusive=True).tolist() == [True, False, True, False, True], (axis, b)
+        assert border_mask(x, y, w, h, b).tolist() == [True, False, False, False, True], (axis, b)
+    k = kps(np.array([b, w - b, 100], F32), np.array([60, 60, h - b], F32))
+    assert filter_keypoints(k, w, h, b, None, upper_inclusive=True).source_index.tolist() == [0, 1, 2]
+    assert filter_keypoints(k, w, h, b, None).source_index.tolist() == [0]
+    assert border_upper_inclusive({"border_upper": "inclusive"}) and not border_upper_inclusive({})
+    assert not border_upper_inclusive({"border_upper": "exclusive"})
 
 def test_filter_is_border_first_then_cap():
     # the best response lies in the border: the cap keeps the best keypoints left after the border rule

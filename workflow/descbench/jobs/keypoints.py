@@ -19,7 +19,7 @@ from descbench.datasets.layout import check_homography_overlap, image_size, load
 from descbench.errors import DataError
 from descbench.fileops import file_sha256
 from descbench.jobs.common import batch_args, json_arg, load_keypoints, result_paths
-from descbench.keypoints import ImageKeypoints, filter_keypoints
+from descbench.keypoints import ImageKeypoints, border_upper_inclusive, filter_keypoints
 from descbench.keypoints.sets import global_top_n, intersection_keep, set_sources
 from descbench.paths import ResultPaths
 
@@ -84,13 +84,13 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
             H = read_homography(files.homography_file(k, f"keypoint set '{kpset}' (mode: projected, image 1's keypoints "
                                                           f"mapped into image {k})"))
             kept = project_keypoints(per_image[1], H, w, h, spec["border_px"],
-                                     sift_octave=spec["detector"] == "sift")
+                                     sift_octave=spec["detector"] == "sift", upper_inclusive=border_upper_inclusive(spec))
             n_raw = len(per_image[1])
         else:
             gray = read_image(image_path)
             h, w = gray.shape[:2]
             raw = detect_raw(image_path, gray, spec, files.scene, k, kpset, files.n_images)
-            kept = filter_keypoints(raw, w, h, spec["border_px"], spec["max_keypoints"])
+            kept = filter_keypoints(raw, w, h, spec["border_px"], spec["max_keypoints"], border_upper_inclusive(spec))
             n_raw = len(raw)
         sizes[str(k)] = [w, h]
         if k in files.homographies:  # image sizes known: H_1_k must map image 1 (at least partly) into image k

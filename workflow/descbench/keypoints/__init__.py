@@ -37,17 +37,32 @@ class ImageKeypoints:
         return np.stack([self.x, self.y], axis=1).astype(np.float64)
 
 
-def border_mask(x: np.ndarray, y: np.ndarray, width: int, height: int, border_px: float) -> np.ndarray:
+BORDER_UPPER = ("exclusive", "inclusive")
+
+
+def border_upper_inclusive(spec: dict) -> bool:
+    """A keypoint set's ``border_upper`` (absent: ``exclusive``, the protocol's rule;
+    ``inclusive``: the C++ DescriptorWorkbench's KeyNet script, ``b <= x <= W - b``)."""
+    return spec.get("border_upper", "exclusive") == "inclusive"
+
+
+def border_mask(x: np.ndarray, y: np.ndarray, width: int, height: int, border_px: float,
+                upper_inclusive: bool = False) -> np.ndarray:
     """The border rule (protocols section 2), the only one used anywhere.
 
     keep iff ``b <= x < W - b`` and ``b <= y < H - b`` with ``b = border_px`` and W, H the size of
-    the image the keypoint lives in.
+    the image the keypoint lives in. ``upper_inclusive`` (a set's ``border_upper: inclusive``):
+    ``b <= x <= W - b`` and ``b <= y <= H - b``, as the workbench's KeyNet script keeps them (its
+    sets then hold the 0-5 keypoints per image that lie exactly on ``W - b`` or ``H - b``). The
+    protocol's rule stays the default.
     """
     # Compared in float64: float32 coordinates against a Python-float border would otherwise be
     # compared in float32 (NumPy 2's scalar rules), keeping x = float32(0.7) < 0.7 for b = 0.7.
     b = float(border_px)
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
+    if upper_inclusive:
+        return (x >= b) & (x <= width - b) & (y >= b) & (y <= height - b)
     return (x >= b) & (x < width - b) & (y >= b) & (y < height - b)
 
 
@@ -63,7 +78,8 @@ def top_by_response(response: np.ndarray, max_keypoints: int | None) -> np.ndarr
     return np.sort(order)
 
 
-def filter_keypoints(kps: ImageKeypoints, width: int, height: int, border_px: float, max_keypoints: int | None) -> ImageKeypoints:
-    """Border filter first, then the response cap (protocols section 2, 'Caps')."""
-    kept = kps.take(np.flatnonzero(border_mask(kps.x, kps.y, width, height, border_px)))
+def filter_keypoints(kps: ImageKeypoints, width: int, height: int, border_px: float, max_keypoints: int | None,
+                     upper_inclusive: bool = False) -> ImageKeypoints:
+    """Border filter first (:func:`border_mask`), then the response cap (protocols section 2, 'Caps')."""
+    kept = kps.take(np.flatnonzero(border_mask(kps.x, kps.y, width, height, border_px, upper_inclusive)))
     return kept.take(top_by_response(kept.response, max_keypoints))

@@ -71,7 +71,7 @@ def map_frames(H: np.ndarray, xy: np.ndarray, angle: np.ndarray, size: np.ndarra
 
 
 def project_keypoints(kps: ImageKeypoints, H: np.ndarray, width: int, height: int, border_px: float,
-                      sift_octave: bool = False) -> ImageKeypoints:
+                      sift_octave: bool = False, upper_inclusive: bool = False) -> ImageKeypoints:
     """Image 1's keypoints ``kps`` as seen in image k (``H = H_1_k``, image k of ``width`` x ``height``)."""
     p, _, front = homography_jacobian(H, kps.xy)
     angle, size = map_frames(H, kps.xy, kps.angle, kps.size)
@@ -86,5 +86,5 @@ def project_keypoints(kps: ImageKeypoints, H: np.ndarray, width: int, height: in
         octave = kps.octave
     out = ImageKeypoints(x=x, y=y, size=size, angle=angle.astype(np.float32), response=kps.response,
                          octave=octave, class_id=kps.class_id, source_index=np.arange(len(kps), dtype=np.int32))
-    keep = front & np.isfinite(x) & np.isfinite(y) & (size > 0) & border_mask(x, y, width, height, border_px)
+    keep = front & np.isfinite(x) & np.isfinite(y) & (size > 0) & border_mask(x, y, width, height, border_px, upper_inclusive)
     return out.take(np.flatnonzero(keep))
