@@ -476,3 +476,23 @@ def test_patch_archive_with_the_chain_is_rejected(tmp_path: Path):
     with pytest.raises(DataError, match=rf"{archive}: symlink '{PATCHES_ROOT}/v_seq/l'.*outside"):
         obtain_patches([], None, tmp_path / "data", sequences=["v_seq"])
     assert not (base / PATCHES_ROOT).exists()
+
+
+def test_read_grey_is_opencvs_grey_decode_or_the_workbenchs_bgr2gray(pristine):
+    import cv2
+    import yaml
+
+    from descbench.datasets.layout import GREY_METHODS, read_grey
+
+    differ = 0
+    for image in sorted(pristine.glob("*.ppm")):
+        a, b = read_grey(image), read_grey(image, "bgr2gray")
+        assert np.array_equal(a, cv2.imread(str(image), cv2.IMREAD_GRAYSCALE))
+        assert np.array_equal(b, cv2.cvtColor(cv2.imread(str(image), cv2.IMREAD_COLOR), cv2.COLOR_BGR2GRAY))
+        differ += int((a != b).sum())
+    assert differ > 0  # not two names for one image
+    with pytest.raises(ValueError, match="grey method must be one of imread, bgr2gray"):
+        read_grey(image, "luma")
+    schema = yaml.safe_load((Path(__file__).resolve().parents[3] / "workflow/schemas/config.schema.yaml").read_text())
+    text = str(schema)
+    assert "'grey': {'enum': ['imread', 'bgr2gray']}" in text and GREY_METHODS == ("imread", "bgr2gray")

@@ -106,3 +106,23 @@ def test_a_sets_border_upper_reaches_the_border_rule(scene, tmp_path, monkeypatc
     for k, kps in per_image.items():
         w = meta["image_sizes"][str(k)][0] if isinstance(meta["image_sizes"], dict) else meta["image_sizes"][k - 1][0]
         assert kps.x.tolist() == [float(w - 40) if v == "W-40" else v for v in kept], k
+
+
+@pytest.mark.parametrize("grey", [None, "imread", "bgr2gray"])
+def test_a_sets_grey_reaches_the_detector(scene, tmp_path, monkeypatch, grey):
+    import numpy as np
+
+    from descbench.datasets.layout import read_grey
+    from descbench.jobs import keypoints as J
+
+    seen = {}
+    real = J.detect_raw
+
+    def spy(image_path, gray, spec, *args, **kw):
+        seen[Path(image_path).name] = gray
+        return real(image_path, gray, spec, *args, **kw)
+
+    monkeypatch.setattr(J, "detect_raw", spy)
+    spec = {**SIFT, **({} if grey is None else {"grey": grey})}
+    detect_scene(scene, "sift", spec, tmp_path / "k.parquet")
+    assert seen and all(np.array_equal(g, read_grey(scene / name, grey or "imread")) for name, g in seen.items())

@@ -15,7 +15,8 @@ import numpy as np
 import pyarrow as pa
 
 from descbench import io
-from descbench.datasets.layout import check_homography_overlap, image_size, load_pairs, read_homography, read_image, scene_files
+from descbench.datasets.layout import (check_homography_overlap, image_size, load_pairs, read_grey, read_homography,
+                                       scene_files)
 from descbench.errors import DataError
 from descbench.fileops import file_sha256
 from descbench.jobs.common import batch_args, json_arg, load_keypoints, result_paths
@@ -87,7 +88,7 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
                                      sift_octave=spec["detector"] == "sift", upper_inclusive=border_upper_inclusive(spec))
             n_raw = len(per_image[1])
         else:
-            gray = read_image(image_path)
+            gray = read_grey(image_path, spec.get("grey", "imread"))
             h, w = gray.shape[:2]
             raw = detect_raw(image_path, gray, spec, files.scene, k, kpset, files.n_images)
             kept = filter_keypoints(raw, w, h, spec["border_px"], spec["max_keypoints"], border_upper_inclusive(spec))
