@@ -292,6 +292,21 @@ def l2_rows(desc: np.ndarray) -> np.ndarray:
     return (d / np.where(nrm > 0, nrm, 1.0)).astype(np.float32)
 
 
+def cv_normalize_rows(desc: np.ndarray, norm: str = "l2") -> np.ndarray:
+    """``cv::normalize(row, row, 1, 0, NORM_L2 | NORM_L1)`` per float32 row, as OpenCV computes it:
+    the norm as a double sum (of squares, then sqrt; or of absolute values), the scale
+    ``(float)(1 / norm)`` (0 when ``norm <= DBL_EPSILON``), the row times it in float32.
+    ``norm: none`` returns the rows unchanged. (:func:`l2_rows`, which divides in double, differs
+    from it by at most 1 ulp per value.)"""
+    d = np.asarray(desc, dtype=np.float32)
+    if norm == "none":
+        return d
+    d64 = d.astype(np.float64)
+    n = np.sqrt((d64 * d64).sum(axis=1)) if norm == "l2" else np.abs(d64).sum(axis=1)
+    scale = np.where(n > np.finfo(np.float64).eps, 1.0 / np.where(n > 0, n, 1.0), 0.0).astype(np.float32)
+    return d * scale[:, None]
+
+
 def opencv_angle(angle: np.ndarray) -> np.ndarray:
     """``360 - angle`` with 360 mapped to 0 (OpenCV's calcDescriptors, float32)."""
     a = np.float32(360.0) - np.asarray(angle, dtype=np.float32)
