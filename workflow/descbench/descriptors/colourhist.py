@@ -50,6 +50,13 @@ as the hue in degrees and channel 1 as the saturation: on its default grey input
 blurred grey value (hue ``grey * 8 / 360``, bins 0..5 only, weighted by the grey value).
 Reproduced as the workbench computes it.
 
+Agreement with the workbench (``tests/interop/test_dw_descriptors.py``, its own rows on the demo
+scene): ``honc`` 4.6e-7, ``DSPHONC_V2`` 6.9e-7, ``DSPHOWH_V2`` 1.5e-7 (largest element difference
+of the unit rows). ``howh``'s raw rows differ from the ``HoWH`` class's by up to 0.0075 on rows of
+norm 307.2 on that nearly grey image: the hue ``60 (g - b) / (max - min)`` of almost grey pixels
+follows the last bits of the blurred pyramid, which differ between OpenCV builds (the workbench's
+own rows move by 0.009 between two builds of it).
+
 Patches: ``honc`` describes a grey patch as the colour image of three equal channels (the
 workbench's patch benchmark converts every patch with ``cvtColor(GRAY2BGR)``; HoNC is one of its
 patch descriptors), with SIFT's support; ``howh`` does not (a grey patch has saturation 0

@@ -29,7 +29,8 @@ Colour input: a file that decodes to a single channel (grey PGM/PNG/JPEG) raises
 ``channels: average`` (default ``concat``) averages the three 128-D blocks element-wise instead
 of concatenating them, then L2-normalises the 128-D row: with ``convention: workbench`` the
 workbench's ``RGBSIFT_CHANNEL_AVG`` (``RGBSIFTChannelAverageWrapper.cpp``): RGBSIFT's raw row
-(each channel block clipped and scaled to 512 on its own, *not* normalised as a row), blocks
+(each channel block clipped at 0.2 of its norm and scaled to ``512 / sqrt 3``, ``RGBSIFT::
+normalizeHistogram``; *not* normalised as a row), blocks
 averaged as ``float32(b0 / 3 + b1 / 3) + float32(b2 / 3)`` (its ``addWeighted`` then ``+=``,
 :func:`average_blocks`), no normalisation in the wrapper; its pipeline's ``NoPooling`` then L2-normalises the row
 (``normalize_after_pooling``). With ``convention: descbench`` the averaged blocks are the unit
@@ -96,11 +97,13 @@ def opencv_sift_on_channel(channel: np.ndarray, kps: ImageKeypoints, octave: np.
     return np.asarray(desc, dtype=np.float32)
 
 
-def workbench_sift_on_channel(channel: np.ndarray, kps: ImageKeypoints, octave: np.ndarray) -> np.ndarray:
-    """VanillaSIFT on one channel: OpenCV's pyramid and descriptor, unrounded (clip 0.2, scale 512)."""
+def workbench_sift_on_channel(channel: np.ndarray, kps: ImageKeypoints, octave: np.ndarray,
+                              norm_factor: float = 1.0) -> np.ndarray:
+    """VanillaSIFT on one channel: OpenCV's pyramid and descriptor, unrounded (clip 0.2, scale 512;
+    ``norm_factor`` 3: RGBSIFT's per-block scale ``512 / sqrt(3 ||.||^2)``)."""
     first, n_oct, level, ptx, pty, ori, scl = K.opencv_geometry(kps.x, kps.y, kps.size, kps.angle, octave)
     pyr = K.build_pyramid(channel, first, n_oct)
-    return K.normalise_sift(K.raw_histograms(pyr, level, ptx, pty, ori, scl))
+    return K.normalise_sift(K.raw_histograms(pyr, level, ptx, pty, ori, scl), norm_factor=norm_factor)
 
 
 def rgbsift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
@@ -112,9 +115,11 @@ def rgbsift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kps
     if conv == "descbench":
         blocks = [K.l2_rows(opencv_sift_on_channel(bgr[:, :, c], kps, octave)) for c in (2, 1, 0)]
         out = np.concatenate(blocks, axis=1)
-    else:
+    elif params.get("channels", "concat") == "concat":
         blocks = [workbench_sift_on_channel(bgr[:, :, c], kps, octave) for c in (0, 1, 2)]
         out = K.l2_rows(np.concatenate(blocks, axis=1))
+    else:  # RGBSIFT's raw blocks, each of norm 512 / sqrt 3
+        blocks = [workbench_sift_on_channel(bgr[:, :, c], kps, octave, norm_factor=3.0) for c in (0, 1, 2)]
     if params.get("channels", "concat") == "average":
         out = K.cv_normalize_rows(average_blocks(blocks))
     return root_normalise(out) if params.get("root") else np.ascontiguousarray(out, dtype=np.float32)
