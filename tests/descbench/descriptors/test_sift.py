@@ -320,3 +320,11 @@ def test_sift_family_rows_are_opencv_sift_with_the_sets_octaves_or_derived_ones(
     assert S.sift_patch_support({}, 65) == 65 / 5.303
     with pytest.raises(ConfigError, match="convention must be one of opencv, workbench"):
         S.sift_descriptors(image, kps, {"convention": "x"}, {})
+
+
+@pytest.mark.bad_input
+def test_sift_vsift_octave_out_of_range_is_a_data_error_naming_it(pristine, sift_kps):
+    bad = ImageKeypoints(sift_kps.x[:2], sift_kps.y[:2], sift_kps.size[:2], sift_kps.angle[:2], sift_kps.response[:2],
+                         np.full(2, 254, np.int32), sift_kps.class_id[:2], sift_kps.source_index[:2])
+    with pytest.raises(DataError, match=r"^test: .*octave field out of range.*convention vsift reads the keypoints' packed"):
+        run("sift", {"convention": "vsift"}, pristine / "1.ppm", bad)
