@@ -46,7 +46,7 @@ def l2(d):
 def test_rows_are_the_kernel_on_the_colour_pyramid_l2_normalised(image_kps, family):
     image, kps = image_kps
     params = check_descriptor_params(family, {}, "d")
-    assert params == {"root": False}
+    assert params == ({"root": False, "flat_window": "error"} if family == "honc" else {"root": False})
     rows = compute_descriptors(family, params, image, kps, SIFT_SET, "d")
     assert rows.shape == (len(kps), 128) and rows.dtype == np.float32
     np.testing.assert_allclose(np.linalg.norm(rows.astype(np.float64), axis=1), 1.0, rtol=1e-6)
@@ -104,7 +104,14 @@ def test_honc_of_a_flat_window_is_an_error_naming_the_keypoint(image_kps, tmp_pa
                               octave=np.int32([0, 0]), size=np.float32([4.0, 30.0]))
     raises_naming(lambda: compute_descriptors("honc", {"root": False}, flat, one, SIFT_SET, "desc x, scene s"),
                   "desc x, scene s", "'honc' is undefined at 1 keypoints (first: row 0, x 30.0, y 60.0",
-                  "no spread", "use family howh")
+                  "no spread", "params.flat_window: unstretched", "use family howh")
+    raises_naming(lambda: check_descriptor_params("honc", {"flat_window": "zero"}, "descriptors.x.params"),
+                  "descriptors.x.params.flat_window", "'error', 'unstretched'", exc=ConfigError)
+    params = check_descriptor_params("honc", {"flat_window": "unstretched"}, "d")
+    unstretched = compute_descriptors("honc", params, flat, one, SIFT_SET, "d")
+    assert np.all(np.isfinite(unstretched)) and np.all(unstretched[0] > 0)  # black, unstretched: the 8 bins of a cell alike
+    cells = unstretched[0].reshape(16, 8)
+    np.testing.assert_allclose(cells, cells[:, :1] * np.ones((1, 8)), rtol=1e-5)
     rows = compute_descriptors("howh", {"root": False}, flat, one, SIFT_SET, "d")  # howh is defined there
     assert np.all(np.isfinite(rows))
 

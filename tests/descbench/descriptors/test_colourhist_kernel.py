@@ -140,9 +140,20 @@ def test_honc_of_a_grey_window_is_symmetric_in_the_channels():
     np.testing.assert_allclose(row[:, 3], row[:, 6], rtol=1e-6)
 
 
-def test_honc_of_a_flat_window_is_nan_as_the_workbench():
+def test_honc_of_a_flat_window_is_nan_as_the_workbench_or_unstretched():
+    """A flat window: NaN (the workbench); unstretched, every colour becomes m + (127.5 - m) = 127.5,
+    dark weight 1/2 in each channel, so each cell spreads its weight evenly over the 8 bins."""
     flat = np.full((40, 40, 3), 10.0, dtype=np.float32)  # exact float32 sums: standard deviation exactly 0
     assert np.all(np.isnan(run(CK.honc_rows, one_level(flat), [(20.0, 20.0, 0.0, 3.0)])))
+    x, y, ori, scl = (np.float32([v]) for v in (20.0, 20.0, 0.0, 3.0))
+    row = CK.honc_rows(one_level(flat), np.zeros(1, dtype=np.int64), x, y, ori, scl, unstretched=True)[0].reshape(16, 8)
+    assert np.all(row > 0)
+    np.testing.assert_allclose(row, row[:, :1] * np.ones((1, 8)), rtol=1e-6)
+    textured = run(CK.honc_rows, one_level(cv2.GaussianBlur(np.random.default_rng(1).uniform(0, 255, (40, 40, 3)).astype(np.float32),
+                                                           (0, 0), 1.0)), [(20.0, 20.0, 0.0, 3.0)])
+    np.testing.assert_array_equal(textured, CK.honc_rows(one_level(cv2.GaussianBlur(
+        np.random.default_rng(1).uniform(0, 255, (40, 40, 3)).astype(np.float32), (0, 0), 1.0)), np.zeros(1, dtype=np.int64), x, y,
+        ori, scl, unstretched=True))  # a window with spread: unchanged
 
 
 def test_dark_weight_is_the_clamped_ramp():

@@ -33,9 +33,12 @@ L2-normalises it again; both are applied here in that order, as ``cv::normalize`
 once in ``NoPooling``; that is not reproduced).
 
 Inputs: a file that decodes to a single channel is a DataError (colour descriptors). A ``honc``
-keypoint whose window has no colour spread (all three standard deviations 0, e.g. a uniform
-region, or a float32 variance below 0) is a DataError naming it: the workbench divides by that
-spread and returns NaN.
+keypoint whose window has no colour spread (all three standard deviations 0, e.g. a uniform or
+saturated region, or a float32 variance below 0) is a DataError naming it (``flat_window: error``,
+the default): the workbench divides by that spread and returns NaN, which no distance can use.
+``flat_window: unstretched`` describes such windows instead, with their colours shifted but not
+stretched (``gain = 0``, a NaN deviation counted as 0; every other window exactly as the
+workbench): on the demo's photometric scenes, saturated regions hold such keypoints.
 
 Domain-size pooling: ``family: dsp`` with ``image: base_pyramid`` is the workbench's
 ``DSPVanillaSIFTWrapper::computeDSP`` over these families: ``DSPHONC_V2`` is ``dsp`` over
@@ -84,10 +87,14 @@ K = lazy_module("descbench.descriptors.sift_kernel")  # numba kernels, loaded wh
 CK = lazy_module("descbench.descriptors.colourhist_kernel")
 
 HSV = {"honc": False, "howh": True}  # whether the family's own pyramid is converted to HSV
+FLAT_WINDOW = ("error", "unstretched")
 
 
-def _kernel(family: str):
-    return CK.honc_rows if family == "honc" else CK.howh_rows
+def _kernel(family: str, params: dict):
+    if family == "honc":
+        unstretched = params.get("flat_window", "error") == "unstretched"
+        return lambda *geometry: CK.honc_rows(*geometry, unstretched=unstretched)
+    return CK.howh_rows
 
 
 def _geometry(kps: ImageKeypoints, octave: np.ndarray, where: str):
@@ -98,24 +105,28 @@ def _geometry(kps: ImageKeypoints, octave: np.ndarray, where: str):
                         "layers <= 5 (keypoints of a SIFT set, or a set whose octave field is derived from the size)") from exc
 
 
-def _check_finite(rows: np.ndarray, kps: ImageKeypoints, family: str, where: str) -> None:
+def _check_finite(rows: np.ndarray, kps: ImageKeypoints, family: str, where: str, params: dict) -> None:
     bad = np.flatnonzero(~np.all(np.isfinite(rows), axis=1))
     if bad.size:
         i = int(bad[0])
+        fix = ("params.flat_window: unstretched describes such windows by their colours unstretched (where the "
+               "workbench has NaN), or" if params.get("flat_window", "error") == "error" else "")
         raise DataError(
             f"{where}: descriptor family '{family}' is undefined at {bad.size} keypoints (first: row {i}, x {kps.x[i]}, "
-            f"y {kps.y[i]}, size {kps.size[i]}): the colours in its window have no spread (standard deviation 0), which "
-            "the workbench's HoNC divides by (it returns NaN there); describe keypoints on textured regions, or use "
-            "family howh or rgbsift")
+            f"y {kps.y[i]}, size {kps.size[i]}): the colours in its window have no spread (standard deviation 0) or it "
+            f"has no pixel inside the image, and the workbench's HoNC divides by that spread (it returns NaN there); "
+            f"{fix} describe keypoints on textured regions, or use family howh or rgbsift")
 
 
-def family_rows(family: str, bgr: np.ndarray, kps: ImageKeypoints, octave: np.ndarray, where: str) -> np.ndarray:
+def family_rows(family: str, bgr: np.ndarray, kps: ImageKeypoints, octave: np.ndarray, where: str,
+                params: dict | None = None) -> np.ndarray:
     """The workbench's raw rows (wrapper output before any normalisation) of ``family`` on a BGR
     uint8 image at ``kps`` with packed SIFT octave fields ``octave``."""
+    params = params or {}
     first, n_oct, level, ptx, pty, ori, scl = _geometry(kps, octave, where)
     pyr = CK.colour_pyramid(bgr, first, n_oct, HSV[family])
-    rows = _kernel(family)(pyr, level, ptx, pty, ori, scl)
-    _check_finite(rows, kps, family, where)
+    rows = _kernel(family, params)(pyr, level, ptx, pty, ori, scl)
+    _check_finite(rows, kps, family, where, params)
     return rows
 
 
@@ -131,7 +142,7 @@ def _descriptors(family: str):
         if len(kps) == 0:
             return np.zeros((0, 128), dtype=np.float32)
         octave = keypoint_octaves(kps, kpset, bgr.shape[:2])
-        return post_process(family_rows(family, bgr, kps, octave, str(image_path)), params)
+        return post_process(family_rows(family, bgr, kps, octave, str(image_path), params), params)
 
     compute.__name__ = f"{family}_descriptors"
     compute.__doc__ = f"128-D {family} rows at ``kps`` (module docstring)."
@@ -167,8 +178,8 @@ def _pyramid_rows(family: str):
         rows, valid = [], []
         for a in scales:
             level, ptx, pty, scl, ok = workbench_scale_geometry(kps, a, first, pyr.n_levels)
-            d = _kernel(family)(pyr, level, ptx, pty, ori, scl)
-            _check_finite(d[ok], kps.take(np.flatnonzero(ok)), family, f"{image_path} (scale {a})")
+            d = _kernel(family, params)(pyr, level, ptx, pty, ori, scl)
+            _check_finite(d[ok], kps.take(np.flatnonzero(ok)), family, f"{image_path} (scale {a})", params)
             rows.append(d)
             valid.append(np.asarray(ok, dtype=bool))
         return rows, valid
@@ -187,7 +198,7 @@ def honc_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
 
     def row(i):
         bgr = np.repeat(job.patches[i][:, :, None], 3, axis=2)
-        return family_rows("honc", bgr, kps, octave, job.name(i))
+        return family_rows("honc", bgr, kps, octave, job.name(i), params)
 
     return post_process(job.per_patch(row), params)
 
@@ -195,9 +206,11 @@ def honc_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
 #: One histogram per keypoint (as SIFT's) on a pyramid of 3 channels.
 HIST_COST = Cost(per_keypoint=1.0, per_pixel=3.0)
 
-# root: RootSIFT of the whole row, applied last
-_PARAMS = object_fragment(root={"type": "boolean", "default": False})
-PARAMS_SCHEMA = {"honc": _PARAMS, "howh": _PARAMS}
+# root: RootSIFT of the whole row, applied last; flat_window (honc): a window without colour spread is
+# an error (the workbench: NaN) or described by its colours unstretched
+PARAMS_SCHEMA = {"honc": object_fragment(root={"type": "boolean", "default": False},
+                                         flat_window={"enum": list(FLAT_WINDOW), "default": "error"}),
+                 "howh": object_fragment(root={"type": "boolean", "default": False})}
 
 FAMILIES = (
     DescriptorFamily("honc", honc_descriptors, PARAMS_SCHEMA["honc"], cost=HIST_COST,

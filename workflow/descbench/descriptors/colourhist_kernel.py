@@ -24,7 +24,9 @@ What each sample votes for:
   ``4 red + 2 green + blue`` of each of its four cells (no orientation). Normalisation: SIFT's clip
   and rescale to 512. A window whose colour spread is zero (all three ``s_c`` 0: a flat window)
   or whose float32 variance is negative gives NaN in the workbench; the rows here are NaN there
-  too, and the family reports them.
+  too, and the family reports them. With ``unstretched`` (the family's ``flat_window:
+  unstretched``) a NaN ``s_c`` counts as 0 and a zero spread gives ``gain = 0``: the window's
+  colours are only shifted (``v -> m_c + bias``); every other window is unchanged.
 
 All arithmetic is float32 in the C++ operation order (no fused multiply-adds). The expected
 differences from the workbench are those of SIFT's kernel: ``exp`` (libm vs OpenCV's
@@ -167,8 +169,9 @@ def _dark_weight(v):
 
 
 @njit(cache=True, error_model="numpy")
-def _honc_histogram(buf, off, rows, cols, ptx, pty, ori, scl, out):
-    """Raw HoNC histogram of one keypoint on one interleaved BGR level."""
+def _honc_histogram(buf, off, rows, cols, ptx, pty, ori, scl, unstretched, out):
+    """Raw HoNC histogram of one keypoint on one interleaved BGR level (``unstretched``: a window
+    without colour spread keeps its colours, module docstring)."""
     f32 = np.float32
     d = DESCR_WIDTH
     n = DESCR_BINS
@@ -227,7 +230,14 @@ def _honc_histogram(buf, off, rows, cols, ptx, pty, ori, scl, out):
     gsig = np.sqrt(g2bar - gbar * gbar)
     bsig = np.sqrt(b2bar - bbar * bbar)
     bias = f32(127.5) - ((rbar + gbar) + bbar) / f32(3.0)
-    gain = f32(HONC_TARGET_STD) / (((rsig + gsig) + bsig) / f32(3.0))
+    if unstretched:
+        rsig = rsig if rsig >= f32(0.0) else f32(0.0)  # a float32 variance rounded below 0 (NaN): no spread
+        gsig = gsig if gsig >= f32(0.0) else f32(0.0)
+        bsig = bsig if bsig >= f32(0.0) else f32(0.0)
+        spread = ((rsig + gsig) + bsig) / f32(3.0)
+        gain = f32(HONC_TARGET_STD) / spread if spread > f32(0.0) else f32(0.0)
+    else:
+        gain = f32(HONC_TARGET_STD) / (((rsig + gsig) + bsig) / f32(3.0))
     for k in range(m):
         red[k] = ((red[k] - rbar) * gain + rbar) + bias
         green[k] = ((green[k] - gbar) * gain + gbar) + bias
@@ -268,7 +278,7 @@ def _honc_histogram(buf, off, rows, cols, ptx, pty, ori, scl, out):
 
 
 @njit(cache=True, error_model="numpy")
-def _batch(kind, buf, offs, rows, cols, level, ptx, pty, ori, scl, out):
+def _batch(kind, buf, offs, rows, cols, level, ptx, pty, ori, scl, unstretched, out):
     for k in range(level.shape[0]):
         lv = level[k]
         if lv < 0:
@@ -276,7 +286,7 @@ def _batch(kind, buf, offs, rows, cols, level, ptx, pty, ori, scl, out):
         if kind == HOWH:
             _howh_histogram(buf, offs[lv], rows[lv], cols[lv], ptx[k], pty[k], ori[k], scl[k], out[k])
         else:
-            _honc_histogram(buf, offs[lv], rows[lv], cols[lv], ptx[k], pty[k], ori[k], scl[k], out[k])
+            _honc_histogram(buf, offs[lv], rows[lv], cols[lv], ptx[k], pty[k], ori[k], scl[k], unstretched, out[k])
 
 
 @njit(cache=True, error_model="numpy")
@@ -300,13 +310,14 @@ def _normalise(raw, out, factor):
             out[r, k] = out[r, k] * s if factor == f32(1.0) else (factor * out[r, k]) * s
 
 
-def _rows(kind: int, pyr: Pyramid, level, ptx, pty, ori, scl) -> np.ndarray:
+def _rows(kind: int, pyr: Pyramid, level, ptx, pty, ori, scl, unstretched: bool = False) -> np.ndarray:
     n = len(level)
     raw = np.zeros((n, DESCR_SIZE), dtype=np.float32)
     if n:
         _batch(kind, pyr.buf, pyr.offs, pyr.rows, pyr.cols, np.ascontiguousarray(level, dtype=np.int64),
                np.ascontiguousarray(ptx, dtype=np.float32), np.ascontiguousarray(pty, dtype=np.float32),
-               np.ascontiguousarray(ori, dtype=np.float32), np.ascontiguousarray(scl, dtype=np.float32), raw)
+               np.ascontiguousarray(ori, dtype=np.float32), np.ascontiguousarray(scl, dtype=np.float32),
+               bool(unstretched), raw)
     out = np.empty_like(raw)
     if n:
         _normalise(raw, out, np.float32(HOWH_FACTOR if kind == HOWH else 1.0))
@@ -319,7 +330,8 @@ def howh_rows(pyr: Pyramid, level, ptx, pty, ori, scl) -> np.ndarray:
     return _rows(HOWH, pyr, level, ptx, pty, ori, scl)
 
 
-def honc_rows(pyr: Pyramid, level, ptx, pty, ori, scl) -> np.ndarray:
+def honc_rows(pyr: Pyramid, level, ptx, pty, ori, scl, unstretched: bool = False) -> np.ndarray:
     """[N, 128] float32 HoNC rows (clipped, scaled to 512) on the BGR ``pyr``; a flat window's row
-    is NaN (as the workbench's); rows with ``level < 0`` are 0."""
-    return _rows(HONC, pyr, level, ptx, pty, ori, scl)
+    is NaN (as the workbench's), or with ``unstretched`` its colours are shifted, not stretched;
+    rows with ``level < 0`` are 0."""
+    return _rows(HONC, pyr, level, ptx, pty, ori, scl, unstretched)
