@@ -155,6 +155,8 @@ def test_naming_both_a_family_and_a_detector_is_refused():
 OLD_LEARNED = {"hardnet": 1.0, "hardnet8": 1.35, "sosnet": 1.5, "hynet": 2.0, "tfeat": 1.0, "onnx": 2.0}
 OLD_FILES = {"precomputed", "composite"}
 OLD_COLOUR = {"rgbsift", "dsprgbsift"}
+# families added since: (per_keypoint, per_pixel) of their Cost (one histogram per keypoint on a 3-channel pyramid)
+NEW_COLOUR = {"honc": (1.0, 3.0), "howh": (1.0, 3.0)}
 OLD_KAZE = {"kaze": (520, 2.0), "akaze_kaze": (520, 2.0), "akaze": (120, 0.6)}  # (mb_per_mp, s_per_mp)
 OLD_DENSITY = {"sift": 10000, "surf": 3000, "orb": 6000, "brisk": 16000, "akaze": 8000, "kaze": 9000,
                "gftt": 8000, "fast": 50000, "keynet": 10000}
@@ -182,6 +184,9 @@ def test_each_familys_cost_is_the_table_jobresources_held(family):
         assert (cost.per_keypoint, cost.per_pixel, cost.extra_mb) == (OLD_LEARNED[family], 1.0, 256.0)
         return
     assert cost.extra_mb == 0.0
+    if family in NEW_COLOUR:
+        assert cost.model == OPENCV_DESCRIPTOR and (cost.per_keypoint, cost.per_pixel) == NEW_COLOUR[family]
+        return
     if family in OLD_FILES:
         assert (cost.model.base_mb, cost.model.mb_per_kkp, cost.model.s_per_kkp) == (200, 2.0, 0.05)
         return

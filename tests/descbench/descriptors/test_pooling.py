@@ -389,7 +389,7 @@ def test_a_degenerate_scaled_size_names_the_scale(small_image):
     ({"base": {"family": "sift"}, "weight_sigma": 0}, r"weight_sigma: 0 is less than the minimum 1e-06"),
     ({"base": {"family": "sift"}, "rootsift": "yes"}, r"rootsift: 'yes' is not one of 'none', 'before', 'after'"),
     ({"base": {"family": "sift"}, "normalise_after": "max"}, r"normalise_after: 'max' is not one of"),
-    ({"base": {"family": "sift"}, "colour": True}, r"colour applies to image: workbench_pyramid only"),
+    ({"base": {"family": "sift"}, "colour": True}, r"colour applies to image: workbench_pyramid or base_pyramid only"),
     ({"base": {"family": "sift"}, "image": "workbench_pyramid", "scales": [1, 16]}, r"scales: \[16\] lie beyond"),
     ({"base": {"family": "sift"}, "aggregation": "max", "weights": [1, 2, 3]},
      r"descriptors\.d\.params\.weights: aggregation 'max' does not weight the scales \(the workbench ignores scale weights "

@@ -67,3 +67,14 @@ def test_grey_file_and_unknown_convention_are_errors(image_kps, tmp_path):
     with pytest.raises(ConfigError, match=r"^descriptor family 'rgbsift': convention must be one of descbench, workbench, got 'x'$"):
         R.check_convention({"convention": "x"}, "rgbsift")
     assert R.rgbsift_descriptors(image, kps.take(np.arange(0)), {"convention": "descbench"}, {}).shape == (0, 384)
+
+
+@pytest.mark.bad_input
+def test_channels_is_checked_against_its_values(image_kps):
+    with pytest.raises(ConfigError, match=r"descriptors\.x\.params\.channels: 'mean' is not one of 'concat', 'average'"):
+        check_descriptor_params("rgbsift", {"channels": "mean"}, "descriptors.x.params")
+    image, kps, _ = image_kps
+    params = check_descriptor_params("rgbsift", {"channels": "average"}, "d")
+    assert params == {"convention": "descbench", "root": False, "channels": "average"}
+    rows = compute_descriptors("rgbsift", params, image, kps, {"detector": "sift"}, "d")
+    assert rows.shape == (len(kps), 128) and np.allclose(np.linalg.norm(rows, axis=1), 1.0, rtol=1e-6)

@@ -85,6 +85,57 @@ def test_sift_workbench_convention_is_l2_normalised_opencv(pristine, sift_kps):
     assert np.median(cos) > 0.9999
 
 
+def test_sift_vsift_convention_is_l2_normalised_vanillasift_of_cvtcolor_grey(pristine, sift_kps):
+    """The workbench's vSIFT: the rgbsift family's VanillaSIFT kernel (unrounded) on the
+    cvtColor grey, L2-normalised; close to (not equal to) OpenCV's rounded SIFT."""
+    image = pristine / "3.ppm"
+    got = run("sift", {"convention": "vsift"}, image, sift_kps)
+    gray = cv2.cvtColor(read_image(image, color=True), cv2.COLOR_BGR2GRAY)
+    from descbench.descriptors.rgbsift import workbench_sift_on_channel
+
+    np.testing.assert_array_equal(got, K.cv_normalize_rows(workbench_sift_on_channel(gray, sift_kps, sift_kps.octave)))
+    wb = run("sift", {"convention": "workbench"}, image, sift_kps)
+    assert 0 < np.abs(got - wb).max() < 0.01
+    foreign = run("sift", {"convention": "vsift"}, image, sift_kps, FOREIGN_SET)
+    np.testing.assert_array_equal(foreign, K.cv_normalize_rows(workbench_sift_on_channel(
+        gray, sift_kps, sift_octave_from_size(sift_kps.size, gray.shape))))
+
+
+def test_sift_vsift_patches_are_the_patch_images(tmp_path):
+    from descbench.patches.describe import centre_keypoint, describe_patches
+
+    rng = np.random.default_rng(4)
+    patches = cv2.GaussianBlur(rng.uniform(0, 255, (2 * 65, 65)), (0, 0), 2.0).astype(np.uint8).reshape(2, 65, 65)
+    rows = describe_patches(patches, "sift", {"convention": "vsift"})
+    kp = centre_keypoint(S.sift_patch_support({}, 65))
+    for i, p in enumerate(patches):
+        path = tmp_path / f"p{i}.png"
+        cv2.imwrite(str(path), p)
+        np.testing.assert_array_equal(rows[i], run("sift", {"convention": "vsift"}, path, kp, {})[0])
+
+
+def test_rgbsift_channel_average_is_the_mean_of_the_raw_blocks_l2_normalised(pristine, sift_kps):
+    """RGBSIFT_CHANNEL_AVG: the mean of the three unnormalised channel blocks, then row L2."""
+    from descbench.descriptors import rgbsift as R
+
+    image = pristine / "4.ppm"
+    bgr = read_image(image, color=True)
+    got = run("rgbsift", {"convention": "workbench", "channels": "average"}, image, sift_kps)
+    assert got.shape == (len(sift_kps), 128)
+    first, n_oct, level, ptx, pty, ori, scl = K.opencv_geometry(sift_kps.x, sift_kps.y, sift_kps.size, sift_kps.angle, sift_kps.octave)
+    blocks = [K.normalise_sift(K.raw_histograms(K.build_pyramid(np.ascontiguousarray(bgr[:, :, c]), first, n_oct), level, ptx, pty, ori, scl))
+              for c in (0, 1, 2)]
+    mean = sum(b.astype(np.float64) for b in blocks) / 3
+    np.testing.assert_allclose(got, mean / np.linalg.norm(mean, axis=1, keepdims=True), rtol=1e-6, atol=1e-7)
+    np.testing.assert_array_equal(R.average_blocks([np.float32([[3.0]]), np.float32([[6.0]]), np.float32([[9.0]])]), [[6.0]])
+    desc = run("rgbsift", {"channels": "average"}, image, sift_kps)
+    cat = run("rgbsift", {}, image, sift_kps).astype(np.float64)
+    want = (cat[:, :128] + cat[:, 128:256] + cat[:, 256:]) / 3
+    np.testing.assert_allclose(desc, want / np.linalg.norm(want, axis=1, keepdims=True), rtol=1e-6, atol=1e-7)
+    assert R.rgbsift_width({"channels": "average"}, []) == 128 and R.rgbsift_width({}, []) == 384
+    assert run("rgbsift", {"channels": "average"}, image, sift_kps.take(np.arange(0))).shape == (0, 128)
+
+
 # ----------------------------------------------------------------------------- RootSIFT identities
 
 
@@ -216,7 +267,8 @@ def test_colour_family_on_grey_file_is_a_data_error(pristine, sift_kps, tmp_path
     ("rgbsift", {}, 384), ("rgbsift", {"convention": "workbench"}, 384),
     ("dspsift", {}, 128), ("dspsift", {"convention": "workbench"}, 128),
     ("dsprgbsift", {}, 384), ("dsprgbsift", {"convention": "workbench", "root": True}, 384),
-    ("sift", {"convention": "workbench"}, 128)])
+    ("sift", {"convention": "workbench"}, 128), ("sift", {"convention": "vsift"}, 128),
+    ("rgbsift", {"convention": "workbench", "channels": "average"}, 128)])
 def test_rows_dtype_determinism(pristine, sift_kps, family, params, dim):
     img = pristine / "5.ppm"
     for kpset in (SIFT_SET, FOREIGN_SET):
@@ -235,7 +287,7 @@ def test_params_recorded_and_checked():
     assert check_descriptor_params("dspsift", {}, "d") == {
         "convention": "dong_soatto", "scales": [float(v) for v in np.linspace(1 / 6, 3, 10)], "root": False}
     assert check_descriptor_params("dsprgbsift", {"scales": [1, 2]}, "d")["scales"] == [1.0, 2.0]
-    assert check_descriptor_params("rgbsift", {}, "d") == {"convention": "descbench", "root": False}
+    assert check_descriptor_params("rgbsift", {}, "d") == {"convention": "descbench", "root": False, "channels": "concat"}
     assert check_descriptor_params("sift", {}, "d") == {"convention": "opencv"}
     with pytest.raises(ConfigError, match=r"d\.scales"):
         check_descriptor_params("dspsift", {"scales": []}, "d")
@@ -268,3 +320,11 @@ def test_sift_family_rows_are_opencv_sift_with_the_sets_octaves_or_derived_ones(
     assert S.sift_patch_support({}, 65) == 65 / 5.303
     with pytest.raises(ConfigError, match="convention must be one of opencv, workbench"):
         S.sift_descriptors(image, kps, {"convention": "x"}, {})
+
+
+@pytest.mark.bad_input
+def test_sift_vsift_octave_out_of_range_is_a_data_error_naming_it(pristine, sift_kps):
+    bad = ImageKeypoints(sift_kps.x[:2], sift_kps.y[:2], sift_kps.size[:2], sift_kps.angle[:2], sift_kps.response[:2],
+                         np.full(2, 254, np.int32), sift_kps.class_id[:2], sift_kps.source_index[:2])
+    with pytest.raises(DataError, match=r"^test: .*octave field out of range.*convention vsift reads the keypoints' packed"):
+        run("sift", {"convention": "vsift"}, pristine / "1.ppm", bad)

@@ -80,6 +80,14 @@ class DescriptorFamily(RuntimeFacts):
     # OpenCV/onnxruntime versions, device, threads, weights or model sha256, batch), recorded in its
     # descriptor files' metadata; None: nothing beyond the params.
     runtime_provenance: Callable[[dict], dict] | None = None
+    # Domain-size pooling on the family's own scale-space pyramid (``dsp`` with ``image:
+    # base_pyramid``, the workbench's computeDSP): ``pyramid_rows(image_path, keypoints, params,
+    # kpset, scales, colour) -> (rows, valid)``, for each scale a its [N, D] rows at size ``a *
+    # size`` before pooling and the [N] bool mask of keypoints it could describe there, on the
+    # image's grey (``colour`` false) or BGR version; None: the family has no such pyramid (dsp
+    # refuses ``base_pyramid`` over it).
+    pyramid_rows: Callable[[Path, ImageKeypoints, dict, dict, list[float], bool],
+                           tuple[list[np.ndarray], list[np.ndarray]]] | None = None
 
     # What the workflow reads about its jobs (descbench.jobfacts; a value or a function of the params):
     # where it runs (numpy, torch, onnxruntime: the job's conda env, threads and GPU; RuntimeFacts)
@@ -194,7 +202,7 @@ def image_patch_rows(family: str) -> Callable[[PatchJob, dict], np.ndarray]:
 # its module and this tuple, nothing else (tests/descbench/test_jobfacts.py walks a toy learned family
 # through it).
 FAMILY_MODULES = ("sift", "rootsift", "precomputed", "stack", "python", "surf", "opencv_binary", "opencv_float", "rgbsift", "dspsift",
-                 "onnx_net", "kornia_nets", "pooling", "composite")
+                 "colourhist", "onnx_net", "kornia_nets", "pooling", "composite")
 
 
 @functools.cache

@@ -89,6 +89,27 @@ any widths; here every scale gives ``D`` columns, so the width is ``len(scales) 
 float64 (it accumulates float32), and a row is divided by any positive norm (``cv::normalize``
 zeroes rows of norm <= DBL_EPSILON).
 
+* ``base_pyramid``: the workbench's other DSP, ``DSPVanillaSIFTWrapper::computeDSP``
+  (``keypoints/DSPVanillaSIFTWrapper.h``: its ``DSPHONC_V2`` and ``DSPHOWH_V2``), for a base family
+  that declares the ``pyramid_rows`` hook (``honc``, ``howh``: its own SIFT-style pyramid, built
+  once, with one more octave when there are several scales and the smallest is < 1), of the image
+  the workbench's runner hands it: ``cvtColor(BGR2GRAY)`` of the colour read, made 3-channel again
+  by the wrapper (``GRAY2BGR``), or with ``colour: true`` (its ``use_color``) the BGR image. Its
+  YAML loader forces ``use_color`` for ``DSPHONC_V2`` but not for ``DSPHOWH_V2``: ``DSPHONC_V2`` is
+  ``colour: true`` over ``honc``, ``DSPHOWH_V2`` the default ``colour: false`` over ``howh``. Scale ``a``
+  describes a keypoint of size ``s`` at ``t = log2(float32(s a) / 3.2)``, octave ``floor(t)``,
+  layer ``floor((t - octave) 3)``, level index clamped to the pyramid, position and size scaled
+  by ``2^-octave``; a keypoint whose index is < 0 is skipped at that scale (the workbench fills its
+  row with -1). Pooling as above over the scales that described the keypoint: ``normalise_before``
+  and ``rootsift: before`` on those rows only, ``average`` / ``max`` / ``min`` element-wise over
+  them (0 where none did), ``concatenate`` with the skipped rows as -1 (as the workbench's
+  ``hconcat``), in float32 as the workbench computes them; then the workbench runner's
+  ``NoPooling`` steps, which it applies to the wrapper's rows: ``normalise_before``, the rooting
+  (at either stage) and ``normalise_after`` once more (with the defaults: a second L2
+  normalisation). Weights (explicit or a ``weighting`` other than uniform) are refused here: the
+  workbench weighs these scales by its own rule (``buildWeights``: triangular on ``|a - 1|``),
+  which is not implemented.
+
 DSPSIFT's exact kernels (:mod:`descbench.descriptors.dspsift`) stay as they are; ``dsp`` is the
 generic path for families that have none. ``dsp`` over ``sift`` with ``convention: workbench`` is
 close to, not equal to, ``dspsift`` ``convention: workbench`` (``tests/descbench/descriptors/test_pooling.py`` measures
@@ -107,7 +128,8 @@ from pathlib import Path
 import numpy as np
 
 from descbench.datasets.layout import read_image
-from descbench.descriptors import DescriptorFamily, PatchJob, check_descriptor_params, compute_descriptors, get_family
+from descbench.descriptors import (DescriptorFamily, PatchJob, check_descriptor_params, compute_descriptors, family_names,
+                                   get_family, lazy_module)
 from descbench.descriptors.stack import normalise_rows, part_kind
 from descbench.errors import ConfigError, DataError
 from descbench.keypoints import ImageKeypoints
@@ -117,7 +139,7 @@ from descbench.params import config_schema, fill_defaults, object_fragment
 NORMS = ("none", "l1", "l2")
 WEIGHTINGS = ("uniform", "gaussian", "triangular")
 ROOT_STAGES = ("none", "before", "after")
-IMAGES = ("original", "workbench_pyramid")
+IMAGES = ("original", "workbench_pyramid", "base_pyramid")
 # the workbench's pooling_aggregation values; average with weights is its weighted_avg
 AGGREGATIONS = ("average", "max", "min", "concatenate")
 # families that cannot be the base, and why
@@ -133,6 +155,7 @@ REFUSED_BASES = {
 PYRAMID_OCTAVES = 4
 PYRAMID_LAYERS = 3
 PYRAMID_SIGMA = 1.6
+K = lazy_module("descbench.descriptors.sift_kernel")  # numba kernels, loaded when a descriptor is computed
 
 PARAMS_SCHEMA = {"dsp": object_fragment(
     required=("base",),
@@ -182,8 +205,9 @@ def check_dsp(params: dict, where: str) -> dict:
     """Rules the schema cannot state: the base is a registered float family (its params checked
     and filled), not one of :data:`REFUSED_BASES`; scales distinct; explicit weights one per scale
     and not with a procedural ``weighting``; no weights of either kind with an unweighted
-    ``aggregation``; a positive weight sum; ``colour`` and the pyramid's scale range with
-    ``image: workbench_pyramid`` only."""
+    ``aggregation``; a positive weight sum; ``colour`` with a pyramid ``image`` only, the pyramid's
+    scale range with ``image: workbench_pyramid``; ``base_pyramid``: a base with the
+    ``pyramid_rows`` hook and no weights."""
     fam = params["base"]["family"]
     if fam in REFUSED_BASES:
         raise ConfigError(f"{where}.base.family: '{fam}' cannot be pooled by dsp: {REFUSED_BASES[fam]}")
@@ -214,15 +238,27 @@ def check_dsp(params: dict, where: str) -> dict:
         raise ConfigError(f"{where}: the scale weights {scale_weights(params)} (scales {scales}, "
                           f"{'weights' if params['weights'] is not None else 'weighting ' + params['weighting']}) sum to 0; "
                           "give at least one scale a positive weight (e.g. a larger weight_sigma)")
+    if params["image"] == "base_pyramid":
+        if get_family(fam).pyramid_rows is None:
+            able = sorted(n for n in family_names() if get_family(n).pyramid_rows is not None)
+            raise ConfigError(f"{where}.image: base_pyramid describes every scale on the base family's own pyramid, but "
+                              f"family '{fam}' has none (no pyramid_rows hook); use a base with one ({', '.join(able)}) "
+                              "or image: original / workbench_pyramid")
+        given = "weights" if params["weights"] is not None else "weighting" if params["weighting"] != "uniform" else None
+        if given:
+            raise ConfigError(f"{where}.{given}: image base_pyramid pools the scales unweighted (the workbench's "
+                              "computeDSP weighs them by a rule of its own, not implemented here); remove "
+                              f"{given}, or use image: original / workbench_pyramid for weighted pooling")
     if params["image"] == "workbench_pyramid":
         far = [a for a in scales if pyramid_level(a)[0] >= PYRAMID_OCTAVES]
         if far:
             raise ConfigError(f"{where}.scales: {far} lie beyond the workbench pyramid's {PYRAMID_OCTAVES} octaves "
                               f"(floor(log2 a) >= {PYRAMID_OCTAVES}; the workbench skips them); use scales < "
                               f"{2 ** PYRAMID_OCTAVES}")
-    elif params["colour"]:
-        raise ConfigError(f"{where}.colour applies to image: workbench_pyramid only (the image the pyramid is built "
-                          "from); with image: original the base family reads the image its own way: remove colour")
+    elif params["colour"] and params["image"] == "original":
+        raise ConfigError(f"{where}.colour applies to image: workbench_pyramid or base_pyramid only (the image the "
+                          "pyramid is built from); with image: original the base family reads the image its own way: "
+                          "remove colour")
     return {**params, "base": base}
 
 
@@ -318,6 +354,51 @@ def pool_rows(rows: list[np.ndarray], weights: list[float], params: dict) -> np.
     return normalise_rows(pooled, params["normalise_after"]).astype(np.float32)
 
 
+def _cv_root(d: np.ndarray) -> np.ndarray:
+    """The workbench's rooting of float32 rows: ``cv::normalize`` L1, then ``sqrt`` (values <= 0: 0)."""
+    d = K.cv_normalize_rows(d, "l1")
+    return np.where(d > 0, np.sqrt(np.maximum(d, 0)), np.float32(0.0)).astype(np.float32)
+
+
+def pool_pyramid_rows(rows: list[np.ndarray], valid: list[np.ndarray], params: dict) -> np.ndarray:
+    """``image: base_pyramid``'s pooling (module docstring) of the per-scale rows ``rows`` of which
+    ``valid`` marks the keypoints each scale described, in float32 as ``computeDSP`` computes it
+    (sums in scale order, ``cv::normalize``), followed by the runner's ``NoPooling`` steps (the
+    same normalisations and rooting once more, as the workbench applies them to every
+    ``DSP*_V2`` row)."""
+    before, root, agg, after = params["normalise_before"], params["rootsift"], params["aggregation"], params["normalise_after"]
+    per_scale = []
+    for d, ok in zip(rows, valid):
+        d = np.array(d, dtype=np.float32)
+        if before != "none" or root == "before":
+            v = K.cv_normalize_rows(d[ok], before)
+            d[ok] = _cv_root(v) if root == "before" else v
+        d[~ok] = -1.0  # the workbench's mark of a keypoint a scale could not describe
+        per_scale.append(d)
+    if agg == "concatenate":
+        pooled = np.concatenate(per_scale, axis=1)
+    elif agg == "average":
+        acc = np.zeros_like(per_scale[0])
+        for d, ok in zip(per_scale, valid):
+            acc = np.where(ok[:, None], acc + d, acc)
+        count = np.stack(valid).sum(axis=0).astype(np.float32)[:, None]
+        pooled = np.where(count > 0, acc / np.maximum(count, np.float32(1.0)), np.float32(0.0))
+    else:
+        ok = np.stack(valid)[:, :, None]
+        stack = np.stack(per_scale)
+        pooled = np.where(ok, stack, -np.inf).max(axis=0) if agg == "max" else np.where(ok, stack, np.inf).min(axis=0)
+        pooled = np.where(np.isfinite(pooled), pooled, 0.0)
+    pooled = np.asarray(pooled, dtype=np.float32)
+    if root == "after":
+        pooled = _cv_root(pooled)
+    pooled = K.cv_normalize_rows(pooled, after)
+    # the runner's NoPooling on the wrapper's rows: normalise_before, rooting (either stage), normalise_after
+    pooled = K.cv_normalize_rows(pooled, before)
+    if root != "none":
+        pooled = _cv_root(pooled)
+    return np.ascontiguousarray(K.cv_normalize_rows(pooled, after), dtype=np.float32)
+
+
 def _where(params: dict, a: float) -> str:
     return f"dsp scale {a} (base family '{params['base']['family']}' at keypoint size x {a})"
 
@@ -338,6 +419,15 @@ def dsp_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: 
     base = params["base"]
     used = [(a, w) for a, w in zip(params["scales"], weights) if w > 0]
     rows = []
+    if image_mode == "base_pyramid":
+        scales = [float(a) for a in params["scales"]]
+        fam = get_family(base["family"])
+        try:
+            rows, valid = fam.pyramid_rows(Path(image_path), kps, base["params"], kpset, scales, colour)
+        except DataError as exc:
+            raise DataError(f"dsp over base family '{base['family']}' (image: base_pyramid): {exc}") from exc
+        _check_scale_rows(rows, scales, params)
+        return pool_pyramid_rows(rows, valid, params)
     if image_mode == "original":
         shape = read_image(image_path).shape[:2] if has_sift_octaves(kpset) and any(a != 1 for a, _ in used) else None
         for a, _ in used:
@@ -395,11 +485,16 @@ def dsp_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
     """:func:`dsp_descriptors` on each patch as an image: for each scale, the base family's own
     ``patch_rows`` on a job whose keypoint is the scaled one (``image: workbench_pyramid``: whose
     patches are that pyramid level of each grey patch, every patch's level built the same way as
-    on an image), then :func:`pool_rows`. Exact whenever the base's hook is (its contract)."""
+    on an image), then :func:`pool_rows`. Exact whenever the base's hook is (its contract).
+    ``image: base_pyramid``: the base's ``pyramid_rows`` on each grey patch saved as a 3-channel
+    PNG (three equal channels, as the workbench's patch benchmark converts patches for its colour
+    descriptors), pooled by :func:`pool_pyramid_rows`."""
     fam = _base_family(params)
     problem = dsp_patch_params_problem(params)
     if problem:
         raise ConfigError(f"{job.config_key.removesuffix('.params')}: descriptor family 'dsp' cannot describe patches: it {problem}")
+    if params["image"] == "base_pyramid":
+        return _pyramid_patch_rows(fam, job, params)
     weights = scale_weights(params)
     used = [(a, w) for a, w in zip(params["scales"], weights) if w > 0]
     base_params = params["base"]["params"]
@@ -422,6 +517,24 @@ def dsp_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
         rows.append(d)
     _check_scale_rows(rows, [a for a, _ in used], params)
     return pool_rows(rows, [w for _, w in used], params)
+
+
+def _pyramid_patch_rows(fam: DescriptorFamily, job: PatchJob, params: dict) -> np.ndarray:
+    import tempfile
+
+    import cv2
+
+    scales = [float(a) for a in params["scales"]]
+    with tempfile.TemporaryDirectory(prefix="descbench-dsp-patch-") as tmp:
+        path = Path(tmp) / "patch.png"
+
+        def row(i):
+            if not cv2.imwrite(str(path), np.repeat(job.patches[i][:, :, None], 3, axis=2)):
+                raise DataError(f"{job.name(i)}: could not write the patch image {path}")
+            rows, valid = fam.pyramid_rows(path, job.keypoint, params["base"]["params"], job.kpset, scales, params["colour"])
+            return pool_pyramid_rows(rows, valid, params)
+
+        return job.per_patch(row)
 
 
 def dsp_runtime_provenance(params: dict) -> dict:

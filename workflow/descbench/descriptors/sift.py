@@ -8,6 +8,13 @@ float32 output, which OpenCV also rounds to integers; every row is then L2-norma
 project's measurement of its pipeline: true mAP agrees to ~1e-9 with, ~1e-5 without). The
 unrounded-float SIFT of the workbench's own ``VanillaSIFT`` is used by its RGBSIFT and DSP
 descriptors (see :mod:`descbench.descriptors.rgbsift`, :mod:`descbench.descriptors.dspsift`).
+
+``vsift`` is the workbench's ``vSIFT`` (``VSIFTWrapper.cpp``: ``VanillaSIFT::compute`` with
+provided keypoints, then its pipeline's ``NoPooling`` row L2 normalisation): that unrounded
+VanillaSIFT (:mod:`descbench.descriptors.sift_kernel`, the ``rgbsift`` family's per-channel
+SIFT) on the ``cvtColor(BGR2GRAY)`` grey of the colour read, with VanillaSIFT's own pyramid
+(3 layers, sigma 1.6, whatever the keypoint set's SIFT parameters) and each keypoint's packed
+octave field (the set's own on a SIFT set, else derived from the size), rows L2-normalised.
 """
 
 from __future__ import annotations
@@ -38,6 +45,11 @@ def sift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset:
         raise ConfigError(f"descriptor family 'sift': convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}")
     if len(kps) == 0:
         return np.zeros((0, 128), dtype=np.float32)
+    if convention == "vsift":
+        import cv2
+
+        gray = cv2.cvtColor(read_image(image_path, color=True), cv2.COLOR_BGR2GRAY)
+        return vanilla_sift(gray, kps, kpset, str(image_path))
     if convention == "workbench":
         import cv2
 
@@ -71,7 +83,21 @@ def sift_setup(kps: ImageKeypoints, kpset: dict, shape: tuple[int, int]):
     return make_sift(sift_params), keypoints_to_cv(kps, octave)
 
 
-CONVENTIONS = ("opencv", "workbench")
+def vanilla_sift(gray: np.ndarray, kps: ImageKeypoints, kpset: dict, where: str) -> np.ndarray:
+    """The workbench's vSIFT rows (module docstring) on a grey uint8 image, L2-normalised."""
+    from descbench.descriptors import sift_kernel as K
+
+    octave = kps.octave if has_sift_octaves(kpset) else sift_octave_from_size(kps.size, gray.shape[:2])
+    try:
+        first, n_oct, level, ptx, pty, ori, scl = K.opencv_geometry(kps.x, kps.y, kps.size, kps.angle, octave)
+    except ValueError as exc:
+        raise DataError(f"{where}: {exc}; convention vsift reads the keypoints' packed SIFT octave fields (octave >= -1, "
+                        "layer <= 5)") from exc
+    pyr = K.build_pyramid(np.ascontiguousarray(gray), first, n_oct)
+    return K.cv_normalize_rows(K.normalise_sift(K.raw_histograms(pyr, level, ptx, pty, ori, scl)))
+
+
+CONVENTIONS = ("opencv", "workbench", "vsift")
 
 # The family's parameters, their allowed values and defaults (the one declaration; descbench.params).
 PARAMS_SCHEMA = {"sift": object_fragment(convention={"enum": list(CONVENTIONS), "default": "opencv"})}
@@ -95,6 +121,8 @@ def sift_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
     convention = params.get("convention", "opencv")
     if convention not in CONVENTIONS:
         raise ConfigError(f"invalid config value at '{job.config_key}.convention': {convention!r}; allowed: {', '.join(CONVENTIONS)}")
+    if convention == "vsift":  # the grey patch is its own cvtColor grey (sift_patch_rows' docstring)
+        return job.per_patch(lambda i: vanilla_sift(job.patches[i], job.keypoint, job.kpset, job.name(i)))
     sift, cv_kps = sift_setup(job.keypoint, job.kpset, job.shape)
 
     def row(i):

@@ -239,7 +239,7 @@ def _raw_batch(buf, offs, rows, cols, level, ptx, pty, ori, scl, out):
 
 
 @njit(cache=True)
-def _normalise_rows(raw, out, round_uchar):
+def _normalise_rows(raw, out, round_uchar, norm_factor):
     f32 = np.float32
     for r in range(raw.shape[0]):
         nrm2 = f32(0.0)
@@ -251,7 +251,7 @@ def _normalise_rows(raw, out, round_uchar):
             v = min(raw[r, k], thr)
             out[r, k] = v
             nrm2 += v * v
-        s = f32(INT_DESCR_FCTR) / max(f32(math.sqrt(nrm2)), _FLT_EPS)
+        s = f32(INT_DESCR_FCTR) / max(f32(math.sqrt(norm_factor * nrm2)), _FLT_EPS)
         for k in range(raw.shape[1]):
             v = out[r, k] * s
             if round_uchar:
@@ -274,13 +274,15 @@ def raw_histograms(pyr: Pyramid, level: np.ndarray, ptx: np.ndarray, pty: np.nda
     return out
 
 
-def normalise_sift(raw: np.ndarray, round_uchar: bool = False) -> np.ndarray:
+def normalise_sift(raw: np.ndarray, round_uchar: bool = False, norm_factor: float = 1.0) -> np.ndarray:
     """SIFT's normalisation per row: clip at ``0.2 ||h||_2``, rescale to ``||.||_2 = 512``;
-    ``round_uchar`` additionally rounds and saturates to 0..255 as OpenCV does."""
+    ``round_uchar`` additionally rounds and saturates to 0..255 as OpenCV does. ``norm_factor``
+    ``f``: rescale by ``512 / sqrt(f ||clipped||^2)`` instead (the workbench's RGBSIFT blocks:
+    ``f = 3``, each block of norm ``512 / sqrt 3``; ``f = 1`` is SIFT's exactly)."""
     raw = np.ascontiguousarray(raw, dtype=np.float32)
     out = np.empty_like(raw)
     if raw.shape[0]:
-        _normalise_rows(raw, out, bool(round_uchar))
+        _normalise_rows(raw, out, bool(round_uchar), np.float32(norm_factor))
     return out
 
 
@@ -290,6 +292,21 @@ def l2_rows(desc: np.ndarray) -> np.ndarray:
     d = desc.astype(np.float64)
     nrm = np.sqrt((d * d).sum(axis=1, keepdims=True))
     return (d / np.where(nrm > 0, nrm, 1.0)).astype(np.float32)
+
+
+def cv_normalize_rows(desc: np.ndarray, norm: str = "l2") -> np.ndarray:
+    """``cv::normalize(row, row, 1, 0, NORM_L2 | NORM_L1)`` per float32 row, as OpenCV computes it:
+    the norm as a double sum (of squares, then sqrt; or of absolute values), the scale
+    ``(float)(1 / norm)`` (0 when ``norm <= DBL_EPSILON``), the row times it in float32.
+    ``norm: none`` returns the rows unchanged. (:func:`l2_rows`, which divides in double, differs
+    from it by at most 1 ulp per value.)"""
+    d = np.asarray(desc, dtype=np.float32)
+    if norm == "none":
+        return d
+    d64 = d.astype(np.float64)
+    n = np.sqrt((d64 * d64).sum(axis=1)) if norm == "l2" else np.abs(d64).sum(axis=1)
+    scale = np.where(n > np.finfo(np.float64).eps, 1.0 / np.where(n > 0, n, 1.0), 0.0).astype(np.float32)
+    return d * scale[:, None]
 
 
 def opencv_angle(angle: np.ndarray) -> np.ndarray:
