@@ -41,7 +41,8 @@ import numpy as np
 from numba import njit
 
 from descbench.descriptors.sift_kernel import (DESCR_BINS, DESCR_MAG_THR, DESCR_SCL_FCTR, DESCR_SIZE, DESCR_WIDTH,
-                                               INT_DESCR_FCTR, Pyramid, build_pyramid)
+                                               INT_DESCR_FCTR, Pyramid, build_pyramid, fold_circular_bins,
+                                               trilinear_vote)
 
 HOWH, HONC = 0, 1
 HOWH_FACTOR = 0.6  # HoWH's final weight ("helps when stacked with SIFT")
@@ -84,20 +85,6 @@ def _window(ptx, pty, ori, scl, rows, cols):
     return px, py, cos_t / hist_width, sin_t / hist_width, radius, exp_scale
 
 
-@njit(cache=True)
-def _finish(hist, out):
-    """Fold the circular bins n, n+1 into 0, 1 and copy the 4x4x8 cells into ``out``."""
-    d = DESCR_WIDTH
-    n = DESCR_BINS
-    for i in range(d):
-        for j in range(d):
-            idx = ((i + 1) * (d + 2) + (j + 1)) * (n + 2)
-            hist[idx] += hist[idx + n]
-            hist[idx + 1] += hist[idx + n + 1]
-            for k in range(n):
-                out[(i * d + j) * n + k] = hist[idx + k]
-
-
 @njit(cache=True, error_model="numpy")
 def _howh_histogram(buf, off, rows, cols, ptx, pty, ori, scl, out):
     """Raw HoWH histogram of one keypoint on one interleaved 3-channel level."""
@@ -120,42 +107,8 @@ def _howh_histogram(buf, off, rows, cols, ptx, pty, ori, scl, out):
             if rbin > -1 and rbin < d and cbin > -1 and cbin < d and r > 0 and r < rows - 1 and c > 0 and c < cols - 1:
                 p = off + (r * cols + c) * 3
                 w = f32(math.exp((c_rot * c_rot + r_rot * r_rot) * exp_scale))
-                hue = buf[p] * bins_per_degree
-                sat = buf[p + 1] * w
-                r0 = int(math.floor(rbin))
-                c0 = int(math.floor(cbin))
-                h0 = int(math.floor(hue))
-                rb = rbin - f32(r0)
-                cb = cbin - f32(c0)
-                hb = hue - f32(h0)
-                if h0 < 0:
-                    h0 += n
-                if h0 >= n:
-                    h0 -= n
-                v_r1 = sat * rb
-                v_r0 = sat - v_r1
-                v_rc11 = v_r1 * cb
-                v_rc10 = v_r1 - v_rc11
-                v_rc01 = v_r0 * cb
-                v_rc00 = v_r0 - v_rc01
-                v111 = v_rc11 * hb
-                v110 = v_rc11 - v111
-                v101 = v_rc10 * hb
-                v100 = v_rc10 - v101
-                v011 = v_rc01 * hb
-                v010 = v_rc01 - v011
-                v001 = v_rc00 * hb
-                v000 = v_rc00 - v001
-                idx = ((r0 + 1) * (d + 2) + c0 + 1) * (n + 2) + h0
-                hist[idx] += v000
-                hist[idx + 1] += v001
-                hist[idx + (n + 2)] += v010
-                hist[idx + (n + 3)] += v011
-                hist[idx + (d + 2) * (n + 2)] += v100
-                hist[idx + (d + 2) * (n + 2) + 1] += v101
-                hist[idx + (d + 3) * (n + 2)] += v110
-                hist[idx + (d + 3) * (n + 2) + 1] += v111
-    _finish(hist, out)
+                trilinear_vote(hist, d, n, rbin, cbin, buf[p] * bins_per_degree, buf[p + 1] * w)
+    fold_circular_bins(hist, DESCR_WIDTH, DESCR_BINS, out)
 
 
 @njit(cache=True)
@@ -274,7 +227,7 @@ def _honc_histogram(buf, off, rows, cols, ptx, pty, ori, scl, unstretched, out):
                     hist[idx + (n + 2)] += v_rc01 * rw[ri] * gw[gi] * bw[bi]
                     hist[idx + (d + 2) * (n + 2)] += v_rc10 * rw[ri] * gw[gi] * bw[bi]
                     hist[idx + (d + 3) * (n + 2)] += v_rc11 * rw[ri] * gw[gi] * bw[bi]
-    _finish(hist, out)
+    fold_circular_bins(hist, DESCR_WIDTH, DESCR_BINS, out)
 
 
 @njit(cache=True, error_model="numpy")

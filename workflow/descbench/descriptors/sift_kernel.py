@@ -146,6 +146,61 @@ def _fast_atan2_deg(y, x):
     return a
 
 
+@njit(cache=True, inline="always")
+def trilinear_vote(hist, d, n, rbin, cbin, obin, value):
+    """Add ``value`` to the (d+2) x (d+2) x (n+2) histogram ``hist`` at row bin ``rbin``, column bin
+    ``cbin`` and circular bin ``obin`` (wrapped into [0, n)), split over the 8 neighbouring bins by
+    OpenCV ``calcSIFTDescriptor``'s trilinear weights, in its float32 order of operations. Shared by
+    SIFT (orientation bins) and HoWH (hue bins, :mod:`descbench.descriptors.colourhist_kernel`)."""
+    f32 = np.float32
+    r0 = int(math.floor(rbin))
+    c0 = int(math.floor(cbin))
+    o0 = int(math.floor(obin))
+    rb = rbin - f32(r0)
+    cb = cbin - f32(c0)
+    ob = obin - f32(o0)
+    if o0 < 0:
+        o0 += n
+    if o0 >= n:
+        o0 -= n
+    v_r1 = value * rb
+    v_r0 = value - v_r1
+    v_rc11 = v_r1 * cb
+    v_rc10 = v_r1 - v_rc11
+    v_rc01 = v_r0 * cb
+    v_rc00 = v_r0 - v_rc01
+    v_rco111 = v_rc11 * ob
+    v_rco110 = v_rc11 - v_rco111
+    v_rco101 = v_rc10 * ob
+    v_rco100 = v_rc10 - v_rco101
+    v_rco011 = v_rc01 * ob
+    v_rco010 = v_rc01 - v_rco011
+    v_rco001 = v_rc00 * ob
+    v_rco000 = v_rc00 - v_rco001
+    idx = ((r0 + 1) * (d + 2) + c0 + 1) * (n + 2) + o0
+    hist[idx] += v_rco000
+    hist[idx + 1] += v_rco001
+    hist[idx + (n + 2)] += v_rco010
+    hist[idx + (n + 3)] += v_rco011
+    hist[idx + (d + 2) * (n + 2)] += v_rco100
+    hist[idx + (d + 2) * (n + 2) + 1] += v_rco101
+    hist[idx + (d + 3) * (n + 2)] += v_rco110
+    hist[idx + (d + 3) * (n + 2) + 1] += v_rco111
+
+
+@njit(cache=True, inline="always")
+def fold_circular_bins(hist, d, n, out):
+    """Fold the circular bins n, n+1 of each cell of ``hist`` (:func:`trilinear_vote`'s layout) into
+    bins 0, 1 and copy the d x d x n cells into ``out``, as ``calcSIFTDescriptor``."""
+    for i in range(d):
+        for j in range(d):
+            idx = ((i + 1) * (d + 2) + (j + 1)) * (n + 2)
+            hist[idx] += hist[idx + n]
+            hist[idx + 1] += hist[idx + n + 1]
+            for k in range(n):
+                out[(i * d + j) * n + k] = hist[idx + k]
+
+
 @njit(cache=True)
 def _raw_histogram(buf, off, rows, cols, ptx, pty, ori, scl, out):
     """The 4x4x8 SIFT histogram of one keypoint on one pyramid level (OpenCV's
@@ -186,47 +241,8 @@ def _raw_histogram(buf, off, rows, cols, ptx, pty, ori, scl, out):
                 w = f32(math.exp((c_rot * c_rot + r_rot * r_rot) * exp_scale))
                 o = _fast_atan2_deg(dy, dx)
                 mag = f32(math.sqrt(dx * dx + dy * dy)) * w
-                obin = (o - ori) * bins_per_rad
-                r0 = int(math.floor(rbin))
-                c0 = int(math.floor(cbin))
-                o0 = int(math.floor(obin))
-                rb = rbin - f32(r0)
-                cb = cbin - f32(c0)
-                ob = obin - f32(o0)
-                if o0 < 0:
-                    o0 += n
-                if o0 >= n:
-                    o0 -= n
-                v_r1 = mag * rb
-                v_r0 = mag - v_r1
-                v_rc11 = v_r1 * cb
-                v_rc10 = v_r1 - v_rc11
-                v_rc01 = v_r0 * cb
-                v_rc00 = v_r0 - v_rc01
-                v_rco111 = v_rc11 * ob
-                v_rco110 = v_rc11 - v_rco111
-                v_rco101 = v_rc10 * ob
-                v_rco100 = v_rc10 - v_rco101
-                v_rco011 = v_rc01 * ob
-                v_rco010 = v_rc01 - v_rco011
-                v_rco001 = v_rc00 * ob
-                v_rco000 = v_rc00 - v_rco001
-                idx = ((r0 + 1) * (d + 2) + c0 + 1) * (n + 2) + o0
-                hist[idx] += v_rco000
-                hist[idx + 1] += v_rco001
-                hist[idx + (n + 2)] += v_rco010
-                hist[idx + (n + 3)] += v_rco011
-                hist[idx + (d + 2) * (n + 2)] += v_rco100
-                hist[idx + (d + 2) * (n + 2) + 1] += v_rco101
-                hist[idx + (d + 3) * (n + 2)] += v_rco110
-                hist[idx + (d + 3) * (n + 2) + 1] += v_rco111
-    for i in range(d):
-        for j in range(d):
-            idx = ((i + 1) * (d + 2) + (j + 1)) * (n + 2)
-            hist[idx] += hist[idx + n]
-            hist[idx + 1] += hist[idx + n + 1]
-            for k in range(n):
-                out[(i * d + j) * n + k] = hist[idx + k]
+                trilinear_vote(hist, d, n, rbin, cbin, (o - ori) * bins_per_rad, mag)
+    fold_circular_bins(hist, d, n, out)
 
 
 @njit(cache=True)
