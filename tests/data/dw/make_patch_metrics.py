@@ -1,0 +1,89 @@
+"""Builds ``workbench_patch_metrics.npz``: the C++ DescriptorWorkbench's own patch metrics
+(``src/core/benchmark/PatchMetrics.cpp``, F-Sossi/DescriptorWorkbench commit b834e17) on small
+cases, read by tests/descbench/patches/test_workbench.py.
+
+    python tests/data/dw/make_patch_metrics.py --src <folder with PatchMetrics.hpp and PatchMetrics.cpp>
+
+needs g++ and OpenCV 4 (pkg-config opencv4; Debian 12's libopencv-dev 4.6 and g++ 12.2 made the
+committed file). ``dw_patch_metrics.cpp`` (this folder) calls ``computeMatching``, ``computeMAP``
+and ``computeFPR95`` per case. The npz holds per case ``ref_<i>``, ``target_<i>``, ``neg_<i>``
+(float32) and ``out`` [cases, 6] float64: num_patches, correct_matches, match_accuracy,
+average_precision, computeMAP, computeFPR95 (the float32 results, exactly), and ``names``.
+Cases: random (no ties), small integers (many distance ties, N > 16 so the introsort partitions),
+all rows equal, large offsets (float32 distance rounding merges distances), N = 0, 1, 16, 17.
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+
+
+def cases() -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
+    rng = np.random.default_rng(2026)
+    f = np.float32
+    out = []
+
+    def add(name, ref, tgt, neg):
+        out.append((name, np.ascontiguousarray(ref, f), np.ascontiguousarray(tgt, f), np.ascontiguousarray(neg, f)))
+
+    for n, d in ((40, 8), (64, 16)):
+        ref = rng.normal(size=(n, d))
+        add(f"normal_{n}x{d}", ref, ref + 0.8 * rng.normal(size=(n, d)), rng.normal(size=(30, d)))
+    for n, d, hi in ((50, 4, 3), (100, 2, 3), (60, 3, 2), (33, 1, 4)):
+        ref = rng.integers(0, hi, size=(n, d))
+        tgt = np.where(rng.random((n, d)) < 0.5, ref, rng.integers(0, hi, size=(n, d)))
+        add(f"ints_{n}x{d}_{hi}", ref, tgt, rng.integers(0, hi, size=(25, d)))
+    add("all_equal_40", np.ones((40, 3)), np.ones((40, 3)), np.ones((7, 3)))
+    ref = rng.integers(0, 2, size=(48, 2))
+    add("dup_targets_48", ref, np.repeat(ref[::2], 2, axis=0), ref[:5])
+    base = f(1e4)
+    ref = base + rng.integers(0, 3, size=(45, 4)) * f(1e-3)
+    tgt = base + rng.integers(0, 3, size=(45, 4)) * f(1e-3) + rng.normal(size=(45, 4)).astype(f) * f(3e-4)
+    add("offset_1e4_45", ref, tgt, base + rng.normal(size=(20, 4)).astype(f) * f(1e-3))
+    for n in (16, 17, 1):
+        ref = rng.integers(0, 2, size=(n, 2))
+        add(f"ints_{n}", ref, rng.integers(0, 2, size=(n, 2)), rng.integers(0, 2, size=(9, 2)))
+    add("empty", np.zeros((0, 4)), np.zeros((0, 4)), np.zeros((3, 4)))
+    add("no_negatives", np.eye(20, 4), np.eye(20, 4), np.zeros((0, 4)))
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--src", required=True, type=Path, help="folder with PatchMetrics.hpp/.cpp")
+    ap.add_argument("--out", type=Path, default=HERE / "workbench_patch_metrics.npz")
+    args = ap.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        exe = tmp / "dw_patch_metrics"
+        flags = subprocess.run(["pkg-config", "--cflags", "--libs", "opencv4"], check=True,
+                               capture_output=True, text=True).stdout.split()
+        subprocess.run(["g++", "-O2", "-std=c++17", f"-I{args.src}", str(HERE / "dw_patch_metrics.cpp"),
+                        str(args.src / "PatchMetrics.cpp"), *flags, "-o", str(exe)], check=True)
+        cs = cases()
+        with open(tmp / "cases.bin", "wb") as fh:
+            fh.write(np.int32(len(cs)).tobytes())
+            for _, ref, tgt, neg in cs:
+                fh.write(np.array([ref.shape[0], neg.shape[0], ref.shape[1]], np.int32).tobytes())
+                fh.write(ref.tobytes() + tgt.tobytes() + neg.tobytes())
+        subprocess.run([str(exe), str(tmp / "cases.bin"), str(tmp / "out.bin")], check=True)
+        raw = (tmp / "out.bin").read_bytes()
+    rec = np.frombuffer(raw, dtype=np.dtype([("i", "<i4", 2), ("f", "<f4", 4)]))
+    assert rec.size == len(cs)
+    table = np.concatenate([rec["i"].astype(np.float64), rec["f"].astype(np.float64)], axis=1)
+    arrays = {"names": np.array([c[0] for c in cs]), "out": table}
+    for i, (_, ref, tgt, neg) in enumerate(cs):
+        arrays[f"ref_{i}"], arrays[f"target_{i}"], arrays[f"neg_{i}"] = ref, tgt, neg
+    np.savez_compressed(args.out, **arrays)
+    print(f"{args.out}: {len(cs)} cases, {args.out.stat().st_size} bytes")
+
+
+if __name__ == "__main__":
+    main()
