@@ -1,22 +1,40 @@
-// Calls the C++ DescriptorWorkbench's patch metrics (src/core/benchmark/PatchMetrics.cpp,
-// F-Sossi/DescriptorWorkbench commit b834e17) on cases read from a binary file, and writes what
-// they return. Built and run by make_patch_metrics.py (this folder):
+// Calls the C++ DescriptorWorkbench's patch metrics (src/core/benchmark/PatchMetrics.cpp) and patch
+// fusion (src/core/patches/PatchFusionExtractor.cpp), F-Sossi/DescriptorWorkbench commit b834e17,
+// on cases read from a binary file, and writes what they return. Built and run by
+// make_patch_metrics.py (this folder):
 //
-//   g++ -O2 -std=c++17 -I<dwb>/src/core/benchmark dw_patch_metrics.cpp <dwb>/src/core/benchmark/PatchMetrics.cpp
-//       $(pkg-config --cflags --libs opencv4) -o dw_patch_metrics
-//   dw_patch_metrics <cases.bin> <out.bin>
+//   g++ -O2 -std=c++17 -I<dwb>/src/include -I<dwb>/src/core/benchmark -I<dwb>/src/core/patches
+//       dw_patch_metrics.cpp <dwb>/src/core/benchmark/PatchMetrics.cpp
+//       <dwb>/src/core/patches/PatchFusionExtractor.cpp $(pkg-config --cflags --libs opencv4)
+//   dw_patch_metrics metrics|fusion <cases.bin> <out.bin>
 //
-// Input, little-endian: int32 number of cases, then per case int32 n, m, d and float32 ref[n*d],
-// target[n*d], negatives[m*d] (row-major). Output per case: int32 num_patches, correct_matches;
-// float32 match_accuracy, average_precision (computeMatching), computeMAP, computeFPR95.
+// Little-endian int32 / float32, row-major. metrics: int32 number of cases, then per case int32
+// n, m, d and ref[n*d], target[n*d], negatives[m*d]; out per case int32 num_patches,
+// correct_matches, float32 match_accuracy, average_precision (computeMatching), computeMAP,
+// computeFPR95. fusion: int32 number of cases, then per case int32 method (PatchFusionMethod's
+// order: average, weighted_avg, max, min, concatenate, channel_wise), components k, rows n,
+// weights w (0 or k), then per component int32 d and float32[n*d], then float32 weights[w]; out
+// per case int32 rows, cols and float32[rows*cols]: the fused, normalised descriptors.
+#include "PatchFusionExtractor.hpp"
 #include "PatchMetrics.hpp"
 
 #include <cstdint>
 #include <fstream>
 #include <iostream>
+#include <memory>
+#include <string>
 #include <vector>
 
 using thesis_project::benchmark::PatchMetrics;
+using thesis_project::patches::IPatchDescriptorExtractor;
+using thesis_project::patches::PatchFusionExtractor;
+using thesis_project::patches::PatchFusionMethod;
+
+static int32_t read_int(std::ifstream& in) {
+    int32_t v = 0;
+    in.read(reinterpret_cast<char*>(&v), 4);
+    return v;
+}
 
 static cv::Mat read_rows(std::ifstream& in, int rows, int cols) {
     cv::Mat m(rows, cols, CV_32F);
@@ -26,20 +44,25 @@ static cv::Mat read_rows(std::ifstream& in, int rows, int cols) {
     return m;
 }
 
-int main(int argc, char** argv) {
-    if (argc != 3) {
-        std::cerr << "usage: dw_patch_metrics <cases.bin> <out.bin>" << std::endl;
-        return 2;
+// A component that returns fixed descriptors, whatever the patches.
+class Fixed final : public IPatchDescriptorExtractor {
+public:
+    explicit Fixed(cv::Mat d) : d_(std::move(d)) {}
+    cv::Mat extractFromPatches(const std::vector<cv::Mat>&, const thesis_project::DescriptorParams&) override {
+        return d_.clone();
     }
-    std::ifstream in(argv[1], std::ios::binary);
-    std::ofstream out(argv[2], std::ios::binary);
-    int32_t cases = 0;
-    in.read(reinterpret_cast<char*>(&cases), 4);
+    std::string name() const override { return "fixed"; }
+    int descriptorSize() const override { return d_.cols; }
+    std::unique_ptr<IPatchDescriptorExtractor> clone() const override { return std::make_unique<Fixed>(d_); }
+
+private:
+    cv::Mat d_;
+};
+
+static int metrics(std::ifstream& in, std::ofstream& out) {
+    const int32_t cases = read_int(in);
     for (int32_t c = 0; c < cases; ++c) {
-        int32_t n = 0, m = 0, d = 0;
-        in.read(reinterpret_cast<char*>(&n), 4);
-        in.read(reinterpret_cast<char*>(&m), 4);
-        in.read(reinterpret_cast<char*>(&d), 4);
+        const int32_t n = read_int(in), m = read_int(in), d = read_int(in);
         cv::Mat ref = read_rows(in, n, d);
         cv::Mat tgt = read_rows(in, n, d);
         cv::Mat neg = read_rows(in, m, d);
@@ -56,4 +79,47 @@ int main(int argc, char** argv) {
         out.write(reinterpret_cast<const char*>(floats), sizeof(floats));
     }
     return 0;
+}
+
+static int fusion(std::ifstream& in, std::ofstream& out) {
+    const int32_t cases = read_int(in);
+    for (int32_t c = 0; c < cases; ++c) {
+        const int32_t method = read_int(in), k = read_int(in), n = read_int(in), w = read_int(in);
+        std::vector<std::unique_ptr<IPatchDescriptorExtractor>> comps;
+        for (int32_t i = 0; i < k; ++i) {
+            const int32_t d = read_int(in);
+            comps.push_back(std::make_unique<Fixed>(read_rows(in, n, d)));
+        }
+        std::vector<float> weights(w);
+        if (w > 0) {
+            in.read(reinterpret_cast<char*>(weights.data()), sizeof(float) * w);
+        }
+        if (!in) {
+            std::cerr << "truncated input at case " << c << std::endl;
+            return 1;
+        }
+        PatchFusionExtractor fx(std::move(comps), static_cast<PatchFusionMethod>(method), weights);
+        std::vector<cv::Mat> patches(n, cv::Mat::zeros(1, 1, CV_8U));
+        cv::Mat f = fx.extractFromPatches(patches, thesis_project::DescriptorParams{});
+        int32_t shape[2] = {f.rows, f.cols};
+        out.write(reinterpret_cast<const char*>(shape), sizeof(shape));
+        for (int r = 0; r < f.rows; ++r) {
+            out.write(reinterpret_cast<const char*>(f.ptr<float>(r)), sizeof(float) * f.cols);
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char** argv) {
+    if (argc != 4) {
+        std::cerr << "usage: dw_patch_metrics metrics|fusion <cases.bin> <out.bin>" << std::endl;
+        return 2;
+    }
+    std::ifstream in(argv[2], std::ios::binary);
+    std::ofstream out(argv[3], std::ios::binary);
+    const std::string mode = argv[1];
+    if (mode == "metrics") return metrics(in, out);
+    if (mode == "fusion") return fusion(in, out);
+    std::cerr << "unknown mode " << mode << std::endl;
+    return 2;
 }

@@ -1,16 +1,22 @@
 """Builds ``workbench_patch_metrics.npz``: the C++ DescriptorWorkbench's own patch metrics
-(``src/core/benchmark/PatchMetrics.cpp``, F-Sossi/DescriptorWorkbench commit b834e17) on small
-cases, read by tests/descbench/patches/test_workbench.py.
+(``src/core/benchmark/PatchMetrics.cpp``) and patch fusion (``src/core/patches/
+PatchFusionExtractor.cpp``), F-Sossi/DescriptorWorkbench commit b834e17, on small cases, read by
+tests/descbench/patches/test_workbench.py.
 
-    python tests/data/dw/make_patch_metrics.py --src <folder with PatchMetrics.hpp and PatchMetrics.cpp>
+    python tests/data/dw/make_patch_metrics.py --dwb <workbench checkout (its src/ is used)>
 
 needs g++ and OpenCV 4 (pkg-config opencv4; Debian 12's libopencv-dev 4.6 and g++ 12.2 made the
 committed file). ``dw_patch_metrics.cpp`` (this folder) calls ``computeMatching``, ``computeMAP``
-and ``computeFPR95`` per case. The npz holds per case ``ref_<i>``, ``target_<i>``, ``neg_<i>``
-(float32) and ``out`` [cases, 6] float64: num_patches, correct_matches, match_accuracy,
-average_precision, computeMAP, computeFPR95 (the float32 results, exactly), and ``names``.
-Cases: random (no ties), small integers (many distance ties, N > 16 so the introsort partitions),
-all rows equal, large offsets (float32 distance rounding merges distances), N = 0, 1, 16, 17.
+and ``computeFPR95`` per metrics case, and ``PatchFusionExtractor::extractFromPatches`` with
+components that return fixed descriptors per fusion case.
+
+Metrics: per case ``ref_<i>``, ``target_<i>``, ``neg_<i>`` (float32) and ``out`` [cases, 6]
+float64: num_patches, correct_matches, match_accuracy, average_precision, computeMAP, computeFPR95
+(the float32 results, exactly), and ``names``. Cases: random (no ties), small integers (many
+distance ties, N > 16 so the introsort partitions), all rows equal, large offsets, N = 0, 1, 16, 17.
+
+Fusion: ``fusion_names``, ``fusion_methods``, per case ``fusion_<i>_comp_<c>`` (float32 [n, d_c]),
+``fusion_<i>_weights`` (float32, empty = the default) and ``fusion_<i>_out`` (the C++ result).
 """
 
 from __future__ import annotations
@@ -55,9 +61,40 @@ def cases() -> list[tuple[str, np.ndarray, np.ndarray, np.ndarray]]:
     return out
 
 
+METHOD_IDS = {"average": 0, "weighted_avg": 1, "max": 2, "min": 3, "concatenate": 4, "channel_wise": 5}
+
+
+def fusion_cases() -> list[tuple[str, str, list[np.ndarray], np.ndarray]]:
+    rng = np.random.default_rng(24)
+    f = np.float32
+
+    def comps(n, *dims, scale=1.0):
+        out = [(rng.normal(size=(n, d)) * scale).astype(f) for d in dims]
+        out[0][0] = 0  # row 0 of every component zero: a zero fused row (norm <= DBL_EPSILON)
+        for c in out[1:]:
+            c[0] = 0
+        return out
+
+    unit = comps(6, 8, 8)
+    unit[0][1] = unit[1][1] = np.eye(8, dtype=f)[3]  # a row already of norm 1 (no scaling)
+    return [
+        ("concat_3", "concatenate", comps(20, 5, 3, 8), np.zeros(0, f)),
+        ("average_2", "average", comps(20, 8, 8), np.zeros(0, f)),
+        ("average_3", "average", comps(20, 8, 8, 8, scale=100.0), np.zeros(0, f)),
+        ("weighted_2", "weighted_avg", comps(20, 8, 8), np.array([0.3, 0.7], f)),
+        ("weighted_3", "weighted_avg", comps(20, 6, 6, 6), np.array([0.2, 0.3, 0.5], f)),
+        ("weighted_default_3", "weighted_avg", comps(20, 6, 6, 6), np.zeros(0, f)),
+        ("max_2", "max", comps(20, 8, 8), np.zeros(0, f)),
+        ("min_3", "min", comps(20, 8, 8, 8), np.zeros(0, f)),
+        ("channel_wise_4_12", "channel_wise", comps(20, 4, 12), np.zeros(0, f)),
+        ("channel_wise_12_4_4", "channel_wise", comps(20, 12, 4, 4), np.zeros(0, f)),
+        ("average_unit_row", "average", unit, np.zeros(0, f)),
+    ]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--src", required=True, type=Path, help="folder with PatchMetrics.hpp/.cpp")
+    ap.add_argument("--dwb", required=True, type=Path, help="the workbench's checkout (src/ is used)")
     ap.add_argument("--out", type=Path, default=HERE / "workbench_patch_metrics.npz")
     args = ap.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
@@ -65,22 +102,47 @@ def main() -> None:
         exe = tmp / "dw_patch_metrics"
         flags = subprocess.run(["pkg-config", "--cflags", "--libs", "opencv4"], check=True,
                                capture_output=True, text=True).stdout.split()
-        subprocess.run(["g++", "-O2", "-std=c++17", f"-I{args.src}", str(HERE / "dw_patch_metrics.cpp"),
-                        str(args.src / "PatchMetrics.cpp"), *flags, "-o", str(exe)], check=True)
+        src = args.dwb / "src"
+        subprocess.run(["g++", "-O2", "-std=c++17", f"-I{src / 'include'}", f"-I{src / 'core/benchmark'}",
+                        f"-I{src / 'core/patches'}", str(HERE / "dw_patch_metrics.cpp"),
+                        str(src / "core/benchmark/PatchMetrics.cpp"), str(src / "core/patches/PatchFusionExtractor.cpp"),
+                        *flags, "-o", str(exe)], check=True)
         cs = cases()
         with open(tmp / "cases.bin", "wb") as fh:
             fh.write(np.int32(len(cs)).tobytes())
             for _, ref, tgt, neg in cs:
                 fh.write(np.array([ref.shape[0], neg.shape[0], ref.shape[1]], np.int32).tobytes())
                 fh.write(ref.tobytes() + tgt.tobytes() + neg.tobytes())
-        subprocess.run([str(exe), str(tmp / "cases.bin"), str(tmp / "out.bin")], check=True)
+        subprocess.run([str(exe), "metrics", str(tmp / "cases.bin"), str(tmp / "out.bin")], check=True)
         raw = (tmp / "out.bin").read_bytes()
+        fcs = fusion_cases()
+        with open(tmp / "fusion.bin", "wb") as fh:
+            fh.write(np.int32(len(fcs)).tobytes())
+            for _, method, parts, weights in fcs:
+                fh.write(np.array([METHOD_IDS[method], len(parts), parts[0].shape[0], weights.size], np.int32).tobytes())
+                for c in parts:
+                    fh.write(np.int32(c.shape[1]).tobytes() + c.tobytes())
+                fh.write(weights.tobytes())
+        subprocess.run([str(exe), "fusion", str(tmp / "fusion.bin"), str(tmp / "fusion_out.bin")], check=True)
+        fraw = (tmp / "fusion_out.bin").read_bytes()
     rec = np.frombuffer(raw, dtype=np.dtype([("i", "<i4", 2), ("f", "<f4", 4)]))
     assert rec.size == len(cs)
     table = np.concatenate([rec["i"].astype(np.float64), rec["f"].astype(np.float64)], axis=1)
     arrays = {"names": np.array([c[0] for c in cs]), "out": table}
     for i, (_, ref, tgt, neg) in enumerate(cs):
         arrays[f"ref_{i}"], arrays[f"target_{i}"], arrays[f"neg_{i}"] = ref, tgt, neg
+    arrays["fusion_names"] = np.array([c[0] for c in fcs])
+    arrays["fusion_methods"] = np.array([c[1] for c in fcs])
+    pos = 0
+    for i, (_, _, parts, weights) in enumerate(fcs):
+        rows, cols = np.frombuffer(fraw, "<i4", 2, pos)
+        pos += 8
+        arrays[f"fusion_{i}_out"] = np.frombuffer(fraw, "<f4", rows * cols, pos).reshape(rows, cols)
+        pos += 4 * rows * cols
+        arrays[f"fusion_{i}_weights"] = weights
+        for c, comp in enumerate(parts):
+            arrays[f"fusion_{i}_comp_{c}"] = comp
+    assert pos == len(fraw)
     np.savez_compressed(args.out, **arrays)
     print(f"{args.out}: {len(cs)} cases, {args.out.stat().st_size} bytes")
 

@@ -47,9 +47,13 @@ results, not over patches), ``map_easy|hard|tough`` over the results of that spl
 ``map_{illumination,viewpoint}_{easy,hard}`` (tough has no such breakdown). With its default
 ``num_threads`` (4; YAML ``performance.num_threads``) the workbench first sums each sequence's
 splits, then adds those per-sequence sums in the order the threads finish; with
-``num_threads: 1`` it adds every result directly. Both groupings are offered (the thread
-completion order is taken as the sequence order). ``num_scenes`` counts the listed sequences,
-``num_patches`` sums the per-(sequence, split) counts. Only mAP and accuracy are stored.
+``num_threads: 1`` it adds every result directly (a build without OpenMP runs the first path in
+one thread, so in sequence order). Both groupings are offered (the thread completion order is
+taken as the sequence order); they can differ only by float64 rounding before the float32 cast. ``num_scenes`` counts the listed sequences (a
+sequence whose evaluation throws, say without ``ref.png``, is still counted), ``num_patches`` sums
+the per-(sequence, split) counts. Only mAP and accuracy are stored; ``descriptor_dimension`` is
+the extractor's declared size; ``metadata`` is ``key=value;`` pairs of the run's settings in key
+order (descbench leaves it empty); ``processing_time_ms`` is wall time.
 
 FPR95 (:func:`fpr95`, ``PatchMetrics::computeFPR95``) is defined but never called by the benchmark:
 positives are the N distances ref[i]-target[i]; negatives every pair ref[i]-negative[j] (N x M, the
@@ -67,7 +71,7 @@ float32. They differ (i) wherever float32 rounding of the distance merges two di
 tie or reorders them, so the nearest neighbour, the rank and the FPR95 count change; (ii) in every
 division and sum (``1/3`` is 0.3333333432674408 in float32), and the float32 sum of N APs drifts
 by up to about N ulps. The FPR95 index ``int(0.95f * N)`` equals ``int(0.95 * N)`` for every
-N < 2**24 checked by the tests' sample.
+N below 2,207,541 (there the float32 product 2097163.95 rounds to 2097164), so never on HPatches.
 
 Fusion (:func:`fuse`, ``PatchFusionExtractor::fuseDescriptors``), then every fused row L2-normalised
 (``cv::normalize`` NORM_L2: scale = ``float32(1 / norm)`` with the norm from the float64 sum of
@@ -77,7 +81,8 @@ order times ``float32(1 / n_components)``), ``weighted_avg`` (float32 ``sum += w
 weights default ``float32(1 / n)`` each), ``max``, ``min`` (element-wise) and ``channel_wise``
 (every component cut to the smallest width w, a component of width 3w averaged over its three
 blocks first, ``(x[c] + x[c+w] + x[c+2w]) / 3``, then the average as above). All but
-``concatenate`` and ``channel_wise`` need equal widths.
+``concatenate`` and ``channel_wise`` need equal widths. Every step is float32 (each addition and
+product rounded), as the C++ with OpenCV 4.6 gives bit for bit on the tests' fixture.
 """
 
 from __future__ import annotations
