@@ -1,12 +1,21 @@
-// Calls the C++ DescriptorWorkbench's patch metrics (src/core/benchmark/PatchMetrics.cpp) and patch
-// fusion (src/core/patches/PatchFusionExtractor.cpp), F-Sossi/DescriptorWorkbench commit b834e17,
-// on cases read from a binary file, and writes what they return. Built and run by
+// Calls the C++ DescriptorWorkbench's patch metrics (src/core/benchmark/PatchMetrics.cpp), patch
+// fusion (src/core/patches/PatchFusionExtractor.cpp) and whole benchmark run
+// (src/core/benchmark/HPatchesBenchmark.cpp with src/core/patches/PatchLoader.cpp),
+// F-Sossi/DescriptorWorkbench commit b834e17, and writes what they return. Built and run by
 // make_patch_metrics.py (this folder):
 //
 //   g++ -O2 -std=c++17 -I<dwb>/src/include -I<dwb>/src/core/benchmark -I<dwb>/src/core/patches
-//       dw_patch_metrics.cpp <dwb>/src/core/benchmark/PatchMetrics.cpp
-//       <dwb>/src/core/patches/PatchFusionExtractor.cpp $(pkg-config --cflags --libs opencv4)
+//       -I<dwb>/src/core -I<dwb>/src dw_patch_metrics.cpp <dwb>/src/core/benchmark/PatchMetrics.cpp
+//       <dwb>/src/core/patches/PatchFusionExtractor.cpp <dwb>/src/core/benchmark/HPatchesBenchmark.cpp
+//       <dwb>/src/core/patches/PatchLoader.cpp $(pkg-config --cflags --libs opencv4)
 //   dw_patch_metrics metrics|fusion <cases.bin> <out.bin>
+//   dw_patch_metrics run <patches_dir> <num_threads> <out.bin>
+//
+// run: HPatchesBenchmark::run over every i_*/v_* folder of patches_dir with a descriptor that
+// samples 8 pixels of each 65x65 patch (row 32, columns 0, 8, .., 56, as float); out: float32
+// mAP_overall, accuracy_overall, mAP_easy, _hard, _tough, _illumination, _viewpoint,
+// _illumination_easy, _illumination_hard, _viewpoint_easy, _viewpoint_hard, int32 num_scenes,
+// num_patches. Built without OpenMP, so num_threads != 1 takes the per-scene path in one thread.
 //
 // Little-endian int32 / float32, row-major. metrics: int32 number of cases, then per case int32
 // n, m, d and ref[n*d], target[n*d], negatives[m*d]; out per case int32 num_patches,
@@ -15,6 +24,7 @@
 // order: average, weighted_avg, max, min, concatenate, channel_wise), components k, rows n,
 // weights w (0 or k), then per component int32 d and float32[n*d], then float32 weights[w]; out
 // per case int32 rows, cols and float32[rows*cols]: the fused, normalised descriptors.
+#include "HPatchesBenchmark.hpp"
 #include "PatchFusionExtractor.hpp"
 #include "PatchMetrics.hpp"
 
@@ -58,6 +68,42 @@ public:
 private:
     cv::Mat d_;
 };
+
+// Eight pixels of row 32 of each patch, as float.
+class Sampled final : public IPatchDescriptorExtractor {
+public:
+    cv::Mat extractFromPatches(const std::vector<cv::Mat>& patches, const thesis_project::DescriptorParams&) override {
+        cv::Mat d(static_cast<int>(patches.size()), 8, CV_32F);
+        for (int i = 0; i < d.rows; ++i) {
+            for (int k = 0; k < 8; ++k) {
+                d.at<float>(i, k) = static_cast<float>(patches[i].at<uchar>(32, 8 * k));
+            }
+        }
+        return d;
+    }
+    std::string name() const override { return "sampled"; }
+    int descriptorSize() const override { return 8; }
+    std::unique_ptr<IPatchDescriptorExtractor> clone() const override { return std::make_unique<Sampled>(); }
+};
+
+static int run(const std::string& dir, int threads, const std::string& out_path) {
+    using thesis_project::benchmark::HPatchesBenchmark;
+    HPatchesBenchmark::Config config;
+    config.patches_dir = dir;
+    config.num_threads = threads;
+    config.verbose = false;
+    config.print_results = false;
+    Sampled extractor;
+    HPatchesBenchmark::Results r = HPatchesBenchmark::run(config, extractor, thesis_project::DescriptorParams{});
+    float f[11] = {r.mAP_overall, r.accuracy_overall, r.mAP_easy, r.mAP_hard, r.mAP_tough,
+                   r.mAP_illumination, r.mAP_viewpoint, r.mAP_illumination_easy,
+                   r.mAP_illumination_hard, r.mAP_viewpoint_easy, r.mAP_viewpoint_hard};
+    int32_t n[2] = {r.num_scenes, r.num_patches};
+    std::ofstream out(out_path, std::ios::binary);
+    out.write(reinterpret_cast<const char*>(f), sizeof(f));
+    out.write(reinterpret_cast<const char*>(n), sizeof(n));
+    return 0;
+}
 
 static int metrics(std::ifstream& in, std::ofstream& out) {
     const int32_t cases = read_int(in);
@@ -111,8 +157,11 @@ static int fusion(std::ifstream& in, std::ofstream& out) {
 }
 
 int main(int argc, char** argv) {
+    if (argc == 5 && std::string(argv[1]) == "run") {
+        return run(argv[2], std::stoi(argv[3]), argv[4]);
+    }
     if (argc != 4) {
-        std::cerr << "usage: dw_patch_metrics metrics|fusion <cases.bin> <out.bin>" << std::endl;
+        std::cerr << "usage: dw_patch_metrics metrics|fusion <cases.bin> <out.bin> | run <dir> <threads> <out.bin>" << std::endl;
         return 2;
     }
     std::ifstream in(argv[2], std::ios::binary);

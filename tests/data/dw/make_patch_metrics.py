@@ -17,6 +17,15 @@ distance ties, N > 16 so the introsort partitions), all rows equal, large offset
 
 Fusion: ``fusion_names``, ``fusion_methods``, per case ``fusion_<i>_comp_<c>`` (float32 [n, d_c]),
 ``fusion_<i>_weights`` (float32, empty = the default) and ``fusion_<i>_out`` (the C++ result).
+
+Whole run (``HPatchesBenchmark::run``, ``PatchLoader``): a patches folder of four sequences
+written as hpatches-release strips (65 x 65N PNGs), black but for the 8 pixels per patch that the
+harness's descriptor samples (row 32, columns 0, 8, .., 56), values 0..3 (ties): ``i_one`` (N = 20,
+all 15 target files), ``v_two`` (N = 18, e1..e3 and h1..h5, h4 with 17 patches: skipped),
+``i_three`` (N = 25, no tough files), ``v_four`` (N = 17, all), plus ``x_skip`` (not i_/v_: not
+listed). Stored: ``run_scenes``, per sequence and file ``run_<seq>_<file>`` (float32 [N, 8], the
+sampled values) and ``run_out_<threads>`` for num_threads 1 and 4 (float64 [13]: the 11 float32
+means of Results in its order, num_scenes, num_patches).
 """
 
 from __future__ import annotations
@@ -92,6 +101,41 @@ def fusion_cases() -> list[tuple[str, str, list[np.ndarray], np.ndarray]]:
     ]
 
 
+RUN_SCENES = {"i_one": (20, [f"{j}{k}" for j in "eht" for k in range(1, 6)]),
+              "v_two": (18, ["e1", "e2", "e3", "h1", "h2", "h3", "h4", "h5"]),
+              "i_three": (25, [f"{j}{k}" for j in "eh" for k in range(1, 6)]),
+              "v_four": (17, [f"{j}{k}" for j in "eht" for k in range(1, 6)]),
+              "x_skip": (5, ["e1"])}
+
+
+def run_descriptors() -> dict[str, dict[str, np.ndarray]]:
+    rng = np.random.default_rng(7)
+    out = {}
+    for seq, (n, files) in RUN_SCENES.items():
+        ref = rng.integers(0, 4, (n, 8))
+        d = {"ref": ref.astype(np.float32)}
+        for f in files:
+            keep = rng.random((n, 8)) < {"e": 0.8, "h": 0.6, "t": 0.4}[f[0]]
+            t = np.where(keep, ref, rng.integers(0, 4, (n, 8)))
+            if seq == "v_two" and f == "h4":
+                t = t[:-1]
+            d[f] = t.astype(np.float32)
+        out[seq] = d
+    return out
+
+
+def write_strips(root: Path, descs: dict[str, dict[str, np.ndarray]]) -> None:
+    import cv2
+
+    for seq, files in descs.items():
+        (root / seq).mkdir(parents=True)
+        for name, d in files.items():
+            img = np.zeros((65 * d.shape[0], 65), np.uint8)
+            for i in range(d.shape[0]):
+                img[65 * i + 32, 0:64:8] = d[i]
+            assert cv2.imwrite(str(root / seq / f"{name}.png"), img)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--dwb", required=True, type=Path, help="the workbench's checkout (src/ is used)")
@@ -104,8 +148,9 @@ def main() -> None:
                                capture_output=True, text=True).stdout.split()
         src = args.dwb / "src"
         subprocess.run(["g++", "-O2", "-std=c++17", f"-I{src / 'include'}", f"-I{src / 'core/benchmark'}",
-                        f"-I{src / 'core/patches'}", str(HERE / "dw_patch_metrics.cpp"),
+                        f"-I{src / 'core/patches'}", f"-I{src / 'core'}", f"-I{src}", str(HERE / "dw_patch_metrics.cpp"),
                         str(src / "core/benchmark/PatchMetrics.cpp"), str(src / "core/patches/PatchFusionExtractor.cpp"),
+                        str(src / "core/benchmark/HPatchesBenchmark.cpp"), str(src / "core/patches/PatchLoader.cpp"),
                         *flags, "-o", str(exe)], check=True)
         cs = cases()
         with open(tmp / "cases.bin", "wb") as fh:
@@ -125,6 +170,14 @@ def main() -> None:
                 fh.write(weights.tobytes())
         subprocess.run([str(exe), "fusion", str(tmp / "fusion.bin"), str(tmp / "fusion_out.bin")], check=True)
         fraw = (tmp / "fusion_out.bin").read_bytes()
+        rdescs = run_descriptors()
+        write_strips(tmp / "patches", rdescs)
+        runs = {}
+        for threads in (1, 4):
+            subprocess.run([str(exe), "run", str(tmp / "patches"), str(threads), str(tmp / "run.bin")], check=True)
+            rb = (tmp / "run.bin").read_bytes()
+            runs[threads] = np.concatenate([np.frombuffer(rb, "<f4", 11).astype(np.float64),
+                                            np.frombuffer(rb, "<i4", 2, 44).astype(np.float64)])
     rec = np.frombuffer(raw, dtype=np.dtype([("i", "<i4", 2), ("f", "<f4", 4)]))
     assert rec.size == len(cs)
     table = np.concatenate([rec["i"].astype(np.float64), rec["f"].astype(np.float64)], axis=1)
@@ -143,6 +196,12 @@ def main() -> None:
         for c, comp in enumerate(parts):
             arrays[f"fusion_{i}_comp_{c}"] = comp
     assert pos == len(fraw)
+    arrays["run_scenes"] = np.array(list(rdescs))
+    for seq, files in rdescs.items():
+        for name, d in files.items():
+            arrays[f"run_{seq}_{name}"] = d
+    for threads, values in runs.items():
+        arrays[f"run_out_{threads}"] = values
     np.savez_compressed(args.out, **arrays)
     print(f"{args.out}: {len(cs)} cases, {args.out.stat().st_size} bytes")
 

@@ -268,6 +268,26 @@ def test_fusion_against_the_workbenchs_own_patch_fusion():
     # (as an FMA would); channel_wise's block mean times float32(1/3) instead of / 3.
 
 
+def test_whole_run_against_the_workbenchs_own_benchmark():
+    """HPatchesBenchmark::run (PatchLoader reading PNG strips, 4 sequences, a skipped file, a
+    sequence without tough files, ties) with num_threads 1 and 4: every stored mean exact."""
+    z = np.load(FIXTURE)
+    seqs = W.list_sequences(z["run_scenes"])
+    assert seqs == ["i_one", "i_three", "v_four", "v_two"]
+    rows = []
+    for seq in seqs:
+        files = {k[len(f"run_{seq}_"):]: z[k] for k in z.files if k.startswith(f"run_{seq}_")}
+        rows.append(W.score_sequence(seq, files, "sampled"))
+    cols = ["map_overall", "accuracy_overall", "map_easy", "map_hard", "map_tough", "map_illumination",
+            "map_viewpoint", "map_illumination_easy", "map_illumination_hard", "map_viewpoint_easy",
+            "map_viewpoint_hard", "num_scenes", "num_patches"]
+    for grouping, threads in (("sequential", 1), ("per_sequence", 4)):
+        row = W.aggregate(pd.concat(rows, ignore_index=True), grouping).set_index("precision")
+        assert row.loc["float32", cols].astype(float).tolist() == z[f"run_out_{threads}"].tolist()
+        assert row.loc["float64", cols].astype(float).tolist() == pytest.approx(z[f"run_out_{threads}"].tolist(), abs=1e-7)
+    # Broken on purpose (seen failing): not skipping v_two's h4 (17 of 18 patches).
+
+
 def test_the_fixture_has_ties_where_a_stable_sort_would_differ():
     z = np.load(FIXTURE)
     i = list(z["names"]).index("all_equal_40")

@@ -112,6 +112,7 @@ __all__ = [
     "aggregate",
     "fuse",
     "is_illumination",
+    "list_sequences",
 ]
 
 PRECISIONS = ("float32", "float64")
@@ -339,6 +340,17 @@ def is_illumination(sequence: str) -> bool:
     """
     name = str(sequence).replace("\\", "/").split("/")[-1]
     return len(name) > 2 and name[:2] == "i_"
+
+
+def list_sequences(names) -> list[str]:
+    """The sequences the workbench benchmarks when none are configured: the folder names longer
+    than two characters that start with ``i_`` or ``v_``, sorted (it sorts the full paths of one
+    folder's entries, the same order).
+
+    >>> list_sequences(["v_b", "i_a", "x_c", "i_", "v_a"])
+    ['i_a', 'v_a', 'v_b']
+    """
+    return sorted(n for n in map(str, names) if len(n) > 2 and n[:2] in ("i_", "v_"))
 
 
 def _mean(total: float, count: int, precision: str) -> float:
