@@ -16,7 +16,9 @@ e1, e2, .., e5). A target file whose patch count differs from ``ref``'s is skipp
 of a target file is the true match of row i of ``ref``; all other rows of that same file are the
 only "negatives" of the matching and AP (there is no sampling, no seed, no other sequence).
 
-Distances. Descriptors are float32 matrices (``CV_32F``). The distance is L2, not squared:
+Distances. Descriptors are float32 matrices (``CV_32F``: every patch extractor it offers, sift,
+rgbsift, honc, dspsift, surf, hardnet, sosnet and l2net, gives float32; other dtypes are refused
+here, since OpenCV would subtract uint8 rows with saturation). The distance is L2, not squared:
 ``d = float32(sqrt(sum_k float64(float32(a_k - b_k))^2))``, the sum in float64 in OpenCV's order
 (:mod:`.workbench_kernels`). The float64 counterpart here (``precision="float64"``) takes the
 differences in float64 and keeps the float64 root.
