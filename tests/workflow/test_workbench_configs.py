@@ -1,0 +1,105 @@
+"""The C++ DescriptorWorkbench's experiments and descriptor types in descbench (docs/reference/workbench.md):
+every config under config/workbench/ (one per workbench experiment file) and
+config/workbench_descriptors.yaml is a valid descbench config, as its header's command runs it; every
+DescriptorType of the workbench has exactly one row in the docs page's first table."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+import yaml
+from snakemake.utils import update_config
+
+from descbench.config import validate_config
+from descbench.descriptors import family_names
+
+ROOT = Path(__file__).resolve().parents[2]
+SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
+COMMIT = "b834e17"
+# F-Sossi/DescriptorWorkbench at b834e17: src/include/thesis_project/types.hpp, enum DescriptorType
+DESCRIPTOR_TYPES = ("SIFT", "HoNC", "RGBSIFT", "RGBSIFT_CHANNEL_AVG", "vSIFT", "DSPSIFT", "DSPSIFT_V2", "DSPRGBSIFT_V2",
+                    "DSPHOWH_V2", "DSPHONC_V2", "VGG", "DNN_PATCH", "LIBTORCH_HARDNET", "LIBTORCH_SOSNET", "LIBTORCH_L2NET",
+                    "ORB", "SURF", "COMPOSITE")
+# its config/experiments/*.yaml at b834e17 (not _archive/)
+EXPERIMENTS = (
+    "dsprgbsift_intersection", "fusion_dspsift_hardnet_keynet_scale6px", "fusion_dspsift_rgbsift_keynet_scale6px",
+    "fusion_dspsift_surf_ext_intersections", "fusion_dspsift_surf_intersections",
+    "fusion_hardnet_sosnet_keynet_intersections", "fusion_rootsift_hardnet_keynet_scale6px",
+    "fusion_sift_hardnet_keynet_scale6px", "fusion_sift_rgbsift_keynet_scale6px", "fusion_sift_surf_ext_intersections",
+    "fusion_sift_surf_intersections", "fusion_surf_ext_rgbsift_intersections", "honc_evaluation",
+    "keynet_surf_intersection_test", "keypoint_surf_scale_matched_intersection", "nn_ratio_study",
+    "scale_vs_intersection_study", "thesis_tolerance_study", "thesis_verification_retrieval")
+HONC_BLOCK = "# ---- needs branch honc"
+CONFIGS = sorted((ROOT / "config" / "workbench").glob("*.yaml")) + [ROOT / "config" / "workbench_descriptors.yaml"]
+
+
+def random_weights(node):
+    """Weight files (models/...) are downloads; `random` stands in so that validation does not need them."""
+    if isinstance(node, dict):
+        return {k: "random" if k == "weights" and isinstance(v, str) and v.startswith("models/") else random_weights(v)
+                for k, v in node.items()}
+    return [random_weights(v) for v in node] if isinstance(node, list) else node
+
+
+def as_run(path: Path, own: dict) -> dict:
+    """The config the header's command runs: the file alone with --replace-workflow-config, else the file
+    merged into config.yaml as Snakemake merges --configfile files."""
+    command = next(line for line in path.read_text().splitlines() if "snakemake --cores" in line)
+    assert path.relative_to(ROOT).as_posix() in command, command
+    if "--replace-workflow-config" in command:
+        return own
+    merged = yaml.safe_load((ROOT / "config.yaml").read_text())
+    update_config(merged, own)
+    return merged
+
+
+def test_one_config_per_workbench_experiment():
+    assert sorted(p.stem for p in (ROOT / "config" / "workbench").glob("*.yaml")) == sorted(EXPERIMENTS)
+
+
+@pytest.mark.parametrize("path", CONFIGS, ids=lambda p: p.name)
+def test_config_is_valid_as_its_command_runs_it(path):
+    text = path.read_text()
+    if path.parent.name == "workbench":
+        first = text.splitlines()[0]
+        assert first.startswith("#") and f"config/experiments/{path.name}" in first and COMMIT in first, first
+        assert "# Could not be mapped, and why:" in text
+    own = random_weights(yaml.safe_load(text))
+    cfg = validate_config(as_run(path, own), SCHEMA)
+    assert cfg["descriptors"]
+    # and merged into config.yaml (what --configfile without --replace-workflow-config would run)
+    merged = yaml.safe_load((ROOT / "config.yaml").read_text())
+    update_config(merged, own)
+    validate_config(merged, SCHEMA)
+
+
+@pytest.mark.skipif("honc" not in family_names(), reason="the commented blocks need branch honc's families")
+@pytest.mark.parametrize("path", [p for p in CONFIGS if HONC_BLOCK in p.read_text()], ids=lambda p: p.name)
+def test_needs_honc_block_is_valid_once_honc_is_merged(path):
+    head, tail = path.read_text().split(HONC_BLOCK, 1)
+    own = yaml.safe_load(head)
+    block = yaml.safe_load("descriptors:\n" + "\n".join(line[1:] for line in tail.splitlines()[1:]))
+    own["descriptors"].update(block["descriptors"])
+    validate_config(as_run(path, random_weights(own)), SCHEMA)
+
+
+def descriptor_type_rows() -> list[str]:
+    """The first cells of the docs page's "Descriptor types" table."""
+    text = (ROOT / "docs" / "reference" / "workbench.md").read_text()
+    section = text.split("## Descriptor types", 1)[1].split("\n## ", 1)[0]
+    rows = [line for line in section.splitlines() if line.startswith("|")][2:]  # header and |---|
+    return [re.fullmatch(r"`([^`]+)`", row.split("|")[1].strip()).group(1) for row in rows]
+
+
+def test_every_descriptor_type_has_exactly_one_row():
+    rows = descriptor_type_rows()
+    assert sorted(rows) == sorted(DESCRIPTOR_TYPES), (set(rows) ^ set(DESCRIPTOR_TYPES))
+    assert len(rows) == len(set(rows)), [r for r in rows if rows.count(r) > 1]
+
+
+def test_every_experiment_has_a_row():
+    text = (ROOT / "docs" / "reference" / "workbench.md").read_text()
+    for stem in EXPERIMENTS:
+        assert text.count(f"| `{stem}.yaml` | `config/workbench/{stem}.yaml` |") == 1, stem
