@@ -13,7 +13,6 @@ import yaml
 from snakemake.utils import update_config
 
 from descbench.config import validate_config
-from descbench.descriptors import family_names
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -31,7 +30,6 @@ EXPERIMENTS = (
     "fusion_sift_surf_intersections", "fusion_surf_ext_rgbsift_intersections", "honc_evaluation",
     "keynet_surf_intersection_test", "keypoint_surf_scale_matched_intersection", "nn_ratio_study",
     "scale_vs_intersection_study", "thesis_tolerance_study", "thesis_verification_retrieval")
-HONC_BLOCK = "# ---- needs branch honc"
 CONFIGS = sorted((ROOT / "config" / "workbench").glob("*.yaml")) + [ROOT / "config" / "workbench_descriptors.yaml"]
 
 
@@ -66,6 +64,7 @@ def test_config_is_valid_as_its_command_runs_it(path):
         first = text.splitlines()[0]
         assert first.startswith("#") and f"config/experiments/{path.name}" in first and COMMIT in first, first
         assert "# Could not be mapped, and why:" in text
+    assert "branch honc" not in text and "needs-honc" not in text  # merged: no commented-out blocks left
     own = random_weights(yaml.safe_load(text))
     cfg = validate_config(as_run(path, own), SCHEMA)
     assert cfg["descriptors"]
@@ -73,16 +72,6 @@ def test_config_is_valid_as_its_command_runs_it(path):
     merged = yaml.safe_load((ROOT / "config.yaml").read_text())
     update_config(merged, own)
     validate_config(merged, SCHEMA)
-
-
-@pytest.mark.skipif("honc" not in family_names(), reason="the commented blocks need branch honc's families")
-@pytest.mark.parametrize("path", [p for p in CONFIGS if HONC_BLOCK in p.read_text()], ids=lambda p: p.name)
-def test_needs_honc_block_is_valid_once_honc_is_merged(path):
-    head, tail = path.read_text().split(HONC_BLOCK, 1)
-    own = yaml.safe_load(head)
-    block = yaml.safe_load("descriptors:\n" + "\n".join(line[1:] for line in tail.splitlines()[1:]))
-    own["descriptors"].update(block["descriptors"])
-    validate_config(as_run(path, random_weights(own)), SCHEMA)
 
 
 def descriptor_type_rows() -> list[str]:
