@@ -11,6 +11,7 @@ normalised after.
 from __future__ import annotations
 
 import math
+import re
 import sys
 import types
 from pathlib import Path
@@ -539,15 +540,18 @@ def test_a_base_that_cannot_describe_patches_is_refused():
 
 @pytest.mark.bad_input
 @pytest.mark.parametrize("base", [{"family": "hardnet", "params": {"weights": "random"}}, {"family": "onnx", "params": {"model": "m.onnx"}}])
-def test_dsp_over_a_whole_patch_network_is_refused_on_patches_by_the_config_check(base):
-    """It passed check-config and then failed in the job, twice, naming descriptors.p.support (no such key)."""
+def test_dsp_over_a_whole_patch_network_is_refused_on_patches_at_scales_other_than_1(base):
+    """It passed check-config and then failed in the job, twice, naming descriptors.p.support (no such key).
+    At scale 1 alone it is the base (tests/workflow/test_patch_workflow.py runs it)."""
+    filled = {**fragment_defaults(P.PARAMS_SCHEMA["dsp"]), "base": base}
+    problem = r"pools its base '\w+' at scales 1\.5, 2, but '\w+' describes a patch by resizing the whole patch"
+    assert re.match(problem, P.dsp_patch_params_problem(filled))
+    assert P.dsp_patch_params_problem({**filled, "scales": [1.0]}) is None
+    assert P.dsp_patch_params_problem({**filled, "scales": [1.0, 2.0], "weights": [1.0, 0.0]}) is None  # unused scale
+    assert P.dsp_patch_params_problem({**filled, "base": {"family": "sift", "params": {}}}) is None
     if base["family"] == "hardnet":
         pytest.importorskip("kornia")
-    spec = {"family": "dsp", "params": {"base": base}}
-    problem = r"pools its base '\w+' over scaled supports, but '\w+' describes a patch by resizing the whole patch"
-    assert P.dsp_patch_params_problem(check_descriptor_params("dsp", spec["params"], "d") if base["family"] == "hardnet"
-                                      else {"base": base})
-    if base["family"] == "hardnet":
+        spec = {"family": "dsp", "params": {"base": base}}
         cfg = {"keypoint_sets": {"s": {"detector": "sift"}}, "descriptors": {"p": spec},
                "patches": {"enabled": True, "descriptors": ["p"]}}
         with pytest.raises(ConfigError, match=rf"^patches\.descriptors: 'p' \(family dsp\) cannot describe patches: it {problem}"):
@@ -555,9 +559,6 @@ def test_dsp_over_a_whole_patch_network_is_refused_on_patches_by_the_config_chec
         params = check_descriptor_params("dsp", spec["params"], "descriptors.p.params")
         with pytest.raises(ConfigError, match=rf"^descriptors\.p: descriptor family 'dsp' cannot describe patches: it {problem}"):
             PD.describe_patches(np.zeros((1, 65, 65), np.uint8), "dsp", params, config_key="descriptors.p.params")
-    assert P.dsp_patch_params_problem({"base": {"family": "sift", "params": {}}}) is None
-
-# ----------------------------------------------------------------------------- dsp(sift) vs dspsift
 
 
 def test_dsp_over_sift_is_close_to_dspsift_workbench(pristine):

@@ -466,13 +466,16 @@ def _base_family(params: dict) -> DescriptorFamily:
 
 
 def dsp_patch_params_problem(params: dict) -> str | None:
-    """A base that describes a patch as a whole (``whole_patch``: resized to a network input, e.g.
-    hardnet, onnx) has no support to scale: dsp over it cannot describe patches (it can images)."""
+    """For filled ``params``: a base that describes a patch as a whole (``whole_patch``: resized to a
+    network input, e.g. hardnet, onnx) has no support to scale, so dsp over it describes patches at
+    scale 1 only (it describes images at every scale)."""
     fam = get_family(params["base"]["family"])
-    if fam.patch_problem() is None and fam.whole_patch:
-        return (f"pools its base '{fam.name}' over scaled supports, but '{fam.name}' describes a patch by resizing the "
-                "whole patch to its network input (hpatches-benchmark's convention), so it has no support to scale; "
-                "fix: leave it out of patches.descriptors (dsp over it describes images)")
+    scaled = [a for a, w in zip(params["scales"], scale_weights(params)) if w > 0 and float(a) != 1.0]
+    if fam.patch_problem() is None and fam.whole_patch and scaled:
+        return (f"pools its base '{fam.name}' at scales {', '.join(f'{a:g}' for a in scaled)}, but '{fam.name}' "
+                "describes a patch by resizing the whole patch to its network input (hpatches-benchmark's "
+                "convention), so it has no support to scale; fix: scales: [1.0] on patches, or leave it out of "
+                "patches.descriptors (dsp over it describes images at every scale)")
     return None
 
 
