@@ -292,15 +292,18 @@ def _require_onnx(key: str):
     return onnx
 
 
-def graph_names(path: Path, key: str) -> tuple[list[str], list[str]]:
-    """(inputs, outputs) of the ONNX graph in ``path``, inputs without initialisers (older exports
-    list the weights as graph inputs); ConfigError naming ``key`` when it is not an ONNX model."""
-    model = _read_model(path, key)
+def _graph_inputs(model) -> list:
+    """The graph's inputs without initialisers (older exports list the weights as graph inputs)."""
     weights = {t.name for t in model.graph.initializer}
-    return [i.name for i in model.graph.input if i.name not in weights], [o.name for o in model.graph.output]
+    return [i for i in model.graph.input if i.name not in weights]
 
 
-def _read_model(path: Path, key: str):
+def graph_names(model) -> tuple[list[str], list[str]]:
+    """(inputs, outputs) of the ONNX ``model``'s graph (:func:`read_model`), inputs without initialisers."""
+    return [i.name for i in _graph_inputs(model)], [o.name for o in model.graph.output]
+
+
+def read_model(path: Path, key: str):
     """The ONNX model in ``path`` (no external data); ConfigError naming ``key`` when it is not one."""
     onnx = _require_onnx(key)
     try:
@@ -309,29 +312,27 @@ def _read_model(path: Path, key: str):
         raise ConfigError(f"{key}: {path} is not a readable ONNX model ({_first_line(exc)}); give an exported .onnx file") from exc
 
 
-def declared_input(path: Path, input_name: str | None, key: str) -> tuple[str, list[int | None] | None, list[str]]:
-    """The input the patches go to (``input_name``, null: the first), its declared dims (an int per
-    fixed axis, None per symbolic one; None when the graph gives no shape) and the names of every
-    graph input (initialisers excluded)."""
-    model = _read_model(path, key)
-    weights = {t.name for t in model.graph.initializer}
-    inputs = [i for i in model.graph.input if i.name not in weights]
+def declared_input(model, input_name: str | None) -> tuple[str, list[int | None] | None]:
+    """The input of ``model`` the patches go to (``input_name``, null: the first) and its declared
+    dims (an int per fixed axis, None per symbolic one; None when the graph gives no shape)."""
+    inputs = _graph_inputs(model)
     chosen = next((i for i in inputs if i.name == input_name), inputs[0] if inputs and input_name is None else None)
     if chosen is None:
-        return input_name or "", None, [i.name for i in inputs]
+        return input_name or "", None
     tensor = chosen.type.tensor_type
     dims = ([d.dim_value if d.HasField("dim_value") else None for d in tensor.shape.dim]
             if tensor.HasField("shape") else None)
-    return chosen.name, dims, [i.name for i in inputs]
+    return chosen.name, dims
 
 
-def check_declared_input(params: dict, where: str, path: Path) -> None:
+def check_declared_input(params: dict, where: str, path: Path, model) -> None:
     """What the graph declares against what the family feeds (``[batch_size, 1, input_size,
     input_size]``), before anything runs: one input, rank 4, 1 channel (a 3-channel network would
     run on OpenCV's backend with two channels of zeros), ``input_size`` where the graph fixes its
     side, and ``batch_size: 1`` where it fixes its batch to 1. ConfigError naming the key to change."""
     key = f"{where}.model"
-    name, dims, inputs = declared_input(path, params["input_name"], key)
+    inputs = graph_names(model)[0]
+    name, dims = declared_input(model, params["input_name"])
     if len(inputs) > 1:
         raise ConfigError(f"{key}: the graph of {path} has {len(inputs)} inputs ({', '.join(inputs)}); descriptor family "
                           "'onnx' feeds it one tensor of patches [B, 1, n, n]: export the network with its patch input "
@@ -379,12 +380,13 @@ def check_onnx(params: dict, where: str) -> dict:
     if not path.is_file():
         raise ConfigError(f"{key}: ONNX model file {path} does not exist (resolved: {path.resolve()}); give the path to "
                           "an exported .onnx file (descbench never substitutes another network)")
-    inputs, outputs = graph_names(path, key)
+    model = read_model(path, key)  # read once for the names and the declared input
+    inputs, outputs = graph_names(model)
     for k, have in (("input_name", inputs), ("output_name", outputs)):
         if params[k] is not None and params[k] not in have:
             raise ConfigError(f"{where}.{k}: '{params[k]}' is not a graph {k.split('_')[0]} of {path}; its "
                               f"{k.split('_')[0]}s: {', '.join(have) or 'none'} (or null for the first)")
-    check_declared_input(params, where, path)
+    check_declared_input(params, where, path, model)
     net = load_net(params, key)
     n = params["input_size"]
     b = min(2, params["batch_size"])  # the job's batches; two where they can be, to try the batch axis
