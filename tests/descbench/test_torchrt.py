@@ -80,6 +80,20 @@ def test_resolve_device(monkeypatch):
     assert torchrt.resolve_device("cpu", "w") == torch.device("cpu")
 
 
+def test_local_cuda_problem_names_the_key_only_without_a_device(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    problem = torchrt.local_cuda_problem("descriptors.hn.params")
+    assert problem.startswith("descriptors.hn.params.device: 'cuda', but torch") and "fix: use device 'cpu'" in problem
+    with pytest.raises(ConfigError) as err:  # the job's own refusal says the same
+        torchrt.resolve_device("cuda", "descriptors.hn.params")
+    assert str(err.value) == problem
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    assert torchrt.local_cuda_problem("descriptors.hn.params") is None
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torchrt.importlib.util, "find_spec", lambda name: None)  # torch only in the jobs' env
+    assert torchrt.local_cuda_problem("descriptors.hn.params") is None
+
+
 def test_configure_sets_and_records_the_deterministic_settings():
     import kornia
 

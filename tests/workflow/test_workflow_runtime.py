@@ -298,3 +298,26 @@ def test_a_retried_job_asks_for_twice_as_much(tmp_path):
     assert len(jobs) == 2 and "first attempt fails" in out
     first, second = jobs
     assert int(second["mem_mb"]) == 2 * int(first["mem_mb"]) and int(second["runtime"]) == 2 * int(first["runtime"])
+
+
+# ----------------------------------------------------------------------------- device: cuda at DAG build
+
+
+@pytest.mark.e2e
+@pytest.mark.bad_input
+def test_device_cuda_without_a_gpu_stops_a_local_run_at_dag_build(tmp_path):
+    """A learned descriptor with device: cuda, torch seeing no GPU (CUDA_VISIBLE_DEVICES empty, so
+    the test means the same on a GPU machine): a local run stops while the DAG is built, before
+    any job, naming the key and the fix; a dry run (whatever executor the real run names) warns."""
+    cfg = write_config(tmp_path, results_dir=str(tmp_path / "res"))
+    cfg["descriptors"] = {**cfg["descriptors"], "hn": {"family": "hardnet", "params": {"weights": "random", "device": "cuda"}}}
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    env = {"CUDA_VISIBLE_DEVICES": ""}
+    out = snakemake(tmp_path, "--cores", "1", ok=False, env=env)
+    assert "descriptors.hn.params.device: 'cuda', but torch" in out and "sees no CUDA device" in out, out[-3000:]
+    assert "fix: use device 'cpu' or 'auto'" in out and "--executor slurm" in out
+    assert "Traceback" not in out and "InputFunctionException" not in out
+    assert not list((tmp_path / "res").rglob("*.parquet")) and not (tmp_path / "res" / "logs").exists()
+    dry = snakemake(tmp_path, "-n", env=env)
+    assert "descriptors.hn.params.device: 'cuda'" in dry and "a run with Snakemake's local executor stops here" in dry
+    assert job_counts(dry).get("descriptors", 0) >= 1

@@ -19,6 +19,7 @@ A job that runs a network:
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import math
 import os
 import platform
@@ -85,11 +86,31 @@ def resolve_device(device: str, where: str):
         return torch.device("cpu")
     if device == "cuda":
         if not torch.cuda.is_available():
-            raise ConfigError(f"{where}.device: 'cuda', but torch {torch.__version__} sees no CUDA device on this machine "
-                              "(torch.cuda.is_available() is False); fix: use device 'cpu' or 'auto', or run on a GPU "
-                              "node with a CUDA build of torch")
+            raise ConfigError(_no_cuda_message(torch, where))
         return torch.device("cuda", 0)
     raise ConfigError(f"{where}.device: {device!r} is not one of 'auto', 'cpu', 'cuda'")
+
+
+def _no_cuda_message(torch, where: str) -> str:
+    return (f"{where}.device: 'cuda', but torch {torch.__version__} sees no CUDA device on this machine "
+            "(torch.cuda.is_available() is False); fix: use device 'cpu' or 'auto', or run on a GPU "
+            "node with a CUDA build of torch")
+
+
+def local_cuda_problem(where: str) -> str | None:
+    """Why a job whose ``where.device`` is ``cuda`` cannot run on this machine, or None.
+
+    For a run whose jobs run here (Snakemake's local executor), checked once at DAG build, so that
+    the run stops before any job instead of failing in the job. None when torch sees a CUDA
+    device, and when torch is not importable in this process: then the jobs run in an environment
+    of their own (``--software-deployment-method conda``), and each job's
+    :func:`resolve_device` refuses ``cuda`` without a device, as it always does.
+    """
+    if importlib.util.find_spec("torch") is None:
+        return None
+    import torch
+
+    return None if torch.cuda.is_available() else _no_cuda_message(torch, where)
 
 
 def cpu_name() -> str:

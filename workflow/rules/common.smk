@@ -17,6 +17,7 @@ from descbench.paths import ResultPaths, scene_batches
 from descbench.tasks import score_tasks_on
 from descbench.errors import DescbenchError
 from descbench import smktuning
+from descbench.torchrt import local_cuda_problem
 from snakemake.logging import logger
 
 
@@ -384,10 +385,17 @@ def all_batches_spec():
     return spec_file("batches", "all", BATCHES)
 
 
+def keypoint_job_spec(wildcards):
+    """A keypoint job's spec file: the set's config entry."""
+    check_local_gpu(f"keypoint_sets.{wildcards.kpset}.params", _keypoint_run(wildcards.kpset))
+    return spec_file("keypoint_sets", wildcards.kpset, CFG["keypoint_sets"][wildcards.kpset])
+
+
 def descriptor_job_spec(wildcards):
     """A descriptor job's spec file: the descriptor's config entry; a composite's also lists what
     it reads on this set (descbench.descriptors.composite.resolve_components), so that a changed
     component reruns it."""
+    check_local_gpu(f"descriptors.{wildcards.descriptor}.params", _descriptor_run(wildcards.descriptor))
     spec = CFG["descriptors"][wildcards.descriptor]
     if spec["family"] == "composite":
         from descbench.descriptors.composite import resolve_components
@@ -441,6 +449,29 @@ def _keypoint_run(kpset):
 def _env(run):
     """envs/learned.yaml for a job that imports the learned extra (descbench.config.needs_learned_extra), else envs/descbench.yaml."""
     return LEARNED_ENV if needs_learned_extra(**run) else ENV
+
+
+_GPU_CHECKED = set()
+
+
+def check_local_gpu(key, run):
+    """A job asking for a GPU (device: cuda) in a run whose jobs run on this machine (Snakemake's
+    local executor) stops the run at DAG build when this machine has none
+    (descbench.torchrt.local_cuda_problem), instead of failing in the job. Called by the jobs'
+    spec input functions (input functions run while the DAG is built, once the executor is known;
+    resources and threads are evaluated later, when a job is scheduled). A dry run warns: it runs
+    Snakemake's dry-run executor whichever executor the real run will use."""
+    if key in _GPU_CHECKED:
+        return
+    _GPU_CHECKED.add(key)
+    if job_resources(**run)["gpu"] and workflow.local_exec:
+        problem = local_cuda_problem(key)
+        if problem and workflow.dryrun:  # -n runs the dry-run executor whatever executor the real run names
+            logger.warning(f"{problem} (a run with Snakemake's local executor stops here; a cluster executor, "
+                           "e.g. --executor slurm, gives the job a GPU node)")
+        elif problem:
+            _stop(f"{problem} (a run with Snakemake's local executor runs its jobs on this machine; a cluster "
+                  "executor, e.g. --executor slurm, gives the job a GPU node)")
 
 
 def descriptor_resources(wildcards):
@@ -657,6 +688,7 @@ def patch_describe_spec(wildcards):
     folder of hpatches-benchmark CSV files."""
     if PATCH_CFG["csv"].get(wildcards.pdesc):
         return []
+    check_local_gpu(f"descriptors.{wildcards.pdesc}.params", _descriptor_run(wildcards.pdesc))
     spec = {k: v for k, v in CFG["descriptors"][wildcards.pdesc].items() if k in ("family", "params")}
     return spec_file("patch_descriptors", wildcards.pdesc, spec)
 

@@ -11,7 +11,7 @@ rule keypoints:
         models=keypoint_model_files,
         # its settings (spec files, rewritten only when they change: common.smk)
         batches_spec=lambda wc: batch_spec(wc.batch),
-        spec=lambda wc: spec_file("keypoint_sets", wc.kpset, CFG["keypoint_sets"][wc.kpset]),
+        spec=keypoint_job_spec,
     output:
         directory(PATHS.keypoints_dir("{kpset}", "{batch}")),
     params:

@@ -40,3 +40,24 @@ def test_add_commands_gives_check_config_its_files():
     sub = argparse.ArgumentParser().add_subparsers()
     assert checkconfig.add_commands(sub) == {"check-config": checkconfig.run}
     assert sub.choices["check-config"].parse_args(["a.yaml", "b.yaml"]).files == [Path("a.yaml"), Path("b.yaml")]
+
+
+@pytest.mark.bad_input
+def test_device_cuda_on_a_machine_without_a_gpu_is_a_note_naming_the_key(tmp_path, capsys, monkeypatch):
+    """A config may be meant for a cluster's GPU nodes: check-config says what a local run would refuse,
+    and still passes; a CPU or auto device says nothing."""
+    torch = pytest.importorskip("torch")
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    mine = tmp_path / "gpu.yaml"
+    mine.write_text("descriptors:\n  hn:\n    family: hardnet\n    params: {weights: random, device: cuda}\n"
+                    "  hs:\n    family: sosnet\n    params: {weights: random, device: auto}\n"
+                    "keypoint_sets:\n  kn:\n    detector: keynet\n    params: {weights: random, device: cuda}\n")
+    checkconfig.check_config([ROOT / "config.yaml", mine])
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].endswith("valid YAML and a valid descbench config")
+    notes = [line for line in lines if line.startswith("descbench: note: ")]
+    assert [n.split(": ")[2].split(".device")[0] for n in notes] == ["descriptors.hn.params", "keypoint_sets.kn.params"], notes
+    assert all("stops at DAG build" in n for n in notes)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    checkconfig.check_config([ROOT / "config.yaml", mine])
+    assert "note" not in capsys.readouterr().out

@@ -32,5 +32,28 @@ def check_config(files: list[Path]) -> None:
 
     for f in files:
         update(merged, check_yaml_file(f))
-    validate_config(merged, Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml")
+    cfg = validate_config(merged, Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml")
     print(f"descbench: {', '.join(map(str, files))}: valid YAML and a valid descbench config")
+    for problem in gpu_notes(cfg):
+        print(f"descbench: note: {problem}; a run with Snakemake's local executor on this machine stops at DAG build, "
+              "a cluster executor gives the job a GPU node")
+
+
+def gpu_notes(cfg: dict) -> list[str]:
+    """What asks for a GPU (``device: cuda``) and cannot have one on this machine
+    (:func:`descbench.torchrt.local_cuda_problem`): notes, not errors, since the config may be
+    meant for a cluster."""
+    from descbench.config import job_resources
+    from descbench.torchrt import local_cuda_problem
+
+    asks = [(f"descriptors.{n}.params", {"params": d.get("params", {}), "family": d["family"]})
+            for n, d in (cfg.get("descriptors") or {}).items()]
+    asks += [(f"keypoint_sets.{n}.params", {"params": k.get("params", {}), "detector": k["detector"]})
+             for n, k in (cfg.get("keypoint_sets") or {}).items() if "detector" in k]
+    notes = []
+    for key, run in asks:
+        if job_resources(**run)["gpu"]:
+            problem = local_cuda_problem(key)
+            if problem:
+                notes.append(problem)
+    return notes
