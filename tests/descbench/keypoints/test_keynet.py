@@ -135,6 +135,28 @@ def test_equals_kornia_keynetdetector_converted_as_the_workbench_does(image, wei
     np.testing.assert_array_equal(ours.source_index, np.arange(len(ours)))
 
 
+PUBLISHED_KEYNET = Path(__file__).resolve().parents[2] / "data" / "weights" / "keynet_pytorch.pth"
+
+
+def test_the_published_keynet_file_loads_as_kornia_loads_it(image):
+    """Key.Net's published file (tests/data/weights/README.md): a training checkpoint whose state dict
+    sits under "state_dict". descbench's keypoints from it equal kornia's KeyNetDetector with the
+    weights loaded by kornia's own call (KeyNet.__init__ with pretrained=True:
+    load_state_dict(checkpoint["state_dict"], strict=True)), converted by the rule."""
+    checkpoint = torch.load(PUBLISHED_KEYNET, map_location="cpu", weights_only=True)
+    assert set(checkpoint) == {"state_dict", "optimizer"}
+    assert any(k.endswith("num_batches_tracked") for k in checkpoint["state_dict"])
+    ours = detect("keynet", image, params(weights=str(PUBLISHED_KEYNET)))
+    torch.set_num_threads(1)
+    det = KF.KeyNetDetector(pretrained=False, num_features=2000)
+    det.model.load_state_dict(checkpoint["state_dict"], strict=True)
+    with torch.inference_mode():
+        lafs, resp = det.eval()(torch.from_numpy(image).float()[None, None] / 255.0)
+    filled = KF.laf_is_filled(lafs)[0]
+    assert len(ours) == int(filled.sum()) > 100
+    assert_fields_equal(ours, by_the_rule(lafs[0, filled], resp[0, filled]))
+
+
 def test_extraction_params_reach_kornia(image, weights):
     given = {"num_features": 50, "nms_size": 9, "up_levels": 0, "pyramid_levels": 2, "scale_factor_levels": 1.5,
              "s_mult": 10.0, "score_threshold": 0.029}  # 0.029: about the median response of the 50 strongest
