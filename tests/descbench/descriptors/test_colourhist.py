@@ -184,7 +184,10 @@ def test_dsp_base_pyramid_skips_keypoints_below_the_pyramid(image_kps):
 @pytest.mark.bad_input
 def test_dsp_base_pyramid_refusals():
     raises_naming(lambda: dsp_params("sift"), "descriptors.x.params.image: base_pyramid", "family 'sift' has none",
-                  "honc, howh", exc=ConfigError)
+                  "DSPSIFT_V2) is family 'dspsift' with convention: workbench", "honc, howh", exc=ConfigError)
+    raises_naming(lambda: dsp_params("rgbsift"), "family 'rgbsift' has none", "(DSPRGBSIFT_V2) is family 'dsprgbsift'",
+                  exc=ConfigError)
+    raises_naming(lambda: dsp_params("surf"), "family 'surf' has none (no pyramid_rows hook); use a base", exc=ConfigError)
     raises_naming(lambda: dsp_params("honc", weighting="gaussian"), "descriptors.x.params.weighting", "remove weighting",
                   exc=ConfigError)
     raises_naming(lambda: dsp_params("honc", weights=[1, 1, 2]), "descriptors.x.params.weights", exc=ConfigError)

@@ -284,14 +284,24 @@ def test_a_zero_weight_scale_is_not_computed(small_image):
 
 def test_one_scale_of_one_is_the_base_exactly(pristine, small_image):
     """scales [1], uniform, no normalisation: the base family's rows bit for bit (sift on a SIFT set,
-    whose own octave field is kept at a = 1; the python family), with every aggregation."""
+    whose own octave field is kept at a = 1; the python family), with every aggregation; sift's
+    ``convention: workbench`` pools the workbench's SIFTWrapper rows (its family's pool_params): its
+    rows before the L2 normalisation (the runner's NoPooling) that the convention adds."""
+    from descbench.descriptors import sift as S
+    from descbench.descriptors.sift_kernel import l2_rows
+
     img = pristine / "1.ppm"
     kps = detect("sift", read_image(img), SIFT_SET["params"])
     kps = kps.take(np.arange(0, len(kps), 9))
     one = {"scales": [1.0], "normalise_after": "none"}
-    for base in ({"family": "sift"}, {"family": "sift", "params": {"convention": "workbench"}}, py("size_rows")):
-        want = compute_descriptors(base["family"], check_descriptor_params(base["family"], base.get("params"), "b"), img, kps,
-                                   SIFT_SET, "b")
+    workbench = {"family": "sift", "params": {"convention": "workbench"}}
+    extractor = compute_descriptors("sift", {"convention": S.EXTRACTOR}, img, kps, SIFT_SET, "b")
+    unit = compute_descriptors("sift", check_descriptor_params("sift", workbench["params"], "b"), img, kps, SIFT_SET, "b")
+    assert np.array_equal(l2_rows(extractor), unit) and not np.array_equal(extractor, unit)
+    assert np.array_equal(extractor, np.round(extractor))  # OpenCV's rounded rows, not normalised
+    for base in ({"family": "sift"}, workbench, py("size_rows")):
+        want = extractor if base is workbench else compute_descriptors(
+            base["family"], check_descriptor_params(base["family"], base.get("params"), "b"), img, kps, SIFT_SET, "b")
         for agg in P.AGGREGATIONS:
             assert np.array_equal(dsp({"base": base, **one, "aggregation": agg}, img, kps, SIFT_SET), want), (base, agg)
 
@@ -299,24 +309,31 @@ def test_one_scale_of_one_is_the_base_exactly(pristine, small_image):
 # ----------------------------------------------------------------------------- the octave field
 
 
-def test_sift_octave_field_follows_the_scaled_size(small_image):
-    """On a set with SIFT octaves the field is re-derived from the scaled size at a != 1 (kept at
-    a = 1); on other sets it is passed on as it is."""
+def test_sift_octave_field_is_kept_or_follows_the_scaled_size(small_image):
+    """The workbench's copy of the keypoint (default ``octave_field: kept``): the field passed on as it
+    is at every scale, on every set. ``octave_field: from_size``: on a set with SIFT octaves it is
+    re-derived from the scaled size at a != 1 (kept at a = 1); on other sets passed on as it is."""
     kps = kps_of([20.0, 40.0], [20.0, 30.0], [3.0, 7.0], octave=[0x0102, 0x02FF])  # arbitrary packed fields
+    sets = (("sift", SIFT_SET), ("locked", {"detector": "locked", "params": {"octave": "sift"}}), ("gftt", {"detector": "gftt"}))
     got = {}
-    for a in (1.0, 2.0):
-        for name, kpset in (("sift", SIFT_SET), ("locked", {"detector": "locked", "params": {"octave": "sift"}}),
-                            ("gftt", {"detector": "gftt"})):
-            got[a, name] = dsp({"base": py("octave_rows"), "scales": [a], "normalise_after": "none"}, small_image, kps, kpset)
-    for name in ("sift", "locked", "gftt"):
-        np.testing.assert_array_equal(got[1.0, name][:, 1], [0x0102, 0x02FF])
+    for field in P.OCTAVE_FIELDS:
+        for a in (1.0, 2.0):
+            for name, kpset in sets:
+                got[field, a, name] = dsp({"base": py("octave_rows"), "scales": [a], "normalise_after": "none",
+                                           "octave_field": field}, small_image, kps, kpset)
+    for name, _ in sets:
+        for a in (1.0, 2.0):
+            np.testing.assert_array_equal(got["kept", a, name], np.stack([[3.0 * a, 7.0 * a], [0x0102, 0x02FF]], axis=1))
+        np.testing.assert_array_equal(got["from_size", 1.0, name][:, 1], [0x0102, 0x02FF])
+    assert P.PARAMS_SCHEMA["dsp"]["properties"]["octave_field"]["default"] == "kept"
     want = sift_octave_from_size(np.float32([6.0, 14.0]), (64, 80))
     for name in ("sift", "locked"):
-        np.testing.assert_array_equal(got[2.0, name], np.stack([[6.0, 14.0], want], axis=1))
-    np.testing.assert_array_equal(got[2.0, "gftt"][:, 1], [0x0102, 0x02FF])
+        np.testing.assert_array_equal(got["from_size", 2.0, name], np.stack([[6.0, 14.0], want], axis=1))
+    np.testing.assert_array_equal(got["from_size", 2.0, "gftt"][:, 1], [0x0102, 0x02FF])
     # the set's own SIFT scale space (layers per octave, sigma) decides the level
     own = {"detector": "sift", "params": {**SIFT_SET["params"], "n_octave_layers": 4, "sigma": 2.0}}
-    field = dsp({"base": py("octave_rows"), "scales": [2.0], "normalise_after": "none"}, small_image, kps, own)[:, 1]
+    field = dsp({"base": py("octave_rows"), "scales": [2.0], "normalise_after": "none", "octave_field": "from_size"},
+                small_image, kps, own)[:, 1]
     np.testing.assert_array_equal(field, sift_octave_from_size(np.float32([6.0, 14.0]), (64, 80), 4, 2.0))
     assert not np.array_equal(field, want)
     # workbench_pyramid: the workbench's copy of the keypoint, field included
@@ -326,18 +343,22 @@ def test_sift_octave_field_follows_the_scaled_size(small_image):
 
 
 def test_sift_base_at_a_scale_describes_the_scaled_keypoint(pristine):
-    """dsp(sift) at one scale 2 on a SIFT set = sift on keypoints of twice the size with the level
-    taken from that size (what sift does on keypoints of any other detector); keeping the detected
-    octave field would describe them at the wrong scale-space level."""
+    """dsp(sift) at one scale 2 on a SIFT set = sift on keypoints of twice the size with their
+    detected octave field (the workbench's, default), i.e. at the detected scale-space level; with
+    ``octave_field: from_size`` with the level taken from that size (what sift does on keypoints of
+    any other detector)."""
     img = pristine / "1.ppm"
     kps = detect("sift", read_image(img), SIFT_SET["params"])
     kps = kps.take(np.arange(0, len(kps), 9))
-    got = dsp({"base": {"family": "sift"}, "scales": [2.0], "normalise_after": "none"}, img, kps, SIFT_SET)
     doubled = ImageKeypoints(kps.x, kps.y, kps.size * np.float32(2), kps.angle, kps.response, kps.octave, kps.class_id,
                              kps.source_index)
     sift = check_descriptor_params("sift", {}, "s")
-    assert np.array_equal(got, compute_descriptors("sift", sift, img, doubled, {}, "s"))
-    assert not np.array_equal(got, compute_descriptors("sift", sift, img, doubled, SIFT_SET, "s"))
+    at_detected, at_size = (compute_descriptors("sift", sift, img, doubled, kpset, "s") for kpset in (SIFT_SET, {}))
+    assert not np.array_equal(at_detected, at_size)
+    for field, want in (("kept", at_detected), ("from_size", at_size)):
+        got = dsp({"base": {"family": "sift"}, "scales": [2.0], "normalise_after": "none", "octave_field": field}, img, kps,
+                  SIFT_SET)
+        assert np.array_equal(got, want), field
 
 
 # ----------------------------------------------------------------------------- the base misbehaving
@@ -391,6 +412,9 @@ def test_a_degenerate_scaled_size_names_the_scale(small_image):
     ({"base": {"family": "sift"}, "rootsift": "yes"}, r"rootsift: 'yes' is not one of 'none', 'before', 'after'"),
     ({"base": {"family": "sift"}, "normalise_after": "max"}, r"normalise_after: 'max' is not one of"),
     ({"base": {"family": "sift"}, "colour": True}, r"colour applies to image: workbench_pyramid or base_pyramid only"),
+    ({"base": {"family": "sift"}, "octave_field": "detected"}, r"octave_field: 'detected' is not one of 'kept', 'from_size'"),
+    ({"base": {"family": "sift"}, "image": "workbench_pyramid", "octave_field": "from_size"},
+     r"params\.octave_field: 'from_size' applies to image: original only .*remove octave_field"),
     ({"base": {"family": "sift"}, "image": "workbench_pyramid", "scales": [1, 16]}, r"scales: \[16\] lie beyond"),
     ({"base": {"family": "sift"}, "aggregation": "max", "weights": [1, 2, 3]},
      r"descriptors\.d\.params\.weights: aggregation 'max' does not weight the scales \(the workbench ignores scale weights "
@@ -563,17 +587,20 @@ def test_dsp_over_a_whole_patch_network_is_refused_on_patches_at_scales_other_th
 
 def test_dsp_over_sift_is_close_to_dspsift_workbench(pristine):
     """Same scales [1, 1.5, 2], uniform, no normalisation before, L2 after: the two differ by the
-    per-scale SIFT (dsp: OpenCV's rounded rows, each unit L2 by sift's workbench convention; dspsift:
-    VanillaSIFT's unrounded rows of L2 norm 512, so the scaling is the same and only the rounding
-    differs), the level rule (sift_octave_from_size's round vs computeDSP's floor) and the pyramid
-    (dsp: one OpenCV SIFT.compute per scale, its first octave from that scale's keypoints; dspsift:
-    one pyramid for all scales). Measured on 655 SIFT keypoints of v_coins image 1 (SIFT set):
-    row L2 distance median 0.064, p90 0.131, max 0.486; with computeDSP's layer rule changed to
-    round, the median falls to 0.016 (rounding and pyramids)."""
+    per-scale SIFT (dsp: the workbench SIFTWrapper's rows, OpenCV's rounded to integers; dspsift:
+    VanillaSIFT's unrounded rows; both of L2 norm about 512), the level (dsp, image original: the
+    detected keypoint's level by default, as the workbench's DomainSizePooling keeps the octave
+    field; with ``octave_field: from_size`` the scaled size's, sift_octave_from_size's round, where
+    computeDSP floors) and the pyramid (dsp: one OpenCV SIFT.compute per scale; dspsift: one pyramid
+    for all scales). Measured on 655 SIFT keypoints of v_coins image 1 (SIFT set), row L2 distance:
+    default median 0.131, p90 0.214, max 0.375; ``octave_field: from_size`` median 0.064, p90 0.131,
+    max 0.486 (with computeDSP's layer rule changed to round, the median falls to 0.016: rounding and
+    pyramids)."""
     img = pristine / "1.ppm"
     kps = detect("sift", read_image(img), SIFT_SET["params"])
-    a = dsp({"base": {"family": "sift", "params": {"convention": "workbench"}}}, img, kps, SIFT_SET)
     b = compute_descriptors("dspsift", check_descriptor_params("dspsift", {"convention": "workbench"}, "b"), img, kps, SIFT_SET, "b")
-    dist = np.linalg.norm(a.astype(np.float64) - b, axis=1)
     assert len(kps) == 655
-    assert 0.04 < np.median(dist) < 0.09 and np.quantile(dist, 0.9) < 0.2 and dist.max() < 0.6
+    for field, (lo, hi, p90, top) in (("kept", (0.10, 0.16, 0.3, 0.5)), ("from_size", (0.04, 0.09, 0.2, 0.6))):
+        a = dsp({"base": {"family": "sift", "params": {"convention": "workbench"}}, "octave_field": field}, img, kps, SIFT_SET)
+        dist = np.linalg.norm(a.astype(np.float64) - b, axis=1)
+        assert lo < np.median(dist) < hi and np.quantile(dist, 0.9) < p90 and dist.max() < top, field

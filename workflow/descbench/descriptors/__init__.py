@@ -88,6 +88,11 @@ class DescriptorFamily(RuntimeFacts):
     # refuses ``base_pyramid`` over it).
     pyramid_rows: Callable[[Path, ImageKeypoints, dict, dict, list[float], bool],
                            tuple[list[np.ndarray], list[np.ndarray]]] | None = None
+    # ``pool_params(params)``: for filled params, the params under which ``compute`` and ``patch_rows``
+    # give the rows that the workbench's DomainSizePooling pools for this setting (its extractor's
+    # rows, without the row normalisation its runner's NoPooling adds to a plain run): ``dsp`` (images
+    # ``original`` / ``workbench_pyramid``) computes its base with them; None: the params as given.
+    pool_params: Callable[[dict], dict] | None = None
 
     # What the workflow reads about its jobs (descbench.jobfacts; a value or a function of the params):
     # where it runs (numpy, torch, onnxruntime: the job's conda env, threads and GPU; RuntimeFacts)

@@ -50,22 +50,56 @@ weight of 0 does not drop the scale either). Here ``weights`` or a ``weighting``
 ``YAMLConfigLoader::stringToPoolingAggregation`` reads as ``average``, are ConfigErrors here.
 
 Scaled keypoints (:func:`scaled_keypoints`): ``size' = float32(size) * float32(a)`` in float32
-(C++ ``kp.size * alpha``). The ``octave`` field is kept, except on a keypoint set whose field is
-OpenCV SIFT's packed octave (root detector ``sift``, or ``locked`` with ``octave: sift``) at
-``a != 1``: there it is re-derived from the scaled size
-(:func:`descbench.keypoints.sift.sift_octave_from_size`, with the set's ``n_octave_layers`` and
-``sigma``), so that a SIFT-family base, which reads the field as it is on such sets
-(``descbench.descriptors.sift.sift_setup``), describes each keypoint at the scaled size's
-scale-space level, as it does on sets of other detectors (where it derives the level from the
-size itself). At ``a = 1`` the keypoint is the detected one, its own level is kept: ``scales: [1]``
-with uniform weights and no normalisation is the base family exactly. A scaled size that is not
-finite and positive (float32 overflow of a huge scale) is a DataError naming the scale and rows.
+(C++ ``kp.size * alpha``), every other field kept, the ``octave`` field included: every version of
+the workbench's DomainSizePooling copies the keypoint and changes only its size (and, on a pyramid
+level, its position): ``src/core/pooling/DomainSizePooling.cpp:78-83`` at b834e17, ``:33-36``,
+``:155-158`` and ``:260-263`` at ecf962d (the parent of b9b6b46). On a keypoint set whose field
+is OpenCV SIFT's packed octave (root detector ``sift``, or ``locked`` with ``octave: sift``) a
+SIFT-family base reads the field as it is (``descbench.descriptors.sift.sift_setup``), so it
+describes each scaled keypoint on the *detected* keypoint's scale-space level with a window ``a``
+times as wide, as the workbench's OpenCV SIFT does. ``octave_field`` (``image: original`` only):
+``kept`` (default, the workbench's) or ``from_size``, descbench's own choice (the only behaviour
+before the workbench's was reproduced): on such a set the field is re-derived from the scaled
+size at ``a != 1`` (:func:`descbench.keypoints.sift.sift_octave_from_size`, with the set's
+``n_octave_layers`` and ``sigma``), so that the base describes each keypoint at the scaled size's
+level, as it does on sets of other detectors (where it derives the level from the size itself);
+at ``a = 1`` the field is kept. On the 40 + 40 keypoints of ``tests/interop/test_dw_dsp_pooling.py``
+``from_size`` differs from the workbench's rows by up to 0.124 per element (scales [1, 1.5, 2]).
+``scales: [1]`` with uniform weights and no normalisation is the base family's rows exactly (for
+``sift`` ``convention: workbench``: the rows before its final L2 step, below). A scaled size that
+is not finite and positive (float32 overflow of a huge scale) is a DataError naming the scale and
+rows.
+
+Base rows (``image: original`` and ``workbench_pyramid``): the workbench's DomainSizePooling pools
+what its extractor's ``extract`` returns (``DomainSizePooling.cpp:86``), before the row
+normalisation its runner's ``NoPooling`` gives a plain run (``NoPooling.cpp``). So the base is
+computed with its family's ``pool_params`` (:func:`pooled_base_params`): ``sift`` with
+``convention: workbench`` pools the workbench ``SIFTWrapper``'s rows (``SIFTWrapper.cpp:10-17``:
+OpenCV's SIFT on the ``cvtColor`` grey, integers, L2 norm about 512), not the convention's unit
+rows; with the defaults (``normalise_before: none``) the norms weigh the average (up to 1.7e-4
+per element on the fixture's keypoints). Measured against the workbench's own DomainSizePooling
+and SIFTWrapper compiled at b834e17 (``tests/data/dw/workbench_dsp_pooling.npz``,
+``tests/interop/test_dw_dsp_pooling.py``): ``dsp`` over ``sift`` ``convention: workbench`` with
+``image: workbench_pyramid`` (its ``pooling: domain_size_pooling``) and with ``image: original``
+(its documented definition, the harness's loop over its SIFTWrapper) equal its rows within 3.0e-8,
+at scales [1, 1.5, 2] and [0.85, 1, 1.3]. Every other base pools its family's rows as a plain run
+gives them (e.g. ``vsift``, ``rgbsift``, ``honc``: normalised rows where the workbench pools its
+wrapper's); those combinations, and every base with ``octave_field: from_size``, are descbench's
+own, not compared with the workbench.
 
 ``image`` chooses the image each scale is described on:
 
 * ``original`` (default): the image unchanged, only the keypoint size scaled: the definition in
-  the workbench's ``docs/pooling_semantics.md`` ("fixed image, variable support"), which its code
-  followed until commit b9b6b46 (Sep 2025), and Dong & Soatto's.
+  the workbench's ``docs/pooling_semantics.md`` ("fixed image, variable support": the keypoint
+  copied with its size times ``a``), and Dong & Soatto's. Of its code only the overloads of
+  ``DomainSizePooling::computeDescriptors`` that take the old ``experiment_config`` followed it
+  (``DomainSizePooling.cpp:11-117`` and ``:135-224`` at ecf962d, the parent of b9b6b46). Its YAML
+  experiments' overload (``DescriptorConfig``, ``:227-310`` there, the one
+  ``cli/experiment_runner.cpp`` calls) resized the image by ``a`` (``cv::resize``, ``INTER_LINEAR``)
+  and multiplied each keypoint's position and size by ``a`` (``:251-263``): the same support at
+  another resolution, which no mode here reproduces. Commit b9b6b46 (30 Sep 2025) replaced that
+  overload with the pyramid below and made the ``experiment_config`` ones blur the image by
+  ``1.6 a`` first; ba07b47 (4 Oct 2025) removed those.
 * ``workbench_pyramid``: what ``DomainSizePooling::computeDescriptors`` does since then
   (:func:`pyramid_level`, :func:`pyramid_image`): a Gaussian pyramid of the grey image
   (``cvtColor(BGR2GRAY)`` of the colour read; the BGR image with ``colour: true``, its
@@ -111,12 +145,16 @@ zeroes rows of norm <= DBL_EPSILON).
   which is not implemented.
 
 DSPSIFT's exact kernels (:mod:`descbench.descriptors.dspsift`) stay as they are; ``dsp`` is the
-generic path for families that have none. ``dsp`` over ``sift`` with ``convention: workbench`` is
-close to, not equal to, ``dspsift`` ``convention: workbench`` (``tests/descbench/descriptors/test_pooling.py`` measures
-it: row L2 distance median 0.064 on the demo): dspsift pools VanillaSIFT's unrounded rows (L2 norm
-512, so the scaling matches dsp's unit rows) with computeDSP's level rule ``floor`` in one pyramid
-for all scales; dsp pools OpenCV's rounded rows with ``sift_octave_from_size``'s ``round``, one
-``SIFT.compute`` (and pyramid) per scale.
+generic path for families that have none. The workbench's computeDSP over VanillaSIFT and RGBSIFT
+(``DSPSIFT_V2``, ``DSPRGBSIFT_V2``) are the families ``dspsift`` and ``dsprgbsift`` (``convention:
+workbench``), not ``dsp`` over ``sift`` / ``rgbsift``: those have no ``pyramid_rows`` hook, and
+``image: base_pyramid`` over them is a ConfigError naming the family to use. ``dsp`` over ``sift``
+with ``convention: workbench`` (the workbench's DomainSizePooling over its SIFT) is close to, not
+equal to, ``dspsift`` ``convention: workbench`` (``tests/descbench/descriptors/test_pooling.py``
+measures it on the demo: row L2 distance median 0.131; 0.064 with ``octave_field: from_size``):
+dspsift pools VanillaSIFT's unrounded rows with computeDSP's level rule (``floor`` of the scaled
+size's level) in one pyramid for all scales; dsp pools OpenCV's rounded rows on the detected level
+(``from_size``: ``sift_octave_from_size``'s ``round``), one ``SIFT.compute`` (and pyramid) per scale.
 """
 
 from __future__ import annotations
@@ -140,6 +178,8 @@ NORMS = ("none", "l1", "l2")
 WEIGHTINGS = ("uniform", "gaussian", "triangular")
 ROOT_STAGES = ("none", "before", "after")
 IMAGES = ("original", "workbench_pyramid", "base_pyramid")
+# image original on a set with SIFT octaves: the keypoint's octave field kept (the workbench's) or from the scaled size
+OCTAVE_FIELDS = ("kept", "from_size")
 # the workbench's pooling_aggregation values; average with weights is its weighted_avg
 AGGREGATIONS = ("average", "max", "min", "concatenate")
 # families that cannot be the base, and why
@@ -151,6 +191,8 @@ REFUSED_BASES = {
                  "pool each component instead",
     "precomputed": "its descriptors are read from files at the detected keypoints and cannot be recomputed at other sizes",
 }
+# bases whose workbench computeDSP (DSPVanillaSIFTWrapper<T>) is a family of its own: (family, workbench type)
+POOLED_ELSEWHERE = {"sift": ("dspsift", "DSPSIFT_V2"), "rgbsift": ("dsprgbsift", "DSPRGBSIFT_V2")}
 # workbench_pyramid (DomainSizePooling::buildGaussianPyramid's arguments in computeDescriptors)
 PYRAMID_OCTAVES = 4
 PYRAMID_LAYERS = 3
@@ -175,6 +217,8 @@ PARAMS_SCHEMA = {"dsp": object_fragment(
     # how the scales' rows are combined (max, min, concatenate: unweighted)
     aggregation={"enum": list(AGGREGATIONS), "default": "average"},
     image={"enum": list(IMAGES), "default": "original"},
+    # image original: the scaled keypoint's SIFT octave field (module docstring)
+    octave_field={"enum": list(OCTAVE_FIELDS), "default": "kept"},
     # workbench_pyramid only: the pyramid of the BGR image instead of the grey one
     colour={"type": "boolean", "default": False},
 )}
@@ -205,7 +249,8 @@ def check_dsp(params: dict, where: str) -> dict:
     """Rules the schema cannot state: the base is a registered float family (its params checked
     and filled), not one of :data:`REFUSED_BASES`; scales distinct; explicit weights one per scale
     and not with a procedural ``weighting``; no weights of either kind with an unweighted
-    ``aggregation``; a positive weight sum; ``colour`` with a pyramid ``image`` only, the pyramid's
+    ``aggregation``; a positive weight sum; ``octave_field: from_size`` with ``image: original``
+    only; ``colour`` with a pyramid ``image`` only, the pyramid's
     scale range with ``image: workbench_pyramid``; ``base_pyramid``: a base with the
     ``pyramid_rows`` hook and no weights."""
     fam = params["base"]["family"]
@@ -241,9 +286,11 @@ def check_dsp(params: dict, where: str) -> dict:
     if params["image"] == "base_pyramid":
         if get_family(fam).pyramid_rows is None:
             able = sorted(n for n in family_names() if get_family(n).pyramid_rows is not None)
+            own = (f"; the workbench's computeDSP over it ({POOLED_ELSEWHERE[fam][1]}) is family '{POOLED_ELSEWHERE[fam][0]}' "
+                   "with convention: workbench") if fam in POOLED_ELSEWHERE else ""
             raise ConfigError(f"{where}.image: base_pyramid describes every scale on the base family's own pyramid, but "
-                              f"family '{fam}' has none (no pyramid_rows hook); use a base with one ({', '.join(able)}) "
-                              "or image: original / workbench_pyramid")
+                              f"family '{fam}' has none (no pyramid_rows hook){own}; use a base with one "
+                              f"({', '.join(able)}) or image: original / workbench_pyramid")
         given = "weights" if params["weights"] is not None else "weighting" if params["weighting"] != "uniform" else None
         if given:
             raise ConfigError(f"{where}.{given}: image base_pyramid pools the scales unweighted (the workbench's "
@@ -255,7 +302,11 @@ def check_dsp(params: dict, where: str) -> dict:
             raise ConfigError(f"{where}.scales: {far} lie beyond the workbench pyramid's {PYRAMID_OCTAVES} octaves "
                               f"(floor(log2 a) >= {PYRAMID_OCTAVES}; the workbench skips them); use scales < "
                               f"{2 ** PYRAMID_OCTAVES}")
-    elif params["colour"] and params["image"] == "original":
+    if params["octave_field"] != "kept" and params["image"] != "original":
+        raise ConfigError(f"{where}.octave_field: '{params['octave_field']}' applies to image: original only (image "
+                          f"{params['image']} describes each scale at its own pyramid level, keeping the field as the "
+                          "workbench does); remove octave_field")
+    if params["colour"] and params["image"] == "original":
         raise ConfigError(f"{where}.colour applies to image: workbench_pyramid or base_pyramid only (the image the "
                           "pyramid is built from); with image: original the base family reads the image its own way: "
                           "remove colour")
@@ -265,9 +316,11 @@ def check_dsp(params: dict, where: str) -> dict:
 # ----------------------------------------------------------------------------- geometry
 
 
-def scaled_keypoints(kps: ImageKeypoints, a: float, kpset: dict, image_shape: tuple[int, int], where: str) -> ImageKeypoints:
-    """``kps`` with size ``float32(size) * float32(a)`` (float32), every other field kept, except
-    the SIFT octave field re-derived from the new size at ``a != 1`` on a set with SIFT octaves
+def scaled_keypoints(kps: ImageKeypoints, a: float, kpset: dict, image_shape: tuple[int, int] | None, where: str,
+                     octave_field: str = "kept") -> ImageKeypoints:
+    """``kps`` with size ``float32(size) * float32(a)`` (float32), every other field kept (the
+    workbench's copy of the keypoint), except, with ``octave_field: from_size``, the SIFT octave
+    field re-derived from the new size at ``a != 1`` on a set with SIFT octaves
     (:func:`has_sift_octaves`; the set's ``n_octave_layers`` and ``sigma``, clamped to the pyramid
     of an image of ``image_shape``). DataError naming ``where`` when a size is not finite and > 0."""
     with np.errstate(over="ignore"):  # an overflow is reported below, naming the scale
@@ -277,7 +330,7 @@ def scaled_keypoints(kps: ImageKeypoints, a: float, kpset: dict, image_shape: tu
         raise DataError(f"{where}: the scaled keypoint size is {size[bad[0]]} (not finite and positive) for {bad.size} "
                         f"keypoints (first: row {int(bad[0])}, size {kps.size[bad[0]]}); use a smaller scale")
     octave = kps.octave
-    if a != 1 and has_sift_octaves(kpset):
+    if octave_field == "from_size" and a != 1 and has_sift_octaves(kpset):
         sift = fill_defaults({"$ref": "#/definitions/sift_detector_params"},
                              dict(kpset.get("params", {})) if kpset.get("detector") == "sift" else {}, config_schema())
         octave = sift_octave_from_size(size, image_shape, int(sift["n_octave_layers"]), float(sift["sigma"]))
@@ -399,6 +452,14 @@ def pool_pyramid_rows(rows: list[np.ndarray], valid: list[np.ndarray], params: d
     return np.ascontiguousarray(K.cv_normalize_rows(pooled, after), dtype=np.float32)
 
 
+def pooled_base_params(params: dict) -> dict:
+    """The base's params for ``image: original`` / ``workbench_pyramid``: its family's
+    ``pool_params`` of them (the rows the workbench's DomainSizePooling pools, e.g. ``sift``'s
+    ``convention: workbench`` without its runner's normalisation), or the params as given."""
+    fam = get_family(params["base"]["family"])
+    return fam.pool_params(params["base"]["params"]) if fam.pool_params else params["base"]["params"]
+
+
 def _where(params: dict, a: float) -> str:
     return f"dsp scale {a} (base family '{params['base']['family']}' at keypoint size x {a})"
 
@@ -428,12 +489,14 @@ def dsp_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: 
             raise DataError(f"dsp over base family '{base['family']}' (image: base_pyramid): {exc}") from exc
         _check_scale_rows(rows, scales, params)
         return pool_pyramid_rows(rows, valid, params)
+    base_params = pooled_base_params(params)
     if image_mode == "original":
-        shape = read_image(image_path).shape[:2] if has_sift_octaves(kpset) and any(a != 1 for a, _ in used) else None
+        from_size = params["octave_field"] == "from_size" and has_sift_octaves(kpset) and any(a != 1 for a, _ in used)
+        shape = read_image(image_path).shape[:2] if from_size else None
         for a, _ in used:
             at = _where(params, a)
-            rows.append(compute_descriptors(base["family"], base["params"], image_path, scaled_keypoints(kps, a, kpset, shape, at),
-                                            kpset, at))
+            scaled = scaled_keypoints(kps, a, kpset, shape, at, params["octave_field"])
+            rows.append(compute_descriptors(base["family"], base_params, image_path, scaled, kpset, at))
     else:
         import tempfile
 
@@ -449,7 +512,7 @@ def dsp_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: 
                 if not cv2.imwrite(str(path), pyramid_image(work, octave, level, cache)):
                     raise DataError(f"{_where(params, a)}: could not write the pyramid level image {path}")
                 at = f"{_where(params, a)}, pyramid octave {octave} level {level} of {image_path}"
-                rows.append(compute_descriptors(base["family"], base["params"], path, pyramid_keypoints(kps, a, octave), kpset, at))
+                rows.append(compute_descriptors(base["family"], base_params, path, pyramid_keypoints(kps, a, octave), kpset, at))
     _check_scale_rows(rows, [a for a, _ in used], params)
     return pool_rows(rows, [w for _, w in used], params)
 
@@ -500,13 +563,13 @@ def dsp_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
         return _pyramid_patch_rows(fam, job, params)
     weights = scale_weights(params)
     used = [(a, w) for a, w in zip(params["scales"], weights) if w > 0]
-    base_params = params["base"]["params"]
+    base_params = pooled_base_params(params)
     rows = []
     for a, _ in used:
         at = f"{job.where}: {_where(params, a)}"
         if params["image"] == "original":
-            sub = dataclasses.replace(job, keypoint=scaled_keypoints(job.keypoint, a, job.kpset, job.shape, at), describe=None,
-                                      where=at)
+            sub = dataclasses.replace(job, keypoint=scaled_keypoints(job.keypoint, a, job.kpset, job.shape, at,
+                                                                     params["octave_field"]), describe=None, where=at)
         else:
             octave, level = pyramid_level(a)
             # a grey patch: its colour read has three equal channels, whose pyramid (colour: true) is the grey one's

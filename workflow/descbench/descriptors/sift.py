@@ -5,8 +5,11 @@ integers 0..255, stored as float32). ``workbench`` is the C++ DescriptorWorkbenc
 its ``SIFTWrapper.cpp`` calls ``cv::SIFT::create()->compute`` on the grey image it gets from
 ``cvtColor(BGR2GRAY)`` of an ``IMREAD_COLOR`` read (``processing.cpp``), i.e. OpenCV 4's
 float32 output, which OpenCV also rounds to integers; every row is then L2-normalised (the
-project's measurement of its pipeline: true mAP agrees to ~1e-9 with, ~1e-5 without). The
-unrounded-float SIFT of the workbench's own ``VanillaSIFT`` is used by its RGBSIFT and DSP
+project's measurement of its pipeline: true mAP agrees to ~1e-9 with, ~1e-5 without; its rows
+within 3.0e-8 of the runner's own, ``tests/interop/test_dw_dsp_pooling.py``). That L2 step is the
+runner's (``NoPooling``), not ``SIFTWrapper``'s, so the workbench's domain-size pooling pools the
+rows without it: ``dsp`` computes this convention without the step (:func:`sift_pool_params`,
+:mod:`descbench.descriptors.pooling`). The unrounded-float SIFT of the workbench's own ``VanillaSIFT`` is used by its RGBSIFT and DSP
 descriptors (see :mod:`descbench.descriptors.rgbsift`, :mod:`descbench.descriptors.dspsift`).
 
 ``vsift`` is the workbench's ``vSIFT`` (``VSIFTWrapper.cpp``: ``VanillaSIFT::compute`` with
@@ -41,7 +44,7 @@ def sift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset:
     the keypoint size (:func:`descbench.keypoints.sift.sift_octave_from_size`).
     """
     convention = params.get("convention", "opencv")
-    if convention not in CONVENTIONS:
+    if convention not in (*CONVENTIONS, EXTRACTOR):
         raise ConfigError(f"descriptor family 'sift': convention must be one of {', '.join(CONVENTIONS)}, got {convention!r}")
     if len(kps) == 0:
         return np.zeros((0, 128), dtype=np.float32)
@@ -50,7 +53,7 @@ def sift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset:
 
         gray = cv2.cvtColor(read_image(image_path, color=True), cv2.COLOR_BGR2GRAY)
         return vanilla_sift(gray, kps, kpset, str(image_path))
-    if convention == "workbench":
+    if convention in ("workbench", EXTRACTOR):
         import cv2
 
         gray = cv2.cvtColor(read_image(image_path, color=True), cv2.COLOR_BGR2GRAY)
@@ -98,6 +101,17 @@ def vanilla_sift(gray: np.ndarray, kps: ImageKeypoints, kpset: dict, where: str)
 
 
 CONVENTIONS = ("opencv", "workbench", "vsift")
+# not a config value: ``workbench`` without its runner's row normalisation, the rows of the workbench's
+# SIFTWrapper::extract, which its DomainSizePooling pools (sift_pool_params; module docstring)
+EXTRACTOR = "workbench_extractor"
+
+
+def sift_pool_params(params: dict) -> dict:
+    """``dsp``'s base params (DescriptorFamily.pool_params): ``convention: workbench`` pools the
+    workbench's SIFTWrapper rows (OpenCV's SIFT rows on the ``cvtColor`` grey, not normalised), as its
+    DomainSizePooling does; the other conventions as they are."""
+    return {**params, "convention": EXTRACTOR} if params.get("convention") == "workbench" else params
+
 
 # The family's parameters, their allowed values and defaults (the one declaration; descbench.params).
 PARAMS_SCHEMA = {"sift": object_fragment(convention={"enum": list(CONVENTIONS), "default": "opencv"})}
@@ -119,7 +133,7 @@ def sift_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
     is the grey patch itself (the BGR->grey weights sum to exactly 1 in fixed point);
     ``tests/descbench/patches/test_describe.py`` checks it against the registry on PNG files."""
     convention = params.get("convention", "opencv")
-    if convention not in CONVENTIONS:
+    if convention not in (*CONVENTIONS, EXTRACTOR):
         raise ConfigError(f"invalid config value at '{job.config_key}.convention': {convention!r}; allowed: {', '.join(CONVENTIONS)}")
     if convention == "vsift":  # the grey patch is its own cvtColor grey (sift_patch_rows' docstring)
         return job.per_patch(lambda i: vanilla_sift(job.patches[i], job.keypoint, job.kpset, job.name(i)))
@@ -140,4 +154,4 @@ def sift_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
 
 
 FAMILIES = (DescriptorFamily("sift", sift_descriptors, PARAMS_SCHEMA["sift"], patch_support=sift_patch_support,
-                             patch_rows=sift_patch_rows),)
+                             patch_rows=sift_patch_rows, pool_params=sift_pool_params),)
