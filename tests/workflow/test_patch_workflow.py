@@ -221,3 +221,35 @@ def test_learned_families_through_the_patch_benchmarks(tmp_path):
     for name in ("hbench.md", "hpatches_benchmark.md"):
         md = (rep / name).read_text()
         assert md.count("RANDOM(seed=0)") >= 2, name  # on the hardnet and dsp_hardnet rows
+
+
+def test_the_workbench_patch_benchmark_gives_its_table_and_database_rows(tmp_path):
+    """patches.workbench.enabled (the other two benchmarks off, one descriptor, small patches):
+    the report's workbench_patch_benchmark table and the results database's
+    patch_benchmark_results rows, equal to descbench.patches.workbench on the run's descriptors;
+    the database job depends on the table (the dry run lists it before results_db)."""
+    import sqlite3
+
+    from descbench.patches import workbench as wb
+    from descbench.patches.stages import load_descriptors
+
+    write_config(tmp_path, {"enabled": True, "generate": {"max_patches": 30}, "descriptors": ["sift"],
+                            "hbench": {"enabled": False}, "hpatches_benchmark": {"enabled": False},
+                            "workbench": {"enabled": True}},
+                 descriptors={"sift": {"family": "sift"}}, keypoint_sets={"sift": {"detector": "sift", "max_keypoints": 200}})
+    dry = snakemake(tmp_path, "-n", "--forceall", str(Path("results/demo/results.sqlite")))
+    assert "patch_report" in dry and "patch_evaluate" in dry
+    snakemake(tmp_path, "--cores", "2", "results/demo/results.sqlite")
+    res = tmp_path / "results/demo"
+    table = pd.read_csv(res / "report/patches/workbench_patch_benchmark.csv")
+    assert table.descriptor_name.tolist() == ["sift"] and table.descriptor_dimension.tolist() == [128]
+    descs = load_descriptors(sorted((res / "patches/descriptors/sift").glob("*.parquet")))
+    want = wb.aggregate(pd.concat([wb.score_sequence(s, descs[s], "sift", ["float32"]) for s in sorted(descs)]))
+    con = sqlite3.connect(res / "results.sqlite")
+    rows = pd.read_sql("SELECT * FROM patch_benchmark_results", con)
+    con.close()
+    assert len(rows) == 1 and rows.num_scenes[0] == 2
+    for c in wb.TABLE_COLUMNS:
+        if c.startswith(("map_", "accuracy_", "num_")):
+            assert rows[c][0] == want[c][0] == table[c][0], c
+    assert 0 < rows.map_overall[0] <= 1 and rows.processing_time_ms[0] > 0

@@ -630,8 +630,20 @@ def _patch_root_and_sequences():
 PATCH_ROOT, PATCH_SEQS = _patch_root_and_sequences() if PATCHES_ON else (None, [])
 PATCH_REPORT_FILES = ("hbench.csv", "hbench.md", "hbench.html", "hpatches_benchmark.csv", "hpatches_benchmark.md",
                       "hpatches_benchmark.html", "patches_map.png", "patches_map.svg", "patches_provenance.json")
+# the workbench's patch benchmark (patches.workbench.enabled): its table, which the database reads
+WORKBENCH_PATCHES_ON = PATCHES_ON and PATCH_CFG["workbench"]["enabled"]
+if WORKBENCH_PATCHES_ON:
+    from descbench.report.patches import WORKBENCH_FILES, WORKBENCH_STEM
+
+    PATCH_REPORT_FILES = PATCH_REPORT_FILES + WORKBENCH_FILES
+    REPORT_TABLES.update({f"patches/{WORKBENCH_STEM}.html": "table_patches_workbench"})
 REPORT_TABLES.update({"patches/hbench.html": "table_patches_hbench",
                       "patches/hpatches_benchmark.html": "table_patches_hpatches_benchmark"})
+
+
+def workbench_patch_table():
+    """The workbench patch benchmark's CSV table for the results database (patches.workbench.enabled), else none."""
+    return [PATHS.report(f"patches/{WORKBENCH_STEM}.csv")] if WORKBENCH_PATCHES_ON else []
 
 
 def patch_sequence_files(seq):

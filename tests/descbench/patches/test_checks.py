@@ -56,3 +56,31 @@ def test_a_family_that_cannot_describe_patches_is_named(cfg):
     bad["patches"]["descriptors"] = ["pre"]
     with pytest.raises(ConfigError, match=r"^patches.descriptors: 'pre' \(family precomputed\) cannot describe patches: it "):
         check_source(bad)
+
+
+@pytest.mark.bad_input
+def test_the_workbench_patch_benchmark_refuses_packed_bits_before_any_job(cfg):
+    """patches.workbench.enabled compares float32 rows (descbench.patches.workbench): a descriptor
+    known to give packed bits (a binary family, a CSV with binary_packed) is refused, naming it."""
+    bad = copy.deepcopy(cfg)
+    bad["descriptors"]["orb"] = {"family": "orb", "params": {}}
+    bad["patches"]["descriptors"] = ["sift", "orb"]
+    check_source(bad)  # the workbench's benchmark is off: orb is fine for the others
+    bad["patches"]["workbench"]["enabled"] = True
+    with pytest.raises(ConfigError, match=r"^patches.workbench.enabled: .*patches.descriptors \['orb'\] give packed bits.*"
+                                          r"remove them from patches.descriptors or set patches.workbench.enabled: false"):
+        check_source(bad)
+    bad["patches"]["descriptors"] = ["sift", "mine"]
+    bad["patches"]["csv"] = {"mine": {"path": "x", "binary_packed": True}}
+    with pytest.raises(ConfigError, match=r"\['mine'\] give packed bits"):
+        check_source(bad)
+    bad["patches"]["csv"]["mine"]["binary_packed"] = False
+    check_source(bad)
+
+
+def test_the_schema_offers_the_module_s_precisions_and_groupings():
+    from descbench.patches.workbench import GROUPINGS, PRECISIONS
+
+    props = yaml.safe_load(SCHEMA.read_text())["properties"]["patches"]["properties"]["workbench"]["properties"]
+    assert tuple(props["precision"]["enum"]) == PRECISIONS and tuple(props["grouping"]["enum"]) == GROUPINGS
+    assert props["enabled"]["default"] is False  # existing runs do not change

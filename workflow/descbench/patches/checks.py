@@ -28,6 +28,7 @@ def check_source(cfg: dict) -> None:
     from descbench.patches.generate import check_finite
 
     check_finite(p["generate"], "patches.generate")
+    check_workbench(cfg)
     geometry = CENTRE_KEYPOINTS[p["centre_keypoint"]]
     for name in p["descriptors"]:
         if name not in cfg["descriptors"] and name not in p["csv"]:
@@ -49,3 +50,31 @@ def check_source(cfg: dict) -> None:
                 key = f"descriptors.{name}.params" + (f".parts.{i}.params" if fam == "stack" else "")
                 _check_geometry(default_support(part["family"], part["params"]), geometry["angle"], geometry["sift_octave"],
                                 key, support_from=f"{key}.scale_factor")
+
+
+def gives_packed_bits(cfg: dict, name: str) -> bool:
+    """Whether patch descriptor ``name`` is known, before it runs, to give packed bits (uint8): a
+    ``patches.csv`` entry with ``binary_packed``, a binary family, or a stack of binary parts."""
+    from descbench.descriptors.stack import part_kind
+
+    p = cfg["patches"]
+    if name in p["csv"]:
+        return bool(p["csv"][name]["binary_packed"])
+    spec = cfg["descriptors"][name]
+    parts = spec["params"]["parts"] if spec.get("family") == "stack" else [spec]
+    return any(part_kind(part) is True for part in parts)
+
+
+def check_workbench(cfg: dict) -> None:
+    """``patches.workbench.enabled``: the workbench's patch benchmark computes on float32 matrices
+    (CV_32F; :mod:`descbench.patches.workbench`), so a descriptor known to give packed bits is
+    refused here, naming it and the fix (one decided by the data, e.g. python, is checked by the
+    evaluation job)."""
+    p = cfg["patches"]
+    if not p["workbench"]["enabled"]:
+        return
+    binary = [n for n in p["descriptors"] if (n in cfg["descriptors"] or n in p["csv"]) and gives_packed_bits(cfg, n)]
+    if binary:
+        raise ConfigError(f"patches.workbench.enabled: the workbench's patch benchmark compares float32 descriptors "
+                          f"(L2), and patches.descriptors {binary} give packed bits (uint8); remove them from "
+                          "patches.descriptors or set patches.workbench.enabled: false")

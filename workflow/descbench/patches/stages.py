@@ -6,7 +6,9 @@ the pure modules of :mod:`descbench.patches`; outputs are written atomically.
 
 from __future__ import annotations
 
+import datetime
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +19,7 @@ from descbench import io
 from descbench.errors import ConfigError, DataError
 from descbench.patches import PATCH_TYPES
 from descbench.patches.checks import CENTRE_KEYPOINTS
+from descbench.report.patches import WORKBENCH_TIMING
 
 
 
@@ -219,9 +222,53 @@ def evaluate_hpbench(tasks_dir: Path, descs: dict, hcfg: dict, source: str) -> t
     return pd.concat(tables, ignore_index=True), details
 
 
+def workbench_metadata(pcfg: dict) -> str:
+    """The ``metadata`` cell of the workbench's row: its ``key=value;`` pairs in key order (as its
+    ``patch_benchmark`` writes them, cli/patch_benchmark.cpp:478-489), with descbench's settings:
+    the three difficulties (all evaluated), ``grouping``, ``precision``, ``scenes`` (when
+    ``patches.sequences`` names them) and ``source``."""
+    w = pcfg["workbench"]
+    pairs = {"difficulty_easy": "true", "difficulty_hard": "true", "difficulty_tough": "true",
+             "grouping": w["grouping"], "precision": w["precision"], "source": pcfg["source"]}
+    if pcfg.get("sequences"):
+        pairs["scenes"] = ",".join(pcfg["sequences"])
+    return "".join(f"{k}={pairs[k]};" for k in sorted(pairs))
+
+
+def evaluate_workbench(descs: dict[str, dict[str, np.ndarray]], name: str, pcfg: dict) -> tuple[pd.DataFrame, dict]:
+    """The workbench's patch benchmark (:mod:`descbench.patches.workbench`) of one descriptor:
+    its ``patch_benchmark_results`` row (:func:`~descbench.patches.workbench.aggregate`, at
+    ``patches.workbench.precision`` and ``grouping``; ``processing_time_ms`` NaN, the measured
+    time is the caller's), and the details: ``workbench_sequences`` (one
+    :func:`~descbench.patches.workbench.score_sequence` row per sequence: each split's mAP,
+    accuracy, patches, correct matches and files) and ``workbench_files`` (one row per scored
+    target file: its mAP and accuracy). Sequences in ``patches.sequences``' order, else sorted
+    by name (the workbench sorts the folder's paths). A descriptor that is not float32 (packed
+    bits) is refused, naming it and the fix."""
+    from descbench.patches import workbench as wb
+
+    w = pcfg["workbench"]
+    kinds = {d["ref"].dtype for d in descs.values()}
+    if kinds != {np.dtype(np.float32)}:
+        raise DataError(f"patch descriptor '{name}' holds {', '.join(sorted(map(str, kinds)))} rows; the workbench's patch "
+                        "benchmark (patches.workbench.enabled) compares float32 descriptors with L2 only; remove "
+                        f"'{name}' from patches.descriptors or set patches.workbench.enabled: false")
+    order = list(descs) if pcfg.get("sequences") else sorted(descs)
+    rows, files = [], []
+    for seq in order:
+        rows.append(wb.score_sequence(seq, descs[seq], name, [w["precision"]], file_rows=files))
+    per_sequence = pd.concat(rows, ignore_index=True)
+    table = wb.aggregate(per_sequence, grouping=w["grouping"], descriptor_name=name)
+    table["metadata"] = workbench_metadata(pcfg)
+    table["grouping"] = w["grouping"]
+    return table, {"workbench_sequences": per_sequence, "workbench_files": pd.DataFrame(files)}
+
+
 def evaluate(tasks_dir: Path, files: list[Path], name: str, pcfg: dict, out_dir: Path) -> None:
     """Every enabled patch benchmark for one descriptor into ``out_dir``: ``summary.parquet`` (tidy
-    rows of both benchmarks), one Parquet file per detail table, HBench's ``.results`` files."""
+    rows of both benchmarks), one Parquet file per detail table, HBench's ``.results`` files, and
+    with ``patches.workbench.enabled`` ``workbench.parquet`` (:func:`evaluate_workbench`) with
+    its wall time in ``workbench_timing.json`` (milliseconds and when it finished, UTC)."""
     tasks_dir, out_dir = Path(tasks_dir), Path(out_dir)
     descs = load_descriptors([Path(f) for f in files])
     meta = io.provenance("patch_evaluation", {"descriptor": name, "patches": pcfg},
@@ -237,6 +284,15 @@ def evaluate(tasks_dir: Path, files: list[Path], name: str, pcfg: dict, out_dir:
                                       pcfg["source"])
         io.write_table(pa.Table.from_pandas(table, preserve_index=False), out_dir / "hpatches_benchmark.parquet", meta)
         details.update(det)
+    if pcfg["workbench"]["enabled"]:
+        start = time.perf_counter()
+        table, det = evaluate_workbench(descs, name, pcfg)
+        elapsed_ms = (time.perf_counter() - start) * 1000.0
+        io.write_table(pa.Table.from_pandas(table, preserve_index=False), out_dir / "workbench.parquet", meta)
+        details.update(det)
+        write_json(out_dir / WORKBENCH_TIMING, {  # the wall time, outside the Parquet
+            "processing_time_ms": elapsed_ms,
+            "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")})
     if summary:
         io.write_table(pa.Table.from_pandas(pd.concat(summary, ignore_index=True), preserve_index=False),
                        out_dir / "hbench.parquet", meta)

@@ -100,6 +100,7 @@ from descbench.patches import workbench_kernels as K
 
 __all__ = [
     "PRECISIONS",
+    "GROUPINGS",
     "SPLITS",
     "TABLE_COLUMNS",
     "FUSION_METHODS",
@@ -118,6 +119,8 @@ __all__ = [
 ]
 
 PRECISIONS = ("float32", "float64")
+# aggregate's summation orders over sequences (patches.workbench.grouping)
+GROUPINGS = ("per_sequence", "sequential")
 SPLITS = tuple(JITTER_NAMES[j] for j in JITTERS)  # easy, hard, tough
 _SPLIT_PREFIX = {JITTER_NAMES[j]: j for j in JITTERS}
 
@@ -362,7 +365,8 @@ def _mean(total: float, count: int, precision: str) -> float:
     return float(np.float32(value)) if precision == "float32" else value
 
 
-def _split_results(sequence: str, descriptors: Mapping[str, np.ndarray], precision: str) -> dict:
+def _split_results(sequence: str, descriptors: Mapping[str, np.ndarray], precision: str,
+                   file_rows: list | None = None) -> dict:
     if "ref" not in descriptors:
         raise DataError(f"sequence {sequence}: no 'ref' descriptors (the queries of every split)")
     ref = _matrix(descriptors["ref"], f"{sequence}.ref")
@@ -381,6 +385,8 @@ def _split_results(sequence: str, descriptors: Mapping[str, np.ndarray], precisi
             if ref.shape[0] and target.shape[1] != ref.shape[1]:
                 raise DataError(f"sequence {sequence}: {key} has width {target.shape[1]} but ref has width {ref.shape[1]}")
             res = score_file(ref, target, precision)
+            if file_rows is not None:
+                file_rows.append({"precision": precision, "sequence": sequence, "split": split, "file": key, **res})
             patches += res["num_patches"]
             correct += res["correct_matches"]
             ap_sum += res["average_precision"]
@@ -392,7 +398,7 @@ def _split_results(sequence: str, descriptors: Mapping[str, np.ndarray], precisi
 
 
 def score_sequence(sequence: str, descriptors: Mapping[str, np.ndarray], descriptor_name: str = "",
-                   precisions: Sequence[str] = PRECISIONS) -> pd.DataFrame:
+                   precisions: Sequence[str] = PRECISIONS, file_rows: list | None = None) -> pd.DataFrame:
     """Score one sequence for all splits; one row per precision, the ``patch_benchmark_results``
     columns as the workbench would write them for a run over this sequence alone.
 
@@ -411,6 +417,10 @@ def score_sequence(sequence: str, descriptors: Mapping[str, np.ndarray], descrip
       ``num_patches_<split>``, ``correct_matches_<split>``, ``files_<split>`` (0 files = not
       scored), which :func:`aggregate` needs to combine sequences exactly.
 
+    ``file_rows``: a list to which one dict per scored target file is appended (``precision``,
+    ``sequence``, ``split``, ``file`` and :func:`score_file`'s values), the per-file results the
+    split means are made of; skipped files (patch count differs from ``ref``'s) have none.
+
     >>> ref = np.array([[0.0], [1.0], [2.0]], np.float32)
     >>> h1 = np.array([[0.6], [-0.5], [2.0]], np.float32)
     >>> row = score_sequence("v_x", {"ref": ref, "e1": ref + 0.1, "h1": h1}, "toy")
@@ -422,7 +432,7 @@ def score_sequence(sequence: str, descriptors: Mapping[str, np.ndarray], descrip
     rows = []
     for precision in precisions:
         precision = _precision(precision)
-        per = _split_results(sequence, descriptors, precision)
+        per = _split_results(sequence, descriptors, precision, file_rows)
         ref = np.asarray(descriptors["ref"])
         row = {"descriptor_name": descriptor_name,
                "descriptor_dimension": int(ref.shape[1]) if ref.shape[0] else 0}
@@ -458,8 +468,8 @@ def aggregate(per_sequence: pd.DataFrame, grouping: str = "per_sequence", descri
     >>> row.loc[0, ["map_overall", "map_illumination", "map_viewpoint"]].tolist(), int(row.loc[0, "num_scenes"])
     ([0.8055555820465088, 1.0, 0.6111111044883728], 2)
     """
-    if grouping not in ("per_sequence", "sequential"):
-        raise ConfigError(f"grouping {grouping!r} is not 'per_sequence' or 'sequential'")
+    if grouping not in GROUPINGS:
+        raise ConfigError(f"grouping {grouping!r} is not one of {', '.join(GROUPINGS)}")
     need = {"precision", "sequence", "descriptor_name", "descriptor_dimension"} | {
         f"{c}_{s}" for s in SPLITS for c in ("accuracy", "num_patches", "files")} | {f"map_{s}" for s in SPLITS}
     missing = sorted(need - set(per_sequence.columns))
