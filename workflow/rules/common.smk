@@ -422,7 +422,18 @@ def keypoint_model_files(wildcards):
 
 def patch_model_files(wildcards):
     """The model / weight files of a patch-describing job's descriptor, by content."""
-    return tracked(model_files(**_descriptor_run(wildcards.pdesc)))
+    return tracked(model_files(**_patch_descriptor_run(wildcards.pdesc)))
+
+
+def _patch_descriptor_run(descriptor):
+    """:func:`_descriptor_run` of a patch-describing job: a composite runs its components there
+    (as the parts of a stack would: their networks, threads and env)."""
+    spec = CFG["descriptors"].get(descriptor)
+    if spec and spec["family"] == "composite":
+        from descbench.patches.checks import patch_components
+
+        return {"family": "stack", "params": {"parts": list(patch_components(CFG, descriptor).values())}}
+    return _descriptor_run(descriptor)
 
 
 def _descriptor_run(descriptor):
@@ -461,11 +472,11 @@ def keypoint_env(wildcards):
 
 def patch_threads(wildcards):
     """A patch-describing job's threads: a learned descriptor's params.threads, else 1."""
-    return job_resources(**_descriptor_run(wildcards.pdesc))["threads"]
+    return job_resources(**_patch_descriptor_run(wildcards.pdesc))["threads"]
 
 
 def patch_env(wildcards):
-    return _env(_descriptor_run(wildcards.pdesc))
+    return _env(_patch_descriptor_run(wildcards.pdesc))
 
 
 # Cluster resources of the heavy jobs (descbench.jobresources: mem_mb and runtime in minutes from the
@@ -670,6 +681,10 @@ def patch_describe_spec(wildcards):
     if PATCH_CFG["csv"].get(wildcards.pdesc):
         return []
     spec = {k: v for k, v in CFG["descriptors"][wildcards.pdesc].items() if k in ("family", "params")}
+    if spec["family"] == "composite":  # its components are described in the job (descbench.patches.stages.describe)
+        from descbench.patches.checks import patch_components
+
+        spec["components"] = patch_components(CFG, wildcards.pdesc)
     return spec_file("patch_descriptors", wildcards.pdesc, spec)
 
 

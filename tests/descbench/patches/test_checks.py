@@ -84,3 +84,29 @@ def test_the_schema_offers_the_module_s_precisions_and_groupings():
     props = yaml.safe_load(SCHEMA.read_text())["properties"]["patches"]["properties"]["workbench"]["properties"]
     assert tuple(props["precision"]["enum"]) == PRECISIONS and tuple(props["grouping"]["enum"]) == GROUPINGS
     assert props["enabled"]["default"] is False  # existing runs do not change
+
+
+def composite_cfg(cfg, component_family="sift"):
+    out = copy.deepcopy(cfg)
+    out["descriptors"]["other"] = {"family": component_family, "params": {}}
+    out["descriptors"]["fused"] = {"family": "composite", "keypoint_sets": ["sift"],
+                                   "params": {"aggregation": "concatenate", "arithmetic": "workbench",
+                                              "components": [{"descriptor": "sift"}, {"descriptor": "other"}]}}
+    out["patches"]["descriptors"] = ["fused"]
+    return out
+
+
+def test_a_composite_describes_patches_through_its_components(cfg):
+    from descbench.patches.checks import patch_components
+
+    ok = composite_cfg(cfg)
+    check_source(ok)
+    assert list(patch_components(ok, "fused")) == ["sift", "other"]
+    assert patch_components(ok, "fused")["other"] == {"family": "sift", "params": {}}
+
+
+@pytest.mark.bad_input
+def test_a_composite_with_a_component_that_cannot_describe_patches_names_it(cfg):
+    with pytest.raises(ConfigError, match=r"^patches.descriptors: 'fused' \(component 'other' of 'fused', family rgbsift\) "
+                                          r"cannot describe patches"):
+        check_source(composite_cfg(cfg, "rgbsift"))

@@ -127,3 +127,52 @@ def test_packed_bits_are_refused_naming_the_descriptor_and_the_fix(tmp_path):
     raises_naming(lambda: ps.evaluate(tmp_path / "tasks", files, "orbish", pcfg(), tmp_path / "eval"),
                   "'orbish'", "uint8", "float32", "remove 'orbish' from patches.descriptors",
                   "patches.workbench.enabled: false")
+
+
+# ----------------------------------------------------------------------------- composite on patches
+
+
+@pytest.mark.parametrize("arithmetic", ["workbench", "descbench"])
+def test_a_composite_patch_descriptor_fuses_its_components_patch_rows(tmp_path, arithmetic):
+    """family composite on patches: each component described at the centre keypoint as its own
+    descriptor would be, then fused; arithmetic: workbench is the workbench's PatchFusionExtractor
+    (descbench.patches.workbench.fuse, weights as given), bit for bit."""
+    from descbench.descriptors import check_descriptor_params
+    from descbench.descriptors.composite import aggregate
+    from descbench.patches.checks import CENTRE_KEYPOINTS
+    from descbench.patches.describe import describe_patches
+    from descbench.patches.layout import read_strip
+    from tests.descbench.patches.test_stages import write_sequence
+
+    seq = tmp_path / "v_test"
+    write_sequence(seq, 3)
+    params = check_descriptor_params("composite", {
+        "aggregation": "weighted_avg", "arithmetic": arithmetic,
+        "components": [{"descriptor": "sift_raw", "weight": 0.3}, {"descriptor": "rootsift", "weight": 0.9}]}, "descriptors.f.params")
+    comps = {"sift_raw": {"family": "sift", "params": {"convention": "opencv"}}, "rootsift": {"family": "rootsift", "params": {}}}
+    spec = {"family": "composite", "params": params, "components": comps}
+    ps.describe(seq, tmp_path / "f" / "v_test.parquet", "f", spec, "hpatches_benchmark")
+    got = ps.load_descriptors([tmp_path / "f" / "v_test.parquet"])["v_test"]
+    for t in ("ref", "t5"):
+        rows = [describe_patches(read_strip(seq / f"{t}.png"), c["family"], c["params"], **CENTRE_KEYPOINTS["hpatches_benchmark"])
+                for c in comps.values()]
+        if arithmetic == "workbench":
+            want = wb.fuse(rows, "weighted_avg", [0.3, 0.9])  # not renormalised, as PatchFusionExtractor
+        else:
+            want = aggregate(rows, params, ["a", "b"], "x")
+        assert got[t].dtype == np.float32
+        np.testing.assert_array_equal(got[t].view(np.uint32), want.view(np.uint32))
+    assert np.abs(np.linalg.norm(got["ref"], axis=1) - 1).max() < 1e-6
+
+
+@pytest.mark.bad_input
+def test_a_composite_spec_without_its_components_is_named(tmp_path):
+    from descbench.descriptors import check_descriptor_params
+    from descbench.errors import ConfigError
+    from tests.descbench.patches.test_stages import write_sequence
+
+    seq = tmp_path / "v_test"
+    write_sequence(seq, 2)
+    params = check_descriptor_params("composite", {"aggregation": "average", "components": [{"descriptor": "a"}]}, "d.params")
+    raises_naming(lambda: ps.describe(seq, tmp_path / "o.parquet", "f", {"family": "composite", "params": params},
+                                      "upright"), "composite 'f'", "['a']", "components", exc=ConfigError)

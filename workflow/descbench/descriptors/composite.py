@@ -193,9 +193,11 @@ def normalise(rows: np.ndarray, norm: str) -> np.ndarray:
     return d / np.where(n > 0, n, 1.0)
 
 
-def aggregate(blocks: list[np.ndarray], params: dict, names: list[str], where: str) -> np.ndarray:
+def aggregate(blocks: list[np.ndarray], params: dict, names: list[str], where: str, patches: bool = False) -> np.ndarray:
     """The composite rows (module docstring) of the components' rows ``blocks`` ([N, D_c] each, in
-    component order; ``names`` name them in errors), float32 [N, D]."""
+    component order; ``names`` name them in errors), float32 [N, D]. ``patches``: rows of patch
+    descriptors (:mod:`descbench.patches`): with ``arithmetic: workbench`` the weights are used as
+    given, as the workbench's patch fusion does (``PatchFusionExtractor.cpp:24-31``)."""
     agg = params["aggregation"]
     comps = params["components"]
     if any(b.dtype == np.uint8 for b in blocks):
@@ -211,7 +213,7 @@ def aggregate(blocks: list[np.ndarray], params: dict, names: list[str], where: s
         raise DataError(f"{where}: aggregation {agg} needs components of one dimension, got {said}; "
                         "use aggregation concatenate for different dimensions")
     if params.get("arithmetic", "descbench") == "workbench":
-        return workbench_aggregate(blocks, params, renormalise_weights=True)
+        return workbench_aggregate(blocks, params, renormalise_weights=not patches)
     d = [normalise(b, c["norm"]) for b, c in zip(blocks, comps)]
     if agg == "concatenate":
         out = np.concatenate(d, axis=1)
@@ -293,6 +295,6 @@ FAMILIES = (
     DescriptorFamily("composite", _not_from_an_image, PARAMS_SCHEMA["composite"], binary=False, check=check_composite,
                      components=component_names, width=composite_width, cost=Cost(model=FILE_DESCRIPTOR),
                      check_in_config=check_in_config,
-                     not_on_patches="combines descriptors of paired keypoint sets of image sequences; on patches "
-                                    "combine descriptors with family stack"),
+                     not_on_patches="combines other descriptors of the config; on patches the describe job "
+                                    "(descbench.patches.stages.describe) describes each component and fuses them"),
 )

@@ -32,11 +32,18 @@ def generate(scene_dir: Path, out_dir: Path, params: dict) -> int:
 
 
 def describe(patch_dir: Path, out: Path, name: str, spec: dict, centre_keypoint: str) -> None:
-    """One descriptor of the 16 strips of one patch sequence -> one Parquet file (``out``)."""
+    """One descriptor of the 16 strips of one patch sequence -> one Parquet file (``out``). A
+    ``composite`` spec carries its ``components`` (name -> ``{family, params}``,
+    :func:`descbench.patches.checks.patch_components`): each is described, then the rows are fused
+    (:func:`describe_composite`)."""
     from descbench.patches.describe import describe_patches, patch_settings, write_sequence_descriptors
     from descbench.patches.layout import read_strip, strip_path
 
     geometry = CENTRE_KEYPOINTS[centre_keypoint]
+    if spec["family"] == "composite":
+        descs, meta = describe_composite(patch_dir, name, spec, centre_keypoint)
+        write_sequence_descriptors(out, descs, meta)
+        return
     params = spec.get("params", {})
     key = f"descriptors.{name}.params"
     descs = {}
@@ -46,6 +53,41 @@ def describe(patch_dir: Path, out: Path, name: str, spec: dict, centre_keypoint:
     meta = {"descriptor": name, "sequence": Path(patch_dir).name, "centre_keypoint": centre_keypoint,
             **patch_settings(spec["family"], params, config_key=key, **geometry)}
     write_sequence_descriptors(out, descs, meta)
+
+
+def describe_composite(patch_dir: Path, name: str, spec: dict, centre_keypoint: str) -> tuple[dict, dict]:
+    """A composite on the patches of one sequence: every component described at the centre keypoint
+    (as its own descriptor would be), then per strip the component rows fused by
+    :func:`descbench.descriptors.composite.aggregate` (``patches=True``: with ``arithmetic:
+    workbench`` the workbench's ``PatchFusionExtractor``, :func:`descbench.descriptors.fusion.fuse`
+    for ``final_norm: l2``). Returns (type -> rows, provenance)."""
+    from descbench.descriptors.composite import aggregate
+    from descbench.patches.describe import describe_patches, patch_settings
+    from descbench.patches.layout import read_strip, strip_path
+
+    geometry = CENTRE_KEYPOINTS[centre_keypoint]
+    params = spec["params"]
+    names = [c["descriptor"] for c in params["components"]]
+    comps = spec.get("components") or {}
+    missing = [n for n in names if n not in comps]
+    if missing:
+        raise ConfigError(f"the patch spec of composite '{name}' lacks its components {missing} (family and params); "
+                          "the workflow writes them (patch_describe_spec); pass them under 'components'")
+    strips = {t: read_strip(strip_path(patch_dir, t)) for t in PATCH_TYPES}
+    blocks = {t: [] for t in PATCH_TYPES}
+    settings = {}
+    for n in names:
+        c = comps[n]
+        key = f"descriptors.{n}.params"
+        for t in PATCH_TYPES:
+            blocks[t].append(describe_patches(strips[t], c["family"], c.get("params", {}), where=str(strip_path(patch_dir, t)),
+                                              config_key=key, **geometry))
+        settings[n] = patch_settings(c["family"], c.get("params", {}), config_key=key, **geometry)
+    descs = {t: aggregate(blocks[t], params, [f"{i} ({n})" for i, n in enumerate(names)],
+                          f"composite '{name}', {strip_path(patch_dir, t)}", patches=True) for t in PATCH_TYPES}
+    meta = {"descriptor": name, "sequence": Path(patch_dir).name, "centre_keypoint": centre_keypoint,
+            "family": "composite", "params": params, "components": settings}
+    return descs, meta
 
 
 def import_csv(csv_root: Path, patch_dir: Path, out: Path, name: str, binary_packed: bool) -> None:
