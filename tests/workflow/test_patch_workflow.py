@@ -221,3 +221,44 @@ def test_learned_families_through_the_patch_benchmarks(tmp_path):
     for name in ("hbench.md", "hpatches_benchmark.md"):
         md = (rep / name).read_text()
         assert md.count("RANDOM(seed=0)") >= 2, name  # on the hardnet and dsp_hardnet rows
+
+
+def test_the_workbench_patch_benchmark_gives_its_table_and_database_rows(tmp_path):
+    """patches.workbench.enabled (the other two benchmarks off, small patches): the report's
+    workbench_patch_benchmark table and the results database's patch_benchmark_results rows, equal
+    to descbench.patches.workbench on the run's descriptors; the database job depends on the table
+    (the dry run lists it before results_db). A composite patch descriptor (arithmetic: workbench)
+    is the workbench's patch fusion of its components' patch rows."""
+    import sqlite3
+
+    from descbench.patches import workbench as wb
+    from descbench.patches.stages import load_descriptors
+
+    fused = {"family": "composite", "keypoint_sets": ["sift"],
+             "params": {"aggregation": "weighted_avg", "arithmetic": "workbench",
+                        "components": [{"descriptor": "sift", "weight": 0.5}, {"descriptor": "rootsift", "weight": 0.5}]}}
+    write_config(tmp_path, {"enabled": True, "generate": {"max_patches": 30}, "descriptors": ["sift", "rootsift", "fused"],
+                            "hbench": {"enabled": False}, "hpatches_benchmark": {"enabled": False},
+                            "workbench": {"enabled": True}},
+                 descriptors={"sift": {"family": "sift"}, "rootsift": {"family": "rootsift"}, "fused": fused},
+                 keypoint_sets={"sift": {"detector": "sift", "max_keypoints": 200}})
+    dry = snakemake(tmp_path, "-n", "--forceall", str(Path("results/demo/results.sqlite")))
+    assert "patch_report" in dry and "patch_evaluate" in dry
+    snakemake(tmp_path, "--cores", "2", "results/demo/results.sqlite")
+    res = tmp_path / "results/demo"
+    table = pd.read_csv(res / "report/patches/workbench_patch_benchmark.csv")
+    assert table.descriptor_name.tolist() == ["sift", "rootsift", "fused"] and set(table.descriptor_dimension) == {128}
+    con = sqlite3.connect(res / "results.sqlite")
+    rows = pd.read_sql("SELECT * FROM patch_benchmark_results", con)
+    con.close()
+    assert rows.id.tolist() == [1, 2, 3] and (rows.num_scenes == 2).all()
+    descs = {d: load_descriptors(sorted((res / "patches/descriptors" / d).glob("*.parquet"))) for d in ("sift", "rootsift", "fused")}
+    for i, name in enumerate(("sift", "rootsift", "fused")):
+        want = wb.aggregate(pd.concat([wb.score_sequence(s, descs[name][s], name, ["float32"]) for s in sorted(descs[name])]))
+        for c in wb.TABLE_COLUMNS:
+            if c.startswith(("map_", "accuracy_", "num_")):
+                assert rows[c][i] == want[c][0] == table[c][i], (name, c)
+        assert 0 < rows.map_overall[i] <= 1 and rows.processing_time_ms[i] > 0
+    for seq, by_type in descs["fused"].items():
+        for t, got in by_type.items():
+            np.testing.assert_array_equal(got, wb.fuse([descs["sift"][seq][t], descs["rootsift"][seq][t]], "weighted_avg", [0.5, 0.5]))

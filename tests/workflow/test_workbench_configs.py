@@ -92,3 +92,22 @@ def test_every_experiment_has_a_row():
     text = (ROOT / "docs" / "reference" / "workbench.md").read_text()
     for stem in EXPERIMENTS:
         assert text.count(f"| `{stem}.yaml` | `config/workbench/{stem}.yaml` |") == 1, stem
+
+
+def test_the_sift_hardnet_fusion_carries_both_variants_labelled():
+    """fusion_sift_hardnet_keynet_scale6px: every fusion row has its reproduction next to it,
+    named <name>__workbench_arithmetic: the same aggregation, sets and weights, arithmetic: workbench,
+    and the SIFT component's own rows (sift_raw: OpenCV's, convention opencv) as the workbench's
+    composite fuses them; the descbench variant keeps the unit rows (sift, convention workbench)."""
+    path = ROOT / "config" / "workbench" / "fusion_sift_hardnet_keynet_scale6px.yaml"
+    descs = yaml.safe_load(path.read_text())["descriptors"]
+    assert descs["sift"]["params"]["convention"] == "workbench" and descs["sift_raw"]["params"]["convention"] == "opencv"
+    ours = {n: d for n, d in descs.items() if d["family"] == "composite" and not n.endswith("__workbench_arithmetic")}
+    assert len(ours) == 4
+    for name, d in ours.items():
+        twin = descs[f"{name}__workbench_arithmetic"]
+        assert twin["params"]["arithmetic"] == "workbench" and d["params"].get("arithmetic", "descbench") == "descbench"
+        assert twin["keypoint_sets"] == d["keypoint_sets"] and twin["params"]["aggregation"] == d["params"]["aggregation"]
+        swap = [{**c, "descriptor": "sift_raw" if c["descriptor"] == "sift" else c["descriptor"]} for c in d["params"]["components"]]
+        assert twin["params"]["components"] == swap, name
+        assert f"{name}{{,__workbench_arithmetic}}" in path.read_text()  # the header's row mapping names both

@@ -430,7 +430,18 @@ def keypoint_model_files(wildcards):
 
 def patch_model_files(wildcards):
     """The model / weight files of a patch-describing job's descriptor, by content."""
-    return tracked(model_files(**_descriptor_run(wildcards.pdesc)))
+    return tracked(model_files(**_patch_descriptor_run(wildcards.pdesc)))
+
+
+def _patch_descriptor_run(descriptor):
+    """:func:`_descriptor_run` of a patch-describing job: a composite runs its components there
+    (as the parts of a stack would: their networks, threads and env)."""
+    spec = CFG["descriptors"].get(descriptor)
+    if spec and spec["family"] == "composite":
+        from descbench.patches.checks import patch_components
+
+        return {"family": "stack", "params": {"parts": list(patch_components(CFG, descriptor).values())}}
+    return _descriptor_run(descriptor)
 
 
 def _descriptor_run(descriptor):
@@ -492,11 +503,11 @@ def keypoint_env(wildcards):
 
 def patch_threads(wildcards):
     """A patch-describing job's threads: a learned descriptor's params.threads, else 1."""
-    return job_resources(**_descriptor_run(wildcards.pdesc))["threads"]
+    return job_resources(**_patch_descriptor_run(wildcards.pdesc))["threads"]
 
 
 def patch_env(wildcards):
-    return _env(_descriptor_run(wildcards.pdesc))
+    return _env(_patch_descriptor_run(wildcards.pdesc))
 
 
 # Cluster resources of the heavy jobs (descbench.jobresources: mem_mb and runtime in minutes from the
@@ -661,8 +672,20 @@ def _patch_root_and_sequences():
 PATCH_ROOT, PATCH_SEQS = _patch_root_and_sequences() if PATCHES_ON else (None, [])
 PATCH_REPORT_FILES = ("hbench.csv", "hbench.md", "hbench.html", "hpatches_benchmark.csv", "hpatches_benchmark.md",
                       "hpatches_benchmark.html", "patches_map.png", "patches_map.svg", "patches_provenance.json")
+# the workbench's patch benchmark (patches.workbench.enabled): its table, which the database reads
+WORKBENCH_PATCHES_ON = PATCHES_ON and PATCH_CFG["workbench"]["enabled"]
+if WORKBENCH_PATCHES_ON:
+    from descbench.report.patches import WORKBENCH_FILES, WORKBENCH_STEM
+
+    PATCH_REPORT_FILES = PATCH_REPORT_FILES + WORKBENCH_FILES
+    REPORT_TABLES.update({f"patches/{WORKBENCH_STEM}.html": "table_patches_workbench"})
 REPORT_TABLES.update({"patches/hbench.html": "table_patches_hbench",
                       "patches/hpatches_benchmark.html": "table_patches_hpatches_benchmark"})
+
+
+def workbench_patch_table():
+    """The workbench patch benchmark's CSV table for the results database (patches.workbench.enabled), else none."""
+    return [PATHS.report(f"patches/{WORKBENCH_STEM}.csv")] if WORKBENCH_PATCHES_ON else []
 
 
 def patch_sequence_files(seq):
@@ -690,6 +713,10 @@ def patch_describe_spec(wildcards):
         return []
     check_local_gpu(f"descriptors.{wildcards.pdesc}.params", _descriptor_run(wildcards.pdesc))
     spec = {k: v for k, v in CFG["descriptors"][wildcards.pdesc].items() if k in ("family", "params")}
+    if spec["family"] == "composite":  # its components are described in the job (descbench.patches.stages.describe)
+        from descbench.patches.checks import patch_components
+
+        spec["components"] = patch_components(CFG, wildcards.pdesc)
     return spec_file("patch_descriptors", wildcards.pdesc, spec)
 
 

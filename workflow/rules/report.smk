@@ -102,11 +102,14 @@ rule results_db:
         report_outputs(),
         [PATHS.report(f) for f in KEYPOINT_STATS_FILES],
         config=lambda wc: spec_file("report", "config", CFG_REPORT),
+        # the workbench's patch_benchmark_results rows (patches.workbench.enabled; else none)
+        patch_benchmark=workbench_patch_table(),
     output:
         str(RES / "results.sqlite"),
     params:
         descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         report_dir=lambda wc, input: str(Path(input[0]).parent),
+        patch_benchmark=" ".join(f"--patch-benchmark {shlex.quote(f)}" for f in workbench_patch_table()),
         name=experiment_name(CFG),
         n_scenes=len(SCENES),
         workflow_dir=workflow.basedir,
@@ -121,7 +124,7 @@ rule results_db:
         ENV
     shell:
         "{params.descbench} database --report-dir {params.report_dir} --name {params.name} --config @{input.config:q} "
-        "--n-scenes {params.n_scenes} --workflow-dir {params.workflow_dir:q} --out {output} > {log} 2>&1"
+        "--n-scenes {params.n_scenes} --workflow-dir {params.workflow_dir:q} {params.patch_benchmark} --out {output} > {log} 2>&1"
 
 
 # A run that starts jobs takes the results folder's lock (not -n, --lint, --report, --unlock);

@@ -280,3 +280,57 @@ def test_a_name_that_is_no_descriptor_of_the_config_has_no_weights():
 
     # the patch benchmarks' descriptors read from CSV files are not in descriptors:
     assert learned_weights({"descriptors": {}, "keypoint_sets": {}}, None, "from_csv") == ""
+
+
+# ----------------------------------------------------------------------------- arithmetic: workbench
+
+
+@pytest.mark.parametrize("final_norm", ["none", "l2"])
+@pytest.mark.parametrize("agg, weights", [("concatenate", None), ("average", None), ("max", None), ("min", None),
+                                           ("weighted_avg", (0.5, 0.5)), ("weighted_avg", (0.3, 0.7))])
+def test_workbench_arithmetic_is_the_workbench_fusion_bit_for_bit(agg, weights, final_norm):
+    """The image composite with arithmetic: workbench gives exactly descbench.patches.workbench.fuse
+    (the patch fusion, bit for bit against the compiled C++) on the same rows: raw SIFT-like rows
+    (norm ~500) and unit rows, as the fusion study fuses them."""
+    from descbench.descriptors.fusion import fuse_rows
+    from descbench.patches.workbench import fuse
+
+    a = np.round(np.abs(RNG.normal(size=(40, 16))) * 60).astype(np.float32)  # OpenCV SIFT: integers, norm ~ hundreds
+    b = l2(RNG.normal(size=(40, 16))).astype(np.float32)  # a learned descriptor's unit rows
+    comps = [{"descriptor": "d0"}, {"descriptor": "d1"}]
+    if weights:
+        comps = [{**c, "weight": w} for c, w in zip(comps, weights)]
+    p = params(agg, components=comps, final_norm=final_norm, arithmetic="workbench")
+    got = aggregate([a, b], p, NAMES, "here")
+    want = fuse([a, b], agg, weights) if final_norm == "l2" else fuse_rows([a, b], agg, weights)
+    assert got.dtype == np.float32
+    np.testing.assert_array_equal(got.view(np.uint32), want.view(np.uint32))
+    if agg == "weighted_avg" and final_norm == "l2":
+        # the raw rows dominate the average; descbench's arithmetic with unit components does not
+        unit = aggregate([a, b], params(agg, components=[{**c, "norm": "l2"} for c in comps]), NAMES, "here")
+        assert np.abs(got - unit).max() > 0.1
+
+
+def test_workbench_arithmetic_renormalises_weights_as_the_image_composite():
+    """CompositeDescriptorExtractor divides the weights by their sum when it is not 1 (within 1e-6);
+    then float32 w * x. Weights 1 and 3 fuse as 0.25 and 0.75."""
+    from descbench.descriptors.fusion import fuse_rows
+
+    a, b = blocks()
+    comps = [{"descriptor": "d0", "weight": 1.0}, {"descriptor": "d1", "weight": 3.0}]
+    got = aggregate([a, b], params("weighted_avg", components=comps, final_norm="none", arithmetic="workbench"), NAMES, "x")
+    np.testing.assert_array_equal(got, fuse_rows([a, b], "weighted_avg", [0.25, 0.75]))
+    np.testing.assert_array_equal(got, np.float32(0.25) * a + np.float32(0.75) * b)
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("raw, message", [
+    ({"components": [{"descriptor": "a"}, {"descriptor": "b"}], "aggregation": "channel_wise", "arithmetic": "workbench"},
+     r"descriptors.c.params.arithmetic: workbench is not offered with aggregation channel_wise.*use arithmetic: descbench"),
+    ({"components": [{"descriptor": "a", "norm": "l2"}, {"descriptor": "b"}], "aggregation": "average", "arithmetic": "workbench"},
+     r"descriptors.c.params.components: arithmetic: workbench fuses the components' own rows.*remove norm from component 0"),
+    ({"components": [{"descriptor": "a"}], "aggregation": "average", "arithmetic": "float32"}, r"arithmetic"),
+])
+def test_workbench_arithmetic_refuses_what_it_does_not_reproduce(raw, message):
+    with pytest.raises(ConfigError, match=message):
+        check_descriptor_params("composite", raw, "descriptors.c.params")

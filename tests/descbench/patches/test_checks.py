@@ -56,3 +56,57 @@ def test_a_family_that_cannot_describe_patches_is_named(cfg):
     bad["patches"]["descriptors"] = ["pre"]
     with pytest.raises(ConfigError, match=r"^patches.descriptors: 'pre' \(family precomputed\) cannot describe patches: it "):
         check_source(bad)
+
+
+@pytest.mark.bad_input
+def test_the_workbench_patch_benchmark_refuses_packed_bits_before_any_job(cfg):
+    """patches.workbench.enabled compares float32 rows (descbench.patches.workbench): a descriptor
+    known to give packed bits (a binary family, a CSV with binary_packed) is refused, naming it."""
+    bad = copy.deepcopy(cfg)
+    bad["descriptors"]["orb"] = {"family": "orb", "params": {}}
+    bad["patches"]["descriptors"] = ["sift", "orb"]
+    check_source(bad)  # the workbench's benchmark is off: orb is fine for the others
+    bad["patches"]["workbench"]["enabled"] = True
+    with pytest.raises(ConfigError, match=r"^patches.workbench.enabled: .*patches.descriptors \['orb'\] give packed bits.*"
+                                          r"remove them from patches.descriptors or set patches.workbench.enabled: false"):
+        check_source(bad)
+    bad["patches"]["descriptors"] = ["sift", "mine"]
+    bad["patches"]["csv"] = {"mine": {"path": "x", "binary_packed": True}}
+    with pytest.raises(ConfigError, match=r"\['mine'\] give packed bits"):
+        check_source(bad)
+    bad["patches"]["csv"]["mine"]["binary_packed"] = False
+    check_source(bad)
+
+
+def test_the_schema_offers_the_module_s_precisions_and_groupings():
+    from descbench.patches.workbench import GROUPINGS, PRECISIONS
+
+    props = yaml.safe_load(SCHEMA.read_text())["properties"]["patches"]["properties"]["workbench"]["properties"]
+    assert tuple(props["precision"]["enum"]) == PRECISIONS and tuple(props["grouping"]["enum"]) == GROUPINGS
+    assert props["enabled"]["default"] is False  # existing runs do not change
+
+
+def composite_cfg(cfg, component_family="sift"):
+    out = copy.deepcopy(cfg)
+    out["descriptors"]["other"] = {"family": component_family, "params": {}}
+    out["descriptors"]["fused"] = {"family": "composite", "keypoint_sets": ["sift"],
+                                   "params": {"aggregation": "concatenate", "arithmetic": "workbench",
+                                              "components": [{"descriptor": "sift"}, {"descriptor": "other"}]}}
+    out["patches"]["descriptors"] = ["fused"]
+    return out
+
+
+def test_a_composite_describes_patches_through_its_components(cfg):
+    from descbench.patches.checks import patch_components
+
+    ok = composite_cfg(cfg)
+    check_source(ok)
+    assert list(patch_components(ok, "fused")) == ["sift", "other"]
+    assert patch_components(ok, "fused")["other"] == {"family": "sift", "params": {}}
+
+
+@pytest.mark.bad_input
+def test_a_composite_with_a_component_that_cannot_describe_patches_names_it(cfg):
+    with pytest.raises(ConfigError, match=r"^patches.descriptors: 'fused' \(component 'other' of 'fused', family rgbsift\) "
+                                          r"cannot describe patches"):
+        check_source(composite_cfg(cfg, "rgbsift"))

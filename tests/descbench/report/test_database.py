@@ -181,3 +181,46 @@ def test_a_report_from_before_the_renaming_is_refused_with_the_fix(report_dir, t
     _comparison(report_dir, retrieval_num_true_positives=[42345, 1])  # descbench's count under the workbench's name
     with pytest.raises(DataError, match=r"comparison\.csv.*--forcerun report"):
         build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+
+
+def test_patch_benchmark_results_rows_are_the_report_s_workbench_table(report_dir, tmp_path):
+    """patch_benchmark_results: the workbench's columns in its order (id, experiment_id, ..,
+    created_at), one row per descriptor of the report's workbench table, values as computed by
+    descbench.patches.workbench on the descriptors; no such table without the benchmark."""
+    from descbench.patches import stages as ps
+    from descbench.patches import workbench as wb
+    from descbench.report import patches as RP
+    from tests.descbench.patches.test_stages_workbench import SEQS, pcfg, sequence_descriptors, write_descriptors
+
+    files = write_descriptors(tmp_path / "desc")
+    ps.evaluate(tmp_path / "tasks", files, "toy", pcfg(), tmp_path / "eval" / "toy")
+    RP.write([tmp_path / "eval" / "toy"], ["toy"], report_dir / "patches")
+    db = tmp_path / "r.sqlite"
+    build_database(db, report_dir, EXPERIMENT, patch_benchmark=report_dir / "patches" / "workbench_patch_benchmark.csv")
+    con = sqlite3.connect(db)
+    cols = [r[1] for r in con.execute("PRAGMA table_info(patch_benchmark_results)")]
+    assert cols == ["id", "experiment_id", *wb.TABLE_COLUMNS, "created_at", "precision", "grouping"]
+    rows = pd.read_sql("SELECT * FROM patch_benchmark_results", con)
+    (exp,) = con.execute("SELECT experiment_id FROM experiments").fetchone()
+    con.close()
+    assert rows.id.tolist() == [1] and rows.experiment_id.tolist() == [exp]
+    descs = {s: sequence_descriptors(s) for s in SEQS}
+    want = wb.aggregate(pd.concat([wb.score_sequence(s, descs[s], "toy", ["float32"]) for s in sorted(SEQS)]))
+    for c in wb.TABLE_COLUMNS:
+        if c.startswith(("map_", "accuracy_", "num_")) or c == "descriptor_dimension":
+            assert rows[c][0] == want[c][0], c
+    assert rows.metadata[0].startswith("difficulty_easy=true;") and rows.processing_time_ms[0] > 0
+    assert rows.created_at[0] == pd.read_csv(report_dir / "patches" / "workbench_patch_benchmark.csv").created_at[0]
+    build_database(db, report_dir, EXPERIMENT)
+    con = sqlite3.connect(db)
+    assert not con.execute("SELECT name FROM sqlite_master WHERE name = 'patch_benchmark_results'").fetchall()
+    con.close()
+
+
+@pytest.mark.bad_input
+def test_a_patch_benchmark_table_without_its_columns_is_named(report_dir, tmp_path):
+    bad = tmp_path / "workbench_patch_benchmark.csv"
+    pd.DataFrame({"descriptor_name": ["x"], "map_overall": [0.5]}).to_csv(bad, index=False)
+    with pytest.raises(DataError, match=r"workbench_patch_benchmark.csv lacks the columns \['descriptor_dimension'.*"
+                                        r"rebuild the patch report \(snakemake --forcerun patch_report\)"):
+        build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT, patch_benchmark=bad)

@@ -32,6 +32,19 @@ rows have L2 norm ~512, HardNet's 1) are combined as they are, as in the workben
 dominates an average; set ``norm: l2`` on the components to weigh them as the weights say.
 
 A composite of one component is that component's rows (after ``norm`` and ``final_norm``).
+
+``arithmetic: workbench`` computes the same aggregations with the workbench's float32 arithmetic
+instead of float64: :func:`descbench.descriptors.fusion.fuse_rows` (the one definition, shared
+with the patch fusion of :mod:`descbench.patches.workbench`), then ``final_norm: l2`` as
+``cv::normalize`` (:func:`~descbench.descriptors.fusion.normalize_rows_l2`). ``weighted_avg``
+weights are renormalised only when their sum differs from 1 by more than 1e-6, as
+``CompositeDescriptorExtractor`` does (its patch fusion uses them as given). The workbench fuses
+its extractors' own rows, so component ``norm`` must be ``none``, and its image ``channel_wise``
+(``cv::addWeighted``, not the patch fusion's) is not offered with it. Which rows are "its
+extractors' own" is the component descriptor's business: e.g. the workbench's SIFT extractor gives
+OpenCV's raw rows (norm ~512: ``sift`` with ``convention: opencv``), which its pipeline
+L2-normalises only after the composite; descbench's ``convention: workbench`` rows are already
+unit. ``arithmetic: descbench`` (default) is the float64 definition above.
 """
 
 from __future__ import annotations
@@ -49,6 +62,7 @@ from descbench.params import check_params, object_fragment
 AGGREGATIONS = ("concatenate", "weighted_avg", "average", "max", "min", "channel_wise")
 NORMS = ("none", "l1", "l2")
 SAME_DIMENSION = ("weighted_avg", "average", "max", "min")
+ARITHMETICS = ("descbench", "workbench")  # float64 as above; the workbench's float32 (descbench.descriptors.fusion)
 CHANNEL_BLOCK = 128  # channel_wise: the grey descriptor's dimension and each colour block's (workbench)
 
 COMPONENT_SCHEMA = object_fragment(
@@ -69,6 +83,7 @@ PARAMS_SCHEMA = {"composite": object_fragment(
     # channel_wise only: 128 (collapse to grey, the workbench's default) or 384 (keep R, G, B blocks)
     output_dimension={"enum": [128, 384], "default": 128},
     final_norm={"enum": ["none", "l2"], "default": "l2"},
+    arithmetic={"enum": list(ARITHMETICS), "default": "descbench"},
 )}
 
 
@@ -90,6 +105,15 @@ def check_composite(params: dict, where: str) -> dict:
     if agg == "channel_wise" and len(comps) != 2:
         raise ConfigError(f"{where}.components: aggregation channel_wise fuses exactly two components "
                           f"(a 128-D grey and a 384-D colour descriptor), got {len(comps)}")
+    if params["arithmetic"] == "workbench":
+        if agg == "channel_wise":
+            raise ConfigError(f"{where}.arithmetic: workbench is not offered with aggregation channel_wise (the workbench's "
+                              "image composite computes it with cv::addWeighted, which descbench does not reproduce); "
+                              "use arithmetic: descbench, or another aggregation")
+        normed = [str(i) for i, c in enumerate(comps) if c["norm"] != "none"]
+        if normed:
+            raise ConfigError(f"{where}.components: arithmetic: workbench fuses the components' own rows, as the workbench "
+                              f"does; remove norm from component {', '.join(normed)} (or use arithmetic: descbench)")
     if agg != "channel_wise" and params["output_dimension"] != PARAMS_SCHEMA["composite"]["properties"]["output_dimension"]["default"]:
         raise ConfigError(f"{where}.output_dimension applies to aggregation channel_wise only; remove it")
     return {**params, "components": comps}
@@ -169,9 +193,11 @@ def normalise(rows: np.ndarray, norm: str) -> np.ndarray:
     return d / np.where(n > 0, n, 1.0)
 
 
-def aggregate(blocks: list[np.ndarray], params: dict, names: list[str], where: str) -> np.ndarray:
+def aggregate(blocks: list[np.ndarray], params: dict, names: list[str], where: str, patches: bool = False) -> np.ndarray:
     """The composite rows (module docstring) of the components' rows ``blocks`` ([N, D_c] each, in
-    component order; ``names`` name them in errors), float32 [N, D]."""
+    component order; ``names`` name them in errors), float32 [N, D]. ``patches``: rows of patch
+    descriptors (:mod:`descbench.patches`): with ``arithmetic: workbench`` the weights are used as
+    given, as the workbench's patch fusion does (``PatchFusionExtractor.cpp:24-31``)."""
     agg = params["aggregation"]
     comps = params["components"]
     if any(b.dtype == np.uint8 for b in blocks):
@@ -186,6 +212,8 @@ def aggregate(blocks: list[np.ndarray], params: dict, names: list[str], where: s
         said = ", ".join(f"{n} {d}-D" for n, d in zip(names, dims))
         raise DataError(f"{where}: aggregation {agg} needs components of one dimension, got {said}; "
                         "use aggregation concatenate for different dimensions")
+    if params.get("arithmetic", "descbench") == "workbench":
+        return workbench_aggregate(blocks, params, renormalise_weights=not patches)
     d = [normalise(b, c["norm"]) for b, c in zip(blocks, comps)]
     if agg == "concatenate":
         out = np.concatenate(d, axis=1)
@@ -207,6 +235,25 @@ def aggregate(blocks: list[np.ndarray], params: dict, names: list[str], where: s
         fused = [(grey + colour[:, k * CHANNEL_BLOCK:(k + 1) * CHANNEL_BLOCK]) / 2.0 for k in range(3)]
         out = np.concatenate(fused, axis=1) if params["output_dimension"] == 3 * CHANNEL_BLOCK else np.sum(fused, axis=0) / 3.0
     return normalise(out, params["final_norm"]).astype(np.float32)
+
+
+def workbench_aggregate(blocks: list[np.ndarray], params: dict, renormalise_weights: bool) -> np.ndarray:
+    """``arithmetic: workbench`` (module docstring): :func:`descbench.descriptors.fusion.fuse_rows`
+    of the float32 blocks, then ``final_norm``. ``renormalise_weights``: the image composite's rule
+    (weights divided by their float64 sum when it differs from 1 by more than 1e-6); False: as
+    given (the patch fusion)."""
+    from descbench.descriptors.fusion import fuse_rows, normalize_rows_l2
+
+    weights = None
+    if params["aggregation"] == "weighted_avg":
+        weights = [float(c["weight"]) for c in params["components"]]
+        total = 0.0
+        for w in weights:  # in component order, as its constructor's loop
+            total += w
+        if renormalise_weights and abs(total - 1.0) > 1e-6:
+            weights = [w / total for w in weights]
+    rows = fuse_rows([np.asarray(b, dtype=np.float32) for b in blocks], params["aggregation"], weights)
+    return normalize_rows_l2(rows) if params["final_norm"] == "l2" else rows
 
 
 def check_alignment(scored: ImageKeypoints, component: ImageKeypoints, tol_px: float | None, where: str) -> None:
@@ -248,6 +295,6 @@ FAMILIES = (
     DescriptorFamily("composite", _not_from_an_image, PARAMS_SCHEMA["composite"], binary=False, check=check_composite,
                      components=component_names, width=composite_width, cost=Cost(model=FILE_DESCRIPTOR),
                      check_in_config=check_in_config,
-                     not_on_patches="combines descriptors of paired keypoint sets of image sequences; on patches "
-                                    "combine descriptors with family stack"),
+                     not_on_patches="combines other descriptors of the config; on patches the describe job "
+                                    "(descbench.patches.stages.describe) describes each component and fuses them"),
 )

@@ -29,6 +29,8 @@ def add_commands(sub) -> dict:
     p.add_argument("--config", required=True, help="the validated config (JSON)")
     p.add_argument("--n-scenes", type=int, required=True)
     p.add_argument("--workflow-dir", type=Path, required=True, help="for the git commit")
+    p.add_argument("--patch-benchmark", type=Path, default=None,
+                   help="the workbench patch benchmark's table (report/patches/workbench_patch_benchmark.csv)")
     p.add_argument("--out", type=Path, required=True)
 
     p = sub.add_parser("compare", help="one table across experiments (their report/comparison.parquet)")
@@ -60,7 +62,8 @@ def run_database(a: argparse.Namespace) -> None:
 
     cfg = json_arg(a.config)
     build_database(a.out, a.report_dir, {"name": a.name, "dataset": cfg["dataset"], "config": cfg, "versions": io.versions(),
-                                          "git_commit": git_commit(a.workflow_dir), "n_scenes": a.n_scenes})
+                                          "git_commit": git_commit(a.workflow_dir), "n_scenes": a.n_scenes},
+                   patch_benchmark=a.patch_benchmark)
 
 
 def run_compare(a: argparse.Namespace) -> None:

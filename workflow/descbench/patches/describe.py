@@ -74,8 +74,10 @@ hynet, tfeat                                                      an upright ang
 Families that make no sense on patches raise :class:`~descbench.errors.ConfigError`, with the
 reason their module gives (``not_on_patches``): ``rgbsift`` / ``dsprgbsift`` (HPatches patches are
 greyscale; on a grey patch they would be three copies of one SIFT block, no information beyond
-``sift`` / ``dspsift``), ``composite`` (it combines descriptors of paired keypoint sets of image
-sequences; ``stack`` combines descriptors on patches) and ``precomputed`` (patch descriptors computed elsewhere are read with
+``sift`` / ``dspsift``), ``composite`` (it combines other descriptors of the config: the patch
+describe job, :func:`descbench.patches.stages.describe`, describes each component here and fuses
+the rows with :func:`descbench.descriptors.composite.aggregate`, the workbench's
+``PatchFusionExtractor`` with ``arithmetic: workbench``) and ``precomputed`` (patch descriptors computed elsewhere are read with
 :func:`read_hpatches_csv`). A family that declares neither patch hooks nor such a reason (e.g. one
 added to the registry without them) is refused the same way, naming the hooks to add
 (:func:`patch_problem`); it never falls back to another family's support or code path.

@@ -6,7 +6,9 @@ the pure modules of :mod:`descbench.patches`; outputs are written atomically.
 
 from __future__ import annotations
 
+import datetime
 import json
+import time
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +19,7 @@ from descbench import io
 from descbench.errors import ConfigError, DataError
 from descbench.patches import PATCH_TYPES
 from descbench.patches.checks import CENTRE_KEYPOINTS
+from descbench.report.patches import WORKBENCH_TIMING
 
 
 
@@ -29,11 +32,18 @@ def generate(scene_dir: Path, out_dir: Path, params: dict) -> int:
 
 
 def describe(patch_dir: Path, out: Path, name: str, spec: dict, centre_keypoint: str) -> None:
-    """One descriptor of the 16 strips of one patch sequence -> one Parquet file (``out``)."""
+    """One descriptor of the 16 strips of one patch sequence -> one Parquet file (``out``). A
+    ``composite`` spec carries its ``components`` (name -> ``{family, params}``,
+    :func:`descbench.patches.checks.patch_components`): each is described, then the rows are fused
+    (:func:`describe_composite`)."""
     from descbench.patches.describe import describe_patches, patch_settings, write_sequence_descriptors
     from descbench.patches.layout import read_strip, strip_path
 
     geometry = CENTRE_KEYPOINTS[centre_keypoint]
+    if spec["family"] == "composite":
+        descs, meta = describe_composite(patch_dir, name, spec, centre_keypoint)
+        write_sequence_descriptors(out, descs, meta)
+        return
     params = spec.get("params", {})
     key = f"descriptors.{name}.params"
     descs = {}
@@ -43,6 +53,41 @@ def describe(patch_dir: Path, out: Path, name: str, spec: dict, centre_keypoint:
     meta = {"descriptor": name, "sequence": Path(patch_dir).name, "centre_keypoint": centre_keypoint,
             **patch_settings(spec["family"], params, config_key=key, **geometry)}
     write_sequence_descriptors(out, descs, meta)
+
+
+def describe_composite(patch_dir: Path, name: str, spec: dict, centre_keypoint: str) -> tuple[dict, dict]:
+    """A composite on the patches of one sequence: every component described at the centre keypoint
+    (as its own descriptor would be), then per strip the component rows fused by
+    :func:`descbench.descriptors.composite.aggregate` (``patches=True``: with ``arithmetic:
+    workbench`` the workbench's ``PatchFusionExtractor``, :func:`descbench.descriptors.fusion.fuse`
+    for ``final_norm: l2``). Returns (type -> rows, provenance)."""
+    from descbench.descriptors.composite import aggregate
+    from descbench.patches.describe import describe_patches, patch_settings
+    from descbench.patches.layout import read_strip, strip_path
+
+    geometry = CENTRE_KEYPOINTS[centre_keypoint]
+    params = spec["params"]
+    names = [c["descriptor"] for c in params["components"]]
+    comps = spec.get("components") or {}
+    missing = [n for n in names if n not in comps]
+    if missing:
+        raise ConfigError(f"the patch spec of composite '{name}' lacks its components {missing} (family and params); "
+                          "the workflow writes them (patch_describe_spec); pass them under 'components'")
+    strips = {t: read_strip(strip_path(patch_dir, t)) for t in PATCH_TYPES}
+    blocks = {t: [] for t in PATCH_TYPES}
+    settings = {}
+    for n in names:
+        c = comps[n]
+        key = f"descriptors.{n}.params"
+        for t in PATCH_TYPES:
+            blocks[t].append(describe_patches(strips[t], c["family"], c.get("params", {}), where=str(strip_path(patch_dir, t)),
+                                              config_key=key, **geometry))
+        settings[n] = patch_settings(c["family"], c.get("params", {}), config_key=key, **geometry)
+    descs = {t: aggregate(blocks[t], params, [f"{i} ({n})" for i, n in enumerate(names)],
+                          f"composite '{name}', {strip_path(patch_dir, t)}", patches=True) for t in PATCH_TYPES}
+    meta = {"descriptor": name, "sequence": Path(patch_dir).name, "centre_keypoint": centre_keypoint,
+            "family": "composite", "params": params, "components": settings}
+    return descs, meta
 
 
 def import_csv(csv_root: Path, patch_dir: Path, out: Path, name: str, binary_packed: bool) -> None:
@@ -219,9 +264,53 @@ def evaluate_hpbench(tasks_dir: Path, descs: dict, hcfg: dict, source: str) -> t
     return pd.concat(tables, ignore_index=True), details
 
 
+def workbench_metadata(pcfg: dict) -> str:
+    """The ``metadata`` cell of the workbench's row: its ``key=value;`` pairs in key order (as its
+    ``patch_benchmark`` writes them, cli/patch_benchmark.cpp:478-489), with descbench's settings:
+    the three difficulties (all evaluated), ``grouping``, ``precision``, ``scenes`` (when
+    ``patches.sequences`` names them) and ``source``."""
+    w = pcfg["workbench"]
+    pairs = {"difficulty_easy": "true", "difficulty_hard": "true", "difficulty_tough": "true",
+             "grouping": w["grouping"], "precision": w["precision"], "source": pcfg["source"]}
+    if pcfg.get("sequences"):
+        pairs["scenes"] = ",".join(pcfg["sequences"])
+    return "".join(f"{k}={pairs[k]};" for k in sorted(pairs))
+
+
+def evaluate_workbench(descs: dict[str, dict[str, np.ndarray]], name: str, pcfg: dict) -> tuple[pd.DataFrame, dict]:
+    """The workbench's patch benchmark (:mod:`descbench.patches.workbench`) of one descriptor:
+    its ``patch_benchmark_results`` row (:func:`~descbench.patches.workbench.aggregate`, at
+    ``patches.workbench.precision`` and ``grouping``; ``processing_time_ms`` NaN, the measured
+    time is the caller's), and the details: ``workbench_sequences`` (one
+    :func:`~descbench.patches.workbench.score_sequence` row per sequence: each split's mAP,
+    accuracy, patches, correct matches and files) and ``workbench_files`` (one row per scored
+    target file: its mAP and accuracy). Sequences in ``patches.sequences``' order, else sorted
+    by name (the workbench sorts the folder's paths). A descriptor that is not float32 (packed
+    bits) is refused, naming it and the fix."""
+    from descbench.patches import workbench as wb
+
+    w = pcfg["workbench"]
+    kinds = {d["ref"].dtype for d in descs.values()}
+    if kinds != {np.dtype(np.float32)}:
+        raise DataError(f"patch descriptor '{name}' holds {', '.join(sorted(map(str, kinds)))} rows; the workbench's patch "
+                        "benchmark (patches.workbench.enabled) compares float32 descriptors with L2 only; remove "
+                        f"'{name}' from patches.descriptors or set patches.workbench.enabled: false")
+    order = list(descs) if pcfg.get("sequences") else sorted(descs)
+    rows, files = [], []
+    for seq in order:
+        rows.append(wb.score_sequence(seq, descs[seq], name, [w["precision"]], file_rows=files))
+    per_sequence = pd.concat(rows, ignore_index=True)
+    table = wb.aggregate(per_sequence, grouping=w["grouping"], descriptor_name=name)
+    table["metadata"] = workbench_metadata(pcfg)
+    table["grouping"] = w["grouping"]
+    return table, {"workbench_sequences": per_sequence, "workbench_files": pd.DataFrame(files)}
+
+
 def evaluate(tasks_dir: Path, files: list[Path], name: str, pcfg: dict, out_dir: Path) -> None:
     """Every enabled patch benchmark for one descriptor into ``out_dir``: ``summary.parquet`` (tidy
-    rows of both benchmarks), one Parquet file per detail table, HBench's ``.results`` files."""
+    rows of both benchmarks), one Parquet file per detail table, HBench's ``.results`` files, and
+    with ``patches.workbench.enabled`` ``workbench.parquet`` (:func:`evaluate_workbench`) with
+    its wall time in ``workbench_timing.json`` (milliseconds and when it finished, UTC)."""
     tasks_dir, out_dir = Path(tasks_dir), Path(out_dir)
     descs = load_descriptors([Path(f) for f in files])
     meta = io.provenance("patch_evaluation", {"descriptor": name, "patches": pcfg},
@@ -237,6 +326,15 @@ def evaluate(tasks_dir: Path, files: list[Path], name: str, pcfg: dict, out_dir:
                                       pcfg["source"])
         io.write_table(pa.Table.from_pandas(table, preserve_index=False), out_dir / "hpatches_benchmark.parquet", meta)
         details.update(det)
+    if pcfg["workbench"]["enabled"]:
+        start = time.perf_counter()
+        table, det = evaluate_workbench(descs, name, pcfg)
+        elapsed_ms = (time.perf_counter() - start) * 1000.0
+        io.write_table(pa.Table.from_pandas(table, preserve_index=False), out_dir / "workbench.parquet", meta)
+        details.update(det)
+        write_json(out_dir / WORKBENCH_TIMING, {  # the wall time, outside the Parquet
+            "processing_time_ms": elapsed_ms,
+            "created_at": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S")})
     if summary:
         io.write_table(pa.Table.from_pandas(pd.concat(summary, ignore_index=True), preserve_index=False),
                        out_dir / "hbench.parquet", meta)

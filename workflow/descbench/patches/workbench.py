@@ -75,16 +75,9 @@ division and sum (``1/3`` is 0.3333333432674408 in float32), and the float32 sum
 by up to about N ulps. The FPR95 index ``int(0.95f * N)`` equals ``int(0.95 * N)`` for every
 N below 2,207,541 (there the float32 product 2097163.95 rounds to 2097164), so never on HPatches.
 
-Fusion (:func:`fuse`, ``PatchFusionExtractor::fuseDescriptors``), then every fused row L2-normalised
-(``cv::normalize`` NORM_L2: scale = ``float32(1 / norm)`` with the norm from the float64 sum of
-squares, a norm <= DBL_EPSILON gives a zero row, |scale - 1| < DBL_EPSILON leaves the row as is):
-``concatenate`` (row-wise concatenation in component order), ``average`` (float32 sum in component
-order times ``float32(1 / n_components)``), ``weighted_avg`` (float32 ``sum += w_i * x_i``,
-weights default ``float32(1 / n)`` each), ``max``, ``min`` (element-wise) and ``channel_wise``
-(every component cut to the smallest width w, a component of width 3w averaged over its three
-blocks first, ``(x[c] + x[c+w] + x[c+2w]) / 3``, then the average as above). All but
-``concatenate`` and ``channel_wise`` need equal widths. Every step is float32 (each addition and
-product rounded), as the C++ with OpenCV 4.6 gives bit for bit on the tests' fixture.
+Fusion (:func:`fuse`, ``PatchFusionExtractor::fuseDescriptors``, then every fused row
+L2-normalised as ``cv::normalize`` does): :mod:`descbench.descriptors.fusion` defines it, the one
+definition the image composite's ``arithmetic: workbench`` uses too; it is re-exported here.
 """
 
 from __future__ import annotations
@@ -94,12 +87,14 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 import pandas as pd
 
+from descbench.descriptors.fusion import FUSION_METHODS, fuse
 from descbench.errors import ConfigError, DataError
 from descbench.patches import JITTERS, JITTER_NAMES
 from descbench.patches import workbench_kernels as K
 
 __all__ = [
     "PRECISIONS",
+    "GROUPINGS",
     "SPLITS",
     "TABLE_COLUMNS",
     "FUSION_METHODS",
@@ -118,6 +113,8 @@ __all__ = [
 ]
 
 PRECISIONS = ("float32", "float64")
+# aggregate's summation orders over sequences (patches.workbench.grouping)
+GROUPINGS = ("per_sequence", "sequential")
 SPLITS = tuple(JITTER_NAMES[j] for j in JITTERS)  # easy, hard, tough
 _SPLIT_PREFIX = {JITTER_NAMES[j]: j for j in JITTERS}
 
@@ -130,13 +127,6 @@ TABLE_COLUMNS = (
     "num_scenes", "num_patches", "processing_time_ms", "metadata",
 )
 
-FUSION_METHODS = {
-    "average": "average", "avg": "average",
-    "weighted_avg": "weighted_avg", "weighted": "weighted_avg",
-    "max": "max", "min": "min",
-    "concatenate": "concatenate", "concat": "concatenate",
-    "channel_wise": "channel_wise", "channelwise": "channel_wise",
-}
 
 
 # ---- validation ---------------------------------------------------------------------------------
@@ -362,7 +352,8 @@ def _mean(total: float, count: int, precision: str) -> float:
     return float(np.float32(value)) if precision == "float32" else value
 
 
-def _split_results(sequence: str, descriptors: Mapping[str, np.ndarray], precision: str) -> dict:
+def _split_results(sequence: str, descriptors: Mapping[str, np.ndarray], precision: str,
+                   file_rows: list | None = None) -> dict:
     if "ref" not in descriptors:
         raise DataError(f"sequence {sequence}: no 'ref' descriptors (the queries of every split)")
     ref = _matrix(descriptors["ref"], f"{sequence}.ref")
@@ -381,6 +372,8 @@ def _split_results(sequence: str, descriptors: Mapping[str, np.ndarray], precisi
             if ref.shape[0] and target.shape[1] != ref.shape[1]:
                 raise DataError(f"sequence {sequence}: {key} has width {target.shape[1]} but ref has width {ref.shape[1]}")
             res = score_file(ref, target, precision)
+            if file_rows is not None:
+                file_rows.append({"precision": precision, "sequence": sequence, "split": split, "file": key, **res})
             patches += res["num_patches"]
             correct += res["correct_matches"]
             ap_sum += res["average_precision"]
@@ -392,7 +385,7 @@ def _split_results(sequence: str, descriptors: Mapping[str, np.ndarray], precisi
 
 
 def score_sequence(sequence: str, descriptors: Mapping[str, np.ndarray], descriptor_name: str = "",
-                   precisions: Sequence[str] = PRECISIONS) -> pd.DataFrame:
+                   precisions: Sequence[str] = PRECISIONS, file_rows: list | None = None) -> pd.DataFrame:
     """Score one sequence for all splits; one row per precision, the ``patch_benchmark_results``
     columns as the workbench would write them for a run over this sequence alone.
 
@@ -411,6 +404,10 @@ def score_sequence(sequence: str, descriptors: Mapping[str, np.ndarray], descrip
       ``num_patches_<split>``, ``correct_matches_<split>``, ``files_<split>`` (0 files = not
       scored), which :func:`aggregate` needs to combine sequences exactly.
 
+    ``file_rows``: a list to which one dict per scored target file is appended (``precision``,
+    ``sequence``, ``split``, ``file`` and :func:`score_file`'s values), the per-file results the
+    split means are made of; skipped files (patch count differs from ``ref``'s) have none.
+
     >>> ref = np.array([[0.0], [1.0], [2.0]], np.float32)
     >>> h1 = np.array([[0.6], [-0.5], [2.0]], np.float32)
     >>> row = score_sequence("v_x", {"ref": ref, "e1": ref + 0.1, "h1": h1}, "toy")
@@ -422,7 +419,7 @@ def score_sequence(sequence: str, descriptors: Mapping[str, np.ndarray], descrip
     rows = []
     for precision in precisions:
         precision = _precision(precision)
-        per = _split_results(sequence, descriptors, precision)
+        per = _split_results(sequence, descriptors, precision, file_rows)
         ref = np.asarray(descriptors["ref"])
         row = {"descriptor_name": descriptor_name,
                "descriptor_dimension": int(ref.shape[1]) if ref.shape[0] else 0}
@@ -458,8 +455,8 @@ def aggregate(per_sequence: pd.DataFrame, grouping: str = "per_sequence", descri
     >>> row.loc[0, ["map_overall", "map_illumination", "map_viewpoint"]].tolist(), int(row.loc[0, "num_scenes"])
     ([0.8055555820465088, 1.0, 0.6111111044883728], 2)
     """
-    if grouping not in ("per_sequence", "sequential"):
-        raise ConfigError(f"grouping {grouping!r} is not 'per_sequence' or 'sequential'")
+    if grouping not in GROUPINGS:
+        raise ConfigError(f"grouping {grouping!r} is not one of {', '.join(GROUPINGS)}")
     need = {"precision", "sequence", "descriptor_name", "descriptor_dimension"} | {
         f"{c}_{s}" for s in SPLITS for c in ("accuracy", "num_patches", "files")} | {f"map_{s}" for s in SPLITS}
     missing = sorted(need - set(per_sequence.columns))
@@ -506,78 +503,3 @@ def aggregate(per_sequence: pd.DataFrame, grouping: str = "per_sequence", descri
                     row[c] = first[c]
         out.append(row)
     return pd.DataFrame(out)
-
-
-# ---- fusion -------------------------------------------------------------------------------------
-
-def _normalise_rows(x: np.ndarray) -> np.ndarray:
-    out = x.copy()
-    eps = np.finfo(np.float64).eps
-    for i in range(out.shape[0]):
-        norm = float(np.sqrt(K.l2_pairs_sq_f32(out[i:i + 1], np.zeros_like(out[i:i + 1]))[0]))
-        scale = 1.0 / norm if norm > eps else 0.0
-        if abs(scale - 1.0) < eps:
-            continue
-        out[i] = out[i] * np.float32(scale)
-    return out
-
-
-def fuse(components: Sequence[np.ndarray], method: str = "concatenate", weights: Sequence[float] | None = None) -> np.ndarray:
-    """Fuse per-patch descriptors of several extractors as the workbench's patch fusion does, then
-    L2-normalise every row (module docstring).
-
-    ``components``: float32 [N, D_c] each (row i = patch i); ``method``: one of
-    :data:`FUSION_METHODS` (aliases as the workbench accepts them); ``weights``: one per component
-    for ``weighted_avg`` (default 1/n each). Returns float32 [N, D_out].
-
-    >>> a = np.array([[3, 0]], np.float32); b = np.array([[0, 4]], np.float32)
-    >>> fuse([a, b]).tolist(), fuse([a, b], "average").tolist()
-    ([[0.6000000238418579, 0.0, 0.0, 0.800000011920929]], [[0.6000000238418579, 0.800000011920929]])
-    """
-    if method not in FUSION_METHODS:
-        raise ConfigError(f"fusion method {method!r} is unknown; the workbench accepts {', '.join(FUSION_METHODS)}")
-    method = FUSION_METHODS[method]
-    if not len(components):
-        raise DataError("fuse: at least one component is needed")
-    comps = [_matrix(c, f"component {i}") for i, c in enumerate(components)]
-    n = comps[0].shape[0]
-    for i, c in enumerate(comps):
-        if c.shape[0] != n:
-            raise DataError(f"fuse: component {i} has {c.shape[0]} rows, component 0 has {n}")
-    if method not in ("concatenate", "channel_wise"):
-        for i, c in enumerate(comps):
-            if c.shape[1] != comps[0].shape[1]:
-                raise DataError(f"fuse: {method} needs equal widths; component 0 has {comps[0].shape[1]}, "
-                                f"component {i} has {c.shape[1]}")
-    if method == "weighted_avg":
-        if weights is None:
-            weights = [np.float32(1.0) / np.float32(len(comps))] * len(comps)
-        if len(weights) != len(comps):
-            raise DataError(f"fuse: {len(weights)} weights for {len(comps)} components")
-    f32 = np.float32
-    if method == "concatenate":
-        fused = np.concatenate(comps, axis=1)
-    elif method == "average":
-        fused = np.zeros_like(comps[0])
-        for c in comps:
-            fused = fused + c
-        fused = fused * f32(1.0 / len(comps))
-    elif method == "weighted_avg":
-        fused = np.zeros_like(comps[0])
-        for w, c in zip(weights, comps):
-            fused = fused + f32(w) * c
-    elif method in ("max", "min"):
-        op = np.maximum if method == "max" else np.minimum
-        fused = comps[0].copy()
-        for c in comps[1:]:
-            fused = op(fused, c)
-    else:  # channel_wise
-        w = min(c.shape[1] for c in comps)
-        fused = np.zeros((n, w), dtype=f32)
-        for c in comps:
-            if c.shape[1] == 3 * w:
-                fused = fused + ((c[:, :w] + c[:, w:2 * w]) + c[:, 2 * w:]) / f32(3.0)
-            else:
-                fused = fused + c[:, :w]
-        fused = fused * f32(1.0 / len(comps))
-    return _normalise_rows(fused.astype(f32))

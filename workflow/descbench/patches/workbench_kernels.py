@@ -4,7 +4,7 @@
   OpenCV 4.x (``cv::Mat diff = a - b; cv::norm(diff, NORM_L2)`` on 1 x D float32 rows):
   the difference rounded to float32 per component, the squares summed in float64 (OpenCV's
   ``normL2Sqr<float, double>``: blocks of four, ``s += ((v0*v0 + v1*v1) + v2*v2) + v3*v3``, then
-  the tail one by one), ``sqrt`` in float64, the result rounded to float32
+  the tail one by one; :func:`descbench.descriptors.fusion.opencv_sq_diff`), ``sqrt`` in float64, the result rounded to float32
   (:func:`l2_matrix_f32`). The float64 counterpart (:func:`l2_matrix_f64`) takes the difference
   in float64, sums the squares in index order and keeps the float64 root.
 * **Nearest neighbour** (:func:`first_nearest`): the first index of the row minimum, found with a
@@ -26,27 +26,10 @@ import math
 import numba
 import numpy as np
 
+from descbench.descriptors.fusion import opencv_sq_diff as _sq_f32  # OpenCV's float64 sum of squared differences
+
 FLT_MAX = float(np.finfo(np.float32).max)
 _THRESHOLD = 16  # libstdc++'s _S_threshold
-
-
-@numba.njit(cache=True)
-def _sq_f32(a, b):
-    n = a.shape[0]
-    s = 0.0
-    k = 0
-    while k + 4 <= n:
-        v0 = np.float64(np.float32(a[k] - b[k]))
-        v1 = np.float64(np.float32(a[k + 1] - b[k + 1]))
-        v2 = np.float64(np.float32(a[k + 2] - b[k + 2]))
-        v3 = np.float64(np.float32(a[k + 3] - b[k + 3]))
-        s += ((v0 * v0 + v1 * v1) + v2 * v2) + v3 * v3
-        k += 4
-    while k < n:
-        v = np.float64(np.float32(a[k] - b[k]))
-        s += v * v
-        k += 1
-    return s
 
 
 @numba.njit(cache=True)

@@ -31,6 +31,16 @@ Tables (rebuilt from the report files every time, so the database is a pure func
   ``keypoint_verification_ap_descbench`` etc., since issue 18).
 - ``keypoint_sets``: ``keypoint_stats.csv`` (counts, sizes, coverage, repeatability, spec).
 - ``significance``: ``significance.csv`` (paired comparisons).
+- ``patch_benchmark_results`` (only when the patch benchmark ran: ``patches.workbench.enabled``):
+  the C++ workbench's table of that name (``src/core/database/DatabaseManager.cpp:119-143``), one
+  row per patch descriptor from ``report/patches/workbench_patch_benchmark.csv``
+  (:func:`descbench.report.patches.workbench_table` says what each column holds), its columns in
+  its order: ``id`` (1, 2, .. in the table's row order), ``experiment_id`` (this database's
+  experiment), ``descriptor_name`` .. ``metadata`` (:data:`PATCH_BENCHMARK_COLUMNS`), and
+  ``created_at``: when the evaluation job finished (UTC, ``YYYY-MM-DD HH:MM:SS`` as SQLite's
+  ``CURRENT_TIMESTAMP``; the workbench's default is the time of the insert, descbench takes it
+  from the report file so that the database stays a function of the report files); then
+  descbench's ``precision`` and ``grouping``.
 
 NaN (a metric without data) is stored as SQL NULL. Query it from ``sqlite3``, pandas
 (``pd.read_sql``) or DuckDB (``sqlite_scan``).
@@ -112,6 +122,42 @@ DW_COLUMNS = {
 }
 
 
+# The workbench's patch_benchmark_results table: its CREATE TABLE (DatabaseManager.cpp:119-143)
+# with descbench's precision and grouping added and without its foreign key (this database's
+# experiments table is keyed by experiment_id, not id); the columns from descriptor_name to metadata are
+# descbench.patches.workbench.TABLE_COLUMNS (checked by patch_benchmark_rows).
+PATCH_BENCHMARK_SQL = """CREATE TABLE patch_benchmark_results (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    experiment_id INTEGER NOT NULL,
+    descriptor_name TEXT NOT NULL,
+    descriptor_dimension INTEGER DEFAULT 0,
+    map_overall REAL, accuracy_overall REAL,
+    map_easy REAL, map_hard REAL, map_tough REAL,
+    map_illumination REAL, map_viewpoint REAL,
+    map_illumination_easy REAL, map_illumination_hard REAL, map_viewpoint_easy REAL, map_viewpoint_hard REAL,
+    num_scenes INTEGER, num_patches INTEGER, processing_time_ms REAL, metadata TEXT,
+    created_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP,
+    precision TEXT, grouping TEXT
+)"""
+
+
+def patch_benchmark_rows(table: pd.DataFrame, experiment_id: int, where: str) -> pd.DataFrame:
+    """The ``patch_benchmark_results`` rows from the report's workbench table (``where`` names its
+    file in errors): ``id``, ``experiment_id``, the workbench's columns, ``created_at``,
+    ``precision``, ``grouping``."""
+    from descbench.patches.workbench import TABLE_COLUMNS
+
+    cols = list(TABLE_COLUMNS) + ["created_at", "precision", "grouping"]
+    missing = [c for c in cols if c not in table.columns]
+    if missing:
+        raise DataError(f"{where} lacks the columns {missing}; rebuild the patch report (snakemake --forcerun patch_report)")
+    out = table[cols].copy()
+    out["metadata"] = out["metadata"].fillna("")  # an empty key=value; string reads back from CSV as NaN
+    out.insert(0, "experiment_id", experiment_id)
+    out.insert(0, "id", np.arange(1, len(out) + 1))
+    return out
+
+
 def git_commit(directory: Path) -> str:
     """The checkout's commit (``+dirty`` if tracked files differ), or ``unknown`` outside git."""
     try:
@@ -169,9 +215,11 @@ def results_rows(comparison: pd.DataFrame, experiment_id: int) -> pd.DataFrame:
     return out
 
 
-def build_database(out: Path, report_dir: Path, experiment: dict) -> None:
+def build_database(out: Path, report_dir: Path, experiment: dict, patch_benchmark: Path | None = None) -> None:
     """Write ``out`` (SQLite) from the report files in ``report_dir``; ``experiment``: name,
-    dataset, config, versions, git_commit, n_scenes (inputs_sha256 is read from keypoint_stats)."""
+    dataset, config, versions, git_commit, n_scenes (inputs_sha256 is read from keypoint_stats).
+    ``patch_benchmark``: the workbench patch benchmark's table (``workbench_patch_benchmark.csv``)
+    when it ran, the ``patch_benchmark_results`` table's rows; None: no such table."""
     report_dir = Path(report_dir)
     comparison = pd.read_csv(report_dir / "comparison.csv")
     if "retrieval_num_true_positives" in comparison.columns and "retrieval_num_positives_descbench" not in comparison.columns:
@@ -187,6 +235,9 @@ def build_database(out: Path, report_dir: Path, experiment: dict) -> None:
         "inputs_sha256": str(stats["inputs_sha256"].iloc[0]) if len(stats) and "inputs_sha256" in stats else None,
         "n_scenes": int(experiment["n_scenes"]),
     }])
+    patch_rows = None
+    if patch_benchmark is not None:
+        patch_rows = patch_benchmark_rows(pd.read_csv(patch_benchmark), 1, str(patch_benchmark))
     stats.insert(0, "experiment_id", 1)
     sig.insert(0, "experiment_id", 1)
     with atomic_path(out) as tmp:  # a partial database never has the final name
@@ -196,4 +247,8 @@ def build_database(out: Path, report_dir: Path, experiment: dict) -> None:
             stats.to_sql("keypoint_sets", con, index=False)
             sig.to_sql("significance", con, index=False)
             con.execute("CREATE INDEX results_by_name ON results (descriptor, keypoint_set)")
+            if patch_rows is not None:
+                con.execute(PATCH_BENCHMARK_SQL)
+                con.execute("CREATE INDEX idx_patch_benchmark_experiment ON patch_benchmark_results (experiment_id)")
+                patch_rows.to_sql("patch_benchmark_results", con, index=False, if_exists="append")
         con.close()
