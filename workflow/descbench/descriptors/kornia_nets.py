@@ -54,6 +54,9 @@ and the validated params record the values used):
 * ``workbench_dnn``: the workbench's ``DNNPatchWrapper`` defaults (``patch_sampling.DNN``: side =
   keypoint size clamped at 1 px, upright, ``p = u8 / 255`` not normalised).
 
+Each convention follows its wrapper's own order of float operations in the affine matrix and the
+standardisation (``wrapper``: ``libtorch`` / ``dnn``, :mod:`~descbench.descriptors.patch_sampling`).
+
 ``input_size`` must be the net's (32 for all five, ``patch_size`` of each kornia class): another
 value is a :class:`~descbench.errors.ConfigError`.
 
@@ -187,6 +190,8 @@ _PARAMS = object_fragment(
     std={"type": ["number", "null"], "exclusiveMinimum": 0, "default": None},
     std_eps={"type": ["number", "null"], "exclusiveMinimum": 0, "default": None},
     eps_mode={"enum": [*ps.EPS_MODES, None], "default": None},
+    # whose order of float operations the affine matrix and the standardisation follow (patch_sampling)
+    wrapper={"enum": [*ps.WRAPPERS, None], "default": None},
     l2_normalise={"type": "boolean", "default": True},
     # eager: kornia's module as is (rows bit-exact with it); frozen: TorchScript, frozen and optimised
     # for inference (batch norms folded into the convolutions): faster, equal to float32 rounding
