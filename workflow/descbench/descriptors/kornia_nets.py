@@ -57,7 +57,7 @@ and the validated params record the values used):
 Each convention follows its wrapper's own order of float operations in the affine matrix and the
 standardisation (``wrapper``: ``libtorch`` / ``dnn``, :mod:`~descbench.descriptors.patch_sampling`).
 
-``input_size`` must be the net's (32 for all five, ``patch_size`` of each kornia class): another
+``input_size`` must be the net's (32 for all six: ``patch_size`` of each kornia class, and l2net's): another
 value is a :class:`~descbench.errors.ConfigError`.
 
 **Intensity normalisation, composed** (descbench's convention first, then the net's own forward
@@ -82,6 +82,9 @@ as kornia 0.9 defines it; ``x`` is the patch the net receives):
 * ``tfeat`` (``TFeat``): ``InstanceNorm2d`` (as SOSNet), two tanh convolutions and a tanh
   linear layer: entries in [-1, 1], rows *not* unit length (``l2_normalise`` makes them so; set
   it false for the reference's raw rows).
+* ``l2net`` (``workbench_simple``, :mod:`descbench.descriptors.l2net`): no normalisation of its
+  own: the convention's patch goes straight into the first convolution (so, unlike the others,
+  its rows change with ``a x + b`` of the patch); output ``F.normalize`` (unit L2).
 
 **Patches** (HPatches' 65 x 65, :mod:`descbench.patches.describe`): ``patch_rows`` resizes each
 whole patch to the net input (``patch_sampling.resize_hpatches_patches``: ``cv2.resize``,
