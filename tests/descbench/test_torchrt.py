@@ -312,3 +312,30 @@ def test_run_batched_edge_cases():
     assert out.shape == (0, 0) and out.dtype == np.float32
     with pytest.raises(ValueError, match="batch must be >= 1"):
         torchrt.run_batched(nn.Flatten(), np.zeros((2, 1), np.float32), 0, torch.device("cpu"))
+
+
+def test_a_seed_key_derives_the_torch_seed_and_names_itself_in_the_label():
+    from descbench.rng import key_seed
+
+    assert torchrt.random_seed(3) == 3
+    assert torchrt.random_seed(3, "hardnet") == key_seed("descbench-random-weights:hardnet:3")
+    assert torchrt.random_seed(3, "hardnet") != torchrt.random_seed(3, "sosnet")
+    a, b, ref = Tiny(), Tiny(), Tiny()
+    assert torchrt.load_weights(a, "random", 3, "w", "src", seed_key="x") == "random(seed=3, key=x)"
+    torchrt.load_weights(b, "random", 3, "w", "src", seed_key="y")
+    torchrt.random_init(ref, key_seed("descbench-random-weights:x:3"))
+    assert same_state(state(a), state(ref)) and not torch.equal(a.conv.weight, b.conv.weight)
+
+
+def test_a_torchscript_archive_gives_its_modules_state_dict(tmp_path):
+    """The workbench's models/*.pt are traced TorchScript: their state dict is loaded, their code never run."""
+    torch.manual_seed(0)
+    src = Tiny().eval()
+    path = tmp_path / "tiny_traced.pt"
+    torch.jit.trace(src, torch.zeros(1, 1, 4, 4)).save(str(path))
+    sd = tmp_path / "tiny_sd.pt"
+    torch.save(src.state_dict(), sd)
+    assert torchrt.is_torchscript(path) and not torchrt.is_torchscript(sd)
+    net = Tiny()
+    assert torchrt.load_weights(net, str(path), 0, "w", "src") == f"sha256:{file_sha256(path)}"
+    assert same_state(state(net), state(src))

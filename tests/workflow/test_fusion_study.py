@@ -107,7 +107,7 @@ def test_fusion_study_runs_with_one_command_and_says_random_on_every_learned_row
     np.testing.assert_array_equal(fused, aggregate([sift, hard], params, ["s", "h"], "t"))
     assert fused.shape[1] == 256 and fused.shape[0] > 0
     # how the network ran is recorded next to its rows
-    assert hmeta["runtime"]["weights"] == "random(seed=0)" and hmeta["runtime"]["network"] == "kornia.feature.HardNet"
+    assert hmeta["runtime"]["weights"] == "random(seed=0, key=hardnet)" and hmeta["runtime"]["network"] == "kornia.feature.HardNet"
     assert hmeta["runtime"]["device"] == "cpu" and hmeta["runtime"]["torch"]
     _, kmeta = io.read_table(next((res_root / "keypoints" / "keynet_8000").glob("*/v_coins.parquet")))
     assert kmeta["runtime"]["weights"] == "random(seed=1)"

@@ -10,8 +10,9 @@ A job that runs a network:
 2. ``provenance = configure(device, params["threads"])`` (deterministic settings; the returned
    dict is what the job records);
 3. builds the module (``pretrained=False``: nothing is ever downloaded) and
-   ``label = load_weights(module, params["weights"], params["weights_seed"], where, published)``
-   (``sha256:<hex>`` of the weights file, or ``random(seed=<n>)``);
+   ``label = load_weights(module, params["weights"], params["weights_seed"], where, published,
+   seed_key)`` (``sha256:<hex>`` of the weights file, or ``random(seed=<n>)`` /
+   ``random(seed=<n>, key=<seed_key>)``);
 4. ``rows = run_batched(module.to(device), inputs, batch_size(params["batch_mem_mb"],
    bytes_per_item), device)``.
 """
@@ -28,6 +29,7 @@ from pathlib import Path
 
 from descbench.errors import ConfigError
 from descbench.fileops import file_sha256
+from descbench.rng import key_seed
 
 INSTALL = "pip install -e '.[learned]'"
 RANDOM_WEIGHTS = "random"  # the ``weights`` value that asks for a seeded random initialisation
@@ -182,6 +184,56 @@ def configure(device, threads: int) -> dict:
     }
 
 
+def random_seed(weights_seed: int, seed_key: str | None = None) -> int:
+    """The ``torch.manual_seed`` of ``weights: random``: ``weights_seed`` itself without a key (KeyNet's
+    modules), else :func:`descbench.rng.key_seed` of ``"descbench-random-weights:<seed_key>:<weights_seed>"``
+    (the descriptor families pass their family name: two families with the same layers, HardNet and
+    SOSNet, then get different weights from the same ``weights_seed``)."""
+    if seed_key is None:
+        return int(weights_seed)
+    return key_seed(f"descbench-random-weights:{seed_key}:{int(weights_seed)}")
+
+
+def random_label(weights_seed: int, seed_key: str | None = None) -> str:
+    """The label of a random initialisation: ``random(seed=<n>)``, or ``random(seed=<n>, key=<seed_key>)``
+    when the torch seed is derived from the key (:func:`random_seed`)."""
+    return f"random(seed={int(weights_seed)})" if seed_key is None else f"random(seed={int(weights_seed)}, key={seed_key})"
+
+
+def is_torchscript(path: Path) -> bool:
+    """Whether ``path`` is a TorchScript archive (``torch.jit.save``, e.g. the workbench's traced
+    ``models/*.pt``): a zip archive holding serialised TorchScript code (a ``code/`` folder) or
+    ``constants.pkl``, which ``torch.save``'s archives do not."""
+    import zipfile
+
+    try:
+        with zipfile.ZipFile(path) as z:
+            names = z.namelist()
+    except (OSError, zipfile.BadZipFile):
+        return False
+    return any("/code/" in n or n.endswith("/constants.pkl") or n == "constants.pkl" for n in names)
+
+
+def torchscript_state(path: Path, where: str, published: str) -> dict:
+    """The state dict of the TorchScript module in ``path``: ``torch.jit.load(path,
+    map_location='cpu').state_dict()`` (its parameters and buffers, under the names of the module it
+    was traced or scripted from). Only the tensors are used: its code is never run (the family's own
+    architecture runs with them). A file ``torch.jit.load`` cannot read: :class:`ConfigError`."""
+    torch = require("torch", what=where)
+    import warnings
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", DeprecationWarning)  # torch >= 2.9 deprecates torch.jit; its files remain
+            module = torch.jit.load(str(path), map_location="cpu")
+    except Exception as exc:  # torch raises RuntimeError and others for a damaged archive
+        first = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
+        raise ConfigError(f"{where}.weights: {path} looks like a TorchScript archive but torch.jit.load cannot read it "
+                          f"({type(exc).__name__}: {first}); fix: give the file torch.jit.save wrote, or a state dict "
+                          f"(torch.save(module.state_dict(), path); {published})") from exc
+    return dict(module.state_dict())
+
+
 def random_init(module, seed: int) -> None:
     """Re-initialise ``module`` deterministically: under ``torch.manual_seed(seed)`` in a forked RNG
     (the caller's global torch RNG is left as it was), call ``reset_parameters()`` of every
@@ -264,28 +316,35 @@ def unreadable_weights_reason(path: Path, exc: Exception) -> str:
     return f"cannot be read by torch.load ({type(exc).__name__}: {text.strip().splitlines()[0] if text.strip() else ''})"
 
 
-def load_weights(module, weights: str, weights_seed: int, where: str, published: str) -> str:
+def load_weights(module, weights: str, weights_seed: int, where: str, published: str,
+                 seed_key: str | None = None) -> str:
     """Give ``module`` its weights and put it in evaluation mode; returns the label the results record.
 
-    * ``weights == 'random'``: :func:`random_init` with ``weights_seed``; returns ``random(seed=<n>)``.
+    * ``weights == 'random'``: :func:`random_init` with ``random_seed(weights_seed, seed_key)``;
+      returns :func:`random_label` (``random(seed=<n>)``, or ``random(seed=<n>, key=<seed_key>)``).
     * else ``weights`` is the path of a torch state dict, read with ``torch.load(path,
       map_location='cpu', weights_only=True)`` (tensors only, no code). A training checkpoint whose
       state dict sits under the key ``state_dict`` (the published HardNet checkpoints, as kornia
-      itself loads them) is read from that key. Its keys and shapes must be the module's exactly
-      (then ``load_state_dict(strict=True)``); returns ``sha256:<hex of the file>``.
+      itself loads them) is read from that key. A TorchScript archive (:func:`is_torchscript`: the
+      workbench's traced ``models/*.pt``) gives its module's state dict (:func:`torchscript_state`).
+      Its keys and shapes must be the module's exactly (then ``load_state_dict(strict=True)``);
+      returns ``sha256:<hex of the file>``.
 
     A path that does not exist: :class:`ConfigError` naming ``where.weights``, the file and where the
     published weights come from (``published``: descbench never downloads them). A file torch cannot
     read, or whose keys / shapes differ: :class:`ConfigError` naming the file and the first bad key."""
     torch = require("torch", what=where)
     if weights == RANDOM_WEIGHTS:
-        random_init(module, weights_seed)
+        random_init(module, random_seed(weights_seed, seed_key))
         module.eval()
-        return f"random(seed={int(weights_seed)})"
+        return random_label(weights_seed, seed_key)
     check_weights_file(f"{where}.weights", weights, published)
     path = Path(weights)
     try:
-        state = torch.load(path, map_location="cpu", weights_only=True)
+        state = torchscript_state(path, where, published) if is_torchscript(path) else \
+            torch.load(path, map_location="cpu", weights_only=True)
+    except ConfigError:
+        raise
     except Exception as exc:  # torch raises several types for a file it cannot read (pickle, zip, weights_only)
         raise ConfigError(f"{where}.weights: {path} {unreadable_weights_reason(path, exc)}; fix: give the published "
                           f"weights file ({published}) or save the module's state dict with "

@@ -31,8 +31,9 @@ from descbench.errors import ConfigError
 from descbench.fileops import file_sha256
 from descbench.keypoints import ImageKeypoints
 from descbench.patches import describe as D
+from descbench.rng import key_seed as rng_key_seed
 
-FAMILIES = list(KN.NETS)
+FAMILIES = [f for f, spec in KN.NETS.items() if KN.is_kornia(spec)]  # l2net: test_l2net.py
 PIP = "pip install -e '.[learned]'"
 
 
@@ -227,6 +228,24 @@ def test_random_weights_are_deterministic_given_the_seed(family, image):
     assert not np.array_equal(a, c)
 
 
+def test_random_weights_are_seeded_per_family(image):
+    """HardNet and SOSNet have the same layers in the same order: one torch seed would give them the
+    same weights and the same rows; the seed is derived from the family name (torchrt.random_seed)."""
+    h = KN.loaded_net("hardnet", "random", 0, "cpu")[0].state_dict()
+    s = KN.loaded_net("sosnet", "random", 0, "cpu")[0].state_dict()
+    hw = [v for k, v in h.items() if k.endswith(".weight")]  # the seven convolutions, in order (no affine BatchNorms)
+    sw = [v for k, v in s.items() if k.endswith(".weight")]
+    assert len(hw) == len(sw) == 7 and all(x.shape == y.shape for x, y in zip(hw, sw))
+    assert not any(torch.equal(x, y) for x, y in zip(hw, sw))
+    a = rows("hardnet", {"weights": "random"}, image)
+    b = rows("sosnet", {"weights": "random"}, image)
+    assert np.abs(a - b).max() > 0.1
+    net = KN.NETS["hardnet"]
+    ref = getattr(KF, net.kornia_class)(pretrained=False)
+    torchrt.random_init(ref, rng_key_seed("descbench-random-weights:hardnet:0"))  # the documented derivation
+    assert all(torch.equal(v, h[k]) for k, v in ref.state_dict().items())
+
+
 # ----------------------------------------------------------------------------- errors
 
 
@@ -288,6 +307,7 @@ def test_torch_not_importable_names_the_pip_command(monkeypatch, image, module):
         check_descriptor_params("hardnet", {"weights": "random"}, "descriptors.d.params")
     monkeypatch.undo()
     filled = check_descriptor_params("hardnet", {"weights": "random"}, "d")
+    KN.loaded_net.cache_clear()  # a net an earlier test loaded would not import anything
     monkeypatch.setitem(sys.modules, module, None)
     with pytest.raises(ConfigError, match=rf"'{module}' is not importable.*{re.escape(PIP)}"):
         compute_descriptors("hardnet", filled, image, keypoints(), {}, "t")
@@ -342,7 +362,7 @@ def test_runtime_provenance(weights):
     for key in ("torch", "kornia", "device_name", "cudnn_deterministic", "deterministic_algorithms"):
         assert key in prov
     rnd = KN.runtime_provenance("tfeat", check_descriptor_params("tfeat", {"weights": "random", "weights_seed": 4}, "d"))
-    assert rnd["weights"] == "random(seed=4)" and rnd["weights_file"] is None
+    assert rnd["weights"] == "random(seed=4, key=tfeat)" and rnd["weights_file"] is None
     json.dumps(prov)  # it goes into Parquet metadata as JSON
 
 

@@ -1,9 +1,16 @@
-"""kornia's patch descriptor networks: ``hardnet``, ``hardnet8``, ``sosnet``, ``hynet``, ``tfeat``.
+"""Patch descriptor networks: kornia's ``hardnet``, ``hardnet8``, ``sosnet``, ``hynet``, ``tfeat``, and ``l2net``.
 
-Each family is one ``kornia.feature`` module (:data:`NETS`), built with ``pretrained=False`` (so
-nothing is ever downloaded) and given its weights by :func:`descbench.torchrt.load_weights`:
-``weights`` is a state dict file (e.g. the published weights, :func:`published_source`) or
-``random`` (a seeded initialisation, ``weights_seed``; for tests and ablations).
+Each kornia family is one ``kornia.feature`` module (:data:`NETS`), built with ``pretrained=False``
+(so nothing is ever downloaded); ``l2net`` is the workbench's ``LIBTORCH_L2NET`` network, defined
+in :mod:`descbench.descriptors.l2net` (``architecture: workbench_simple``; it needs torch, not
+kornia). Each is given its weights by :func:`descbench.torchrt.load_weights`: ``weights`` is a
+state dict file (e.g. the published weights, :func:`published_source`), a TorchScript archive
+(e.g. the workbench's traced ``models/hardnet.pt`` or ``simple_l2net.pt``: its state dict is used,
+its code never runs) or ``random``: each layer's default initialisation under
+``torch.manual_seed(random_seed(weights_seed, family))``, a seed derived from the family name and
+``weights_seed`` (:func:`descbench.torchrt.random_seed`), so ``hardnet`` and ``sosnet`` (the same
+layers in the same order) get different weights from one ``weights_seed``; the label is
+``random(seed=<weights_seed>, key=<family>)``. For tests and ablations.
 
 **Pipeline of one image** (:func:`describe_image`):
 
@@ -32,7 +39,8 @@ keypoints: ``[0, 128]`` without reading the image or running the net.
 and the validated params record the values used):
 
 * ``workbench_libtorch`` (default): the C++ DescriptorWorkbench's ``LibTorchWrapper`` as
-  ``LibTorchFactory.cpp`` builds it for ``libtorch_hardnet`` / ``libtorch_sosnet``, the
+  ``LibTorchFactory.cpp`` builds it for ``libtorch_hardnet`` / ``libtorch_sosnet`` (and, with
+  the wrapper's defaults, ``libtorch_l2net``), the
   descriptors of its flagship fusion experiments (e.g.
   ``config/experiments/fusion_sift_hardnet_keynet_scale6px.yaml``): 32 x 32 patches whose side is
   the keypoint size (clamped at 1e-3 px; the factory's support multiplier 2.0 is never read by
@@ -46,7 +54,10 @@ and the validated params record the values used):
 * ``workbench_dnn``: the workbench's ``DNNPatchWrapper`` defaults (``patch_sampling.DNN``: side =
   keypoint size clamped at 1 px, upright, ``p = u8 / 255`` not normalised).
 
-``input_size`` must be the net's (32 for all five, ``patch_size`` of each kornia class): another
+Each convention follows its wrapper's own order of float operations in the affine matrix and the
+standardisation (``wrapper``: ``libtorch`` / ``dnn``, :mod:`~descbench.descriptors.patch_sampling`).
+
+``input_size`` must be the net's (32 for all six: ``patch_size`` of each kornia class, and l2net's): another
 value is a :class:`~descbench.errors.ConfigError`.
 
 **Intensity normalisation, composed** (descbench's convention first, then the net's own forward
@@ -71,6 +82,9 @@ as kornia 0.9 defines it; ``x`` is the patch the net receives):
 * ``tfeat`` (``TFeat``): ``InstanceNorm2d`` (as SOSNet), two tanh convolutions and a tanh
   linear layer: entries in [-1, 1], rows *not* unit length (``l2_normalise`` makes them so; set
   it false for the reference's raw rows).
+* ``l2net`` (``workbench_simple``, :mod:`descbench.descriptors.l2net`): no normalisation of its
+  own: the convention's patch goes straight into the first convolution (so, unlike the others,
+  its rows change with ``a x + b`` of the patch); output ``F.normalize`` (unit L2).
 
 **Patches** (HPatches' 65 x 65, :mod:`descbench.patches.describe`): ``patch_rows`` resizes each
 whole patch to the net input (``patch_sampling.resize_hpatches_patches``: ``cv2.resize``,
@@ -100,6 +114,7 @@ import numpy as np
 from descbench import torchrt
 from descbench.datasets.layout import read_image
 from descbench.descriptors import DescriptorFamily, PatchJob, lazy_module
+from descbench.descriptors import l2net as L2
 from descbench.descriptors import patch_sampling as ps
 from descbench.errors import ConfigError
 from descbench.jobfacts import named_files, network_cost, weights_label
@@ -116,9 +131,9 @@ class NetSpec:
     """A kornia descriptor network as a family."""
 
     family: str
-    kornia_class: str  # kornia.feature.<class>
-    kornia_module: str  # kornia.feature.<module>, whose ``urls`` dict names the published weights
-    published_key: str  # the key of ``urls`` that ``pretrained=True`` loads
+    kornia_class: str | None  # kornia.feature.<class>; None: descbench's own network (l2net)
+    kornia_module: str | None  # kornia.feature.<module>, whose ``urls`` dict names the published weights
+    published_key: str | None  # the key of ``urls`` that ``pretrained=True`` loads
     input_size: int  # the class's ``patch_size``
     dim: int  # output columns
     # Memory of one patch in a forward pass, the batch bound of torchrt.batch_size: the growth of
@@ -137,7 +152,18 @@ NETS = {s.family: s for s in (
     NetSpec("sosnet", "SOSNet", "sosnet", "lib", 32, 128, 400 * KIB, 1.5),                # measured 384 KiB
     NetSpec("hynet", "HyNet", "hynet", "liberty", 32, 128, 528 * KIB, 2.0),               # measured 516 KiB
     NetSpec("tfeat", "TFeat", "tfeat", "liberty", 32, 128, 176 * KIB, 1.0),               # measured 173 KiB
+    NetSpec("l2net", None, None, None, 32, 128, 272 * KIB, 1.0),          # measured 263 KiB
 )}
+
+
+def is_kornia(spec: NetSpec) -> bool:
+    """Whether the family is a kornia module (else descbench's own network, :mod:`descbench.descriptors.l2net`)."""
+    return spec.kornia_class is not None
+
+
+def needs(spec: NetSpec) -> tuple[str, ...]:
+    """The optional modules the family imports."""
+    return ("torch", "kornia") if is_kornia(spec) else ("torch",)
 
 # The named patch conventions (module docstring); the fields a config may override are
 # PatchConvention's.
@@ -167,12 +193,21 @@ _PARAMS = object_fragment(
     std={"type": ["number", "null"], "exclusiveMinimum": 0, "default": None},
     std_eps={"type": ["number", "null"], "exclusiveMinimum": 0, "default": None},
     eps_mode={"enum": [*ps.EPS_MODES, None], "default": None},
+    # whose order of float operations the affine matrix and the standardisation follow (patch_sampling)
+    wrapper={"enum": [*ps.WRAPPERS, None], "default": None},
     l2_normalise={"type": "boolean", "default": True},
     # eager: kornia's module as is (rows bit-exact with it); frozen: TorchScript, frozen and optimised
     # for inference (batch norms folded into the convolutions): faster, equal to float32 rounding
     engine={"enum": list(ENGINES), "default": "eager"},
 )
 PARAMS_SCHEMA = {name: _PARAMS for name in NETS}
+# l2net: which network (the workbench's LIBTORCH_L2NET is workbench_simple, descbench.descriptors.l2net)
+PARAMS_SCHEMA["l2net"] = {**_PARAMS, "properties": {
+    **_PARAMS["properties"],
+    "weights": {**_PARAMS["properties"]["weights"],
+                "description": "the workbench's TorchScript simple_l2net.pt, a torch state dict of the architecture, "
+                               "or 'random' (seeded by weights_seed)"},
+    "architecture": {"enum": list(L2.ARCHITECTURES), "default": "workbench_simple"}}}
 # HyNet's first layer is a Filter Response Normalisation (divides by the RMS, subtracts no mean):
 # its reference feeds it intensities in [0, 1], so its default is no standardisation of descbench's
 PARAMS_SCHEMA["hynet"] = {**_PARAMS, "properties": {**_PARAMS["properties"],
@@ -194,12 +229,12 @@ def check_params(family: str):
     spec = NETS[family]
 
     def check(params: dict, where: str) -> dict:
-        torchrt.check_installed("torch", "kornia", what=f"descriptor family '{family}'")
+        torchrt.check_installed(*needs(spec), what=f"descriptor family '{family}'")
         # at config time, before Snakemake reports the file as a bare missing rule input
         torchrt.check_weights_file(f"{where}.weights", params["weights"], published_source(spec))
         conv = convention(params)
         if conv.input_size != spec.input_size:
-            raise ConfigError(f"{where}.input_size: {conv.input_size}, but kornia.feature.{spec.kornia_class} takes "
+            raise ConfigError(f"{where}.input_size: {conv.input_size}, but {network_name(spec)} takes "
                               f"{spec.input_size} x {spec.input_size} patches (its patch_size); fix: use "
                               f"{spec.input_size} or leave it out (null: the convention's)")
         return {**params, **asdict(conv)}
@@ -207,10 +242,20 @@ def check_params(family: str):
     return check
 
 
+def network_name(spec: NetSpec) -> str:
+    """The network, as errors and the runtime record name it: ``kornia.feature.<class>``, or
+    ``descbench.descriptors.l2net`` for ``l2net``."""
+    return f"kornia.feature.{spec.kornia_class}" if is_kornia(spec) else "descbench.descriptors.l2net"
+
+
 def published_source(spec: NetSpec) -> str:
     """Where the published weights come from: the URLs of ``kornia.feature.<module>.urls[<key>]``
-    (what ``pretrained=True`` downloads; descbench never does)."""
+    (what ``pretrained=True`` downloads; descbench never does); for ``l2net`` the workbench's
+    ``models/simple_l2net.pt`` (:data:`descbench.descriptors.l2net.PUBLISHED`)."""
     import importlib
+
+    if not is_kornia(spec):
+        return L2.PUBLISHED
 
     urls = importlib.import_module(f"kornia.feature.{spec.kornia_module}").urls[spec.published_key]
     urls = [urls] if isinstance(urls, str) else list(urls)
@@ -232,21 +277,29 @@ def net_for(family: str, params: dict):
     except OSError:  # missing: load_weights names it
         st = None
     stamp = None if st is None else (st.st_mtime_ns, st.st_size)
-    return loaded_net(family, weights, params["weights_seed"], params["device"], stamp, params["engine"])
+    return loaded_net(family, weights, params["weights_seed"], params["device"], stamp, params["engine"],
+                      None if is_kornia(NETS[family]) else params["architecture"])
 
 
 @functools.lru_cache(maxsize=8)
-def loaded_net(family: str, weights: str, weights_seed: int, device: str, stamp: tuple | None = None, engine: str = "eager"):
-    """``(net, weights label, torch.device)``: ``kornia.feature.<class>(pretrained=False)`` given its
-    weights (:func:`descbench.torchrt.load_weights`), in eval mode, on the device; built once per
-    process for these arguments (a job describing many images loads the weights once); ``stamp``
-    (the file's mtime and size) only keys the cache."""
+def loaded_net(family: str, weights: str, weights_seed: int, device: str, stamp: tuple | None = None, engine: str = "eager",
+               architecture: str | None = None):
+    """``(net, weights label, torch.device)``: ``kornia.feature.<class>(pretrained=False)`` (``l2net``:
+    :func:`descbench.descriptors.l2net.build` of ``architecture``) given its weights
+    (:func:`descbench.torchrt.load_weights`, random ones seeded by the family name and
+    ``weights_seed``), in eval mode, on the device; built once per process for these arguments (a
+    job describing many images loads the weights once); ``stamp`` (the file's mtime and size) only
+    keys the cache."""
     spec = NETS[family]
     where = where_of(family)
-    torch, kornia = torchrt.require("torch", "kornia", what=f"descriptor family '{family}'")
+    torch = torchrt.require("torch", what=f"descriptor family '{family}'")
     dev = torchrt.resolve_device(device, where)
-    net = getattr(kornia.feature, spec.kornia_class)(pretrained=False)
-    label = torchrt.load_weights(net, weights, weights_seed, where, published_source(spec))
+    if is_kornia(spec):
+        kornia = torchrt.require("kornia", what=f"descriptor family '{family}'")
+        net = getattr(kornia.feature, spec.kornia_class)(pretrained=False)
+    else:
+        net = L2.build(architecture)
+    label = torchrt.load_weights(net, weights, weights_seed, where, published_source(spec), seed_key=family)
     net = net.to(dev)
     return (frozen(torch, net, spec.input_size, dev) if engine == "frozen" else net), label, dev
 
@@ -338,14 +391,15 @@ def patch_support(params: dict, side: int) -> float:
 def runtime_provenance(family: str, params: dict) -> dict:
     """What a job records about how ``family`` ran with filled ``params``: the
     :func:`descbench.torchrt.configure` dict (torch / kornia versions, device type and name, threads,
-    cuDNN and determinism flags) plus ``network`` (``kornia.feature.<class>``), ``weights`` (the
-    label: ``sha256:<hex>`` or ``random(seed=<n>)``), ``weights_file`` (the path, None for random),
+    cuDNN and determinism flags) plus ``network`` (:func:`network_name`, with ``l2net``'s architecture in brackets), ``weights`` (the
+    label: ``sha256:<hex>`` or ``random(seed=<n>, key=<family>)``), ``weights_file`` (the path, None for random),
     ``batch_size``, ``bytes_per_patch``, ``patch_convention`` (every field of the convention used)
     and ``l2_normalise``. Loads the net (cached, as the job's compute will)."""
     spec = NETS[family]
     _, label, dev = net_for(family, params)
     out = torchrt.configure(dev, params["threads"])
-    out.update(network=f"kornia.feature.{spec.kornia_class}", weights=label,
+    arch = "" if is_kornia(spec) else f" ({params['architecture']})"
+    out.update(network=network_name(spec) + arch, weights=label,
                weights_file=None if params["weights"] == torchrt.RANDOM_WEIGHTS else str(params["weights"]),
                batch_size=batch_of(family, params), bytes_per_patch=spec.bytes_per_patch,
                patch_convention={"name": params["patch_convention"], **asdict(convention(params))},

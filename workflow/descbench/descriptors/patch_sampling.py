@@ -44,12 +44,32 @@ workbench's defaults of each: :data:`DNN`, :data:`LIBTORCH`):
   SOSNet setting), else ImageNet's single-channel ``(p - 0.485) / 0.229`` (its mean/std
   arguments are not read either).
 
-The LibTorch wrapper writes the translation as ``n/2 - M00 x - M01 y`` while the DNN wrapper adds
-``n/2 - x`` to ``getRotationMatrix2D``'s ``(1 - alpha) x - beta y``: algebraically identical;
-:func:`patch_affine` uses the DNN wrapper's order of operations (they differ by ~1e-13 px).
-The uint8 patch is OpenCV's own ``warpAffine``; the normalised values follow the wrappers' float32 /
-float64 steps but are computed with numpy, so they may differ from OpenCV's matrix expressions in
-the last bit or two.
+**Each wrapper's own arithmetic** (``wrapper``: ``dnn`` or ``libtorch``, set by the two named
+conventions). The matrices are algebraically identical but computed in a different order, and the
+~1e-13 px between them can move ``warpAffine``'s rounding of a source position to 1/32 px (its
+``INTER_BITS``), so a pixel of the uint8 patch by one level (measured before this was followed: up
+to 2.6e-4 on 13 of 13,483 unit HardNet rows of KeyNet keypoints). :func:`patch_affine` follows each:
+
+* ``dnn`` (``DNNPatchWrapper.cpp:60-62``): ``getRotationMatrix2D(kp, a, scale)``, whose
+  translation is ``(1 - alpha) x - beta y`` / ``beta x + (1 - alpha) y``, then ``+= n/2 - x`` /
+  ``+= n/2 - y``;
+* ``libtorch`` (``LibTorchWrapper.cpp:121-137``): ``scale = n / (2 (size / 2))`` (the radius in
+  float32), ``getRotationMatrix2D((0, 0), a, scale)``, translation set to
+  ``(n/2 - M00 x) - M01 y`` / ``(n/2 - M10 x) - M11 y``.
+
+Both standardise with an OpenCV matrix expression, ``(p - m) / d``, which OpenCV evaluates as one
+``convertTo(p, alpha = 1/d, beta = -m (1/d))`` (``MatExpr``: ``/ d`` multiplies the expression by
+``1./d``; assigning an ``AddEx`` with a scalar calls ``convertTo``), i.e. in float32
+``p * float(alpha) + float(beta)``, fused (one rounding: ``v_fma`` in OpenCV's AVX2 build, which its
+dispatcher runs on any AVX2 CPU); :func:`normalise_patches` computes exactly that
+(:func:`fma_f32`). ``m``, ``d`` per wrapper: ``dnn`` per_patch ``float(mu)``, ``float(max(sigma,
+1e-6))``; ``libtorch`` per_patch ``mu``, ``sigma + 1e-8`` (doubles); ``mean_std`` (both) the float
+mean and std. ``mu`` and ``sigma`` are ``cv::meanStdDev``'s: ``mu = sum / N``, ``sigma =
+sqrt(max(sumsq / N - mu^2, 0))`` in double. A flat patch is therefore *not* exactly zero: ``p *
+float(1e8) + float(-p 1e8)`` leaves the float32 rounding of ``p 1e8`` (up to +-1) in the LibTorch
+convention, as the workbench does. The uint8 patch is OpenCV's own ``warpAffine``. The fixture
+``tests/data/dw/workbench_patches.npz`` (OpenCV 4.6, the workbench's wrappers' ``makePatch`` /
+``makePatch_`` arithmetic compiled in C++) is matched bit for bit.
 
 **HPatches patches** (:func:`resize_hpatches_patches`): hpatches-benchmark's learned baselines do
 not re-sample about a keypoint; they resize the whole 65 x 65 patch to the network input with
@@ -68,6 +88,7 @@ from descbench.keypoints import ImageKeypoints
 
 NORMALISATIONS = ("none", "per_patch", "mean_std")
 EPS_MODES = ("max", "add")
+WRAPPERS = ("dnn", "libtorch")
 
 
 @dataclass(frozen=True)
@@ -84,11 +105,13 @@ class PatchConvention:
     std: float                 # for mean_std
     std_eps: float             # per_patch: d = max(sigma, eps) ("max") or sigma + eps ("add")
     eps_mode: str              # "max" | "add"
+    wrapper: str = "dnn"       # whose order of float operations: "dnn" (DNNPatchWrapper) | "libtorch" (LibTorchWrapper)
 
     def __post_init__(self):
         # a programming error, not a user input (configs are checked by the families' schemas)
         assert self.normalisation in NORMALISATIONS, self.normalisation
         assert self.eps_mode in EPS_MODES, self.eps_mode
+        assert self.wrapper in WRAPPERS, self.wrapper
         assert int(self.input_size) == self.input_size and self.input_size >= 1, self.input_size
 
 
@@ -112,7 +135,7 @@ def dnn_convention(input_size: int, support_multiplier: float, rotate_to_upright
     else:
         mean, std = 0.0, 1.0  # unused: the identity
     return PatchConvention(int(input_size), float(support_multiplier), DNN_MIN_SIZE_PX, DNN_MIN_SIDE_PX,
-                           bool(rotate_to_upright), normalisation, float(mean), float(std), DNN_STD_EPS, "max")
+                           bool(rotate_to_upright), normalisation, float(mean), float(std), DNN_STD_EPS, "max", "dnn")
 
 
 def libtorch_convention(input_size: int, rotate_to_upright: bool, per_patch_standardize: bool) -> PatchConvention:
@@ -124,7 +147,7 @@ def libtorch_convention(input_size: int, rotate_to_upright: bool, per_patch_stan
     else:
         normalisation, mean, std = "mean_std", IMAGENET_GREY_MEAN, IMAGENET_GREY_STD
     return PatchConvention(int(input_size), 1.0, LIBTORCH_MIN_SIZE_PX, 0.0, bool(rotate_to_upright), normalisation,
-                           mean, std, LIBTORCH_STD_EPS, "add")
+                           mean, std, LIBTORCH_STD_EPS, "add", "libtorch")
 
 
 # The workbench's DNN patch defaults (types.hpp DescriptorParams: dnn_input_size 32,
@@ -156,15 +179,25 @@ def patch_affine(x: float, y: float, size: float, angle: float, conv: PatchConve
     """float64 2 x 3 matrix mapping image to patch coordinates (``warpAffine``'s forward map):
 
         scale = n / S,  alpha = scale cos(a),  beta = scale sin(a)   (a = :func:`patch_rotation`, radians)
-        M = [[ alpha, beta, (1 - alpha) x - beta y + (n/2 - x)],
-             [-beta,  alpha, beta x + (1 - alpha) y + (n/2 - y)]]
+        M = [[ alpha, beta, t_x],
+             [-beta,  alpha, t_y]]
 
-    i.e. ``cv2.getRotationMatrix2D((x, y), a, scale)`` plus ``(n/2 - x, n/2 - y)``: the keypoint
-    goes to ``(n/2, n/2)``; x, y are taken as float32 (``cv::Point2f``)."""
+    the keypoint going to ``(n/2, n/2)``, with the translation in the order of operations of
+    ``conv.wrapper`` (module docstring): ``dnn``: ``t_x = ((1 - alpha) x - beta y) + (n/2 - x)``,
+    ``t_y = (beta x + (1 - alpha) y) + (n/2 - y)`` (``cv2.getRotationMatrix2D((x, y), a, scale)``
+    plus ``(n/2 - x, n/2 - y)``); ``libtorch``: ``t_x = (n/2 - alpha x) - beta y``, ``t_y = (n/2 -
+    (-beta) x) - alpha y`` (and ``scale = n / (2 * float32(size / 2))``, equal to ``n / S``). x, y are
+    taken as float32 (``cv::Point2f``)."""
     n = conv.input_size
     x, y = float(np.float32(x)), float(np.float32(y))
-    scale = float(n) / patch_side(size, conv)
     a = patch_rotation(angle, conv) * (math.pi / 180.0)
+    if conv.wrapper == "libtorch":
+        radius = np.float32(patch_side(size, conv)) / np.float32(2.0)  # kpSize / 2.0f
+        scale = float(n) / (2.0 * float(radius))
+        alpha, beta = math.cos(a) * scale, math.sin(a) * scale
+        return np.array([[alpha, beta, (n * 0.5 - alpha * x) - beta * y],
+                         [-beta, alpha, (n * 0.5 - (-beta) * x) - alpha * y]], dtype=np.float64)
+    scale = float(n) / patch_side(size, conv)
     alpha, beta = math.cos(a) * scale, math.sin(a) * scale
     return np.array([[alpha, beta, ((1.0 - alpha) * x - beta * y) + (n * 0.5 - x)],
                      [-beta, alpha, (beta * x + (1.0 - alpha) * y) + (n * 0.5 - y)]], dtype=np.float64)
@@ -185,27 +218,53 @@ def warp_patches(gray: np.ndarray, kps: ImageKeypoints, conv: PatchConvention) -
     return out
 
 
+def fma_f32(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """float32 ``x * a + b`` rounded once (a fused multiply-add; ``x``, ``a``, ``b`` float32 arrays
+    that broadcast). The product is exact in float64; the float64 sum ``s`` is rounded, and rounding
+    ``s`` again to float32 can differ from one rounding only where ``s`` lies exactly halfway between
+    two float32 values: there the exact remainder of the sum (TwoSum) decides the direction."""
+    x64, a64, b64 = (np.asarray(v, np.float32).astype(np.float64) for v in (x, a, b))
+    prod = x64 * a64  # exact: 24 + 24 significant bits
+    s = prod + b64
+    bv = s - prod
+    err = (prod - (s - bv)) + (b64 - bv)  # s + err == prod + b64 exactly
+    f = s.astype(np.float32)
+    other = np.nextafter(f, np.where(s > f.astype(np.float64), np.float32(np.inf), np.float32(-np.inf)))
+    halfway = (f.astype(np.float64) + other.astype(np.float64)) * 0.5 == s
+    fix = halfway & (err != 0) & (f.astype(np.float64) != s)
+    if fix.any():
+        f = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)).astype(np.float32), f)
+    return f
+
+
 def normalise_patches(patches_u8: np.ndarray, conv: PatchConvention) -> np.ndarray:
     """float32 [N, n, n]: ``p = u8 * float32(1/255)`` (OpenCV's ``convertTo(CV_32F, 1/255.)``), then
+    ``(p - m) / d`` as OpenCV evaluates it, ``fma_f32(p, float(1/d), float(-m (1/d)))`` (module
+    docstring), with, per patch, ``mu`` and the population ``sigma`` of ``cv::meanStdDev`` (float64
+    ``sum / N`` and ``sqrt(max(sumsq / N - mu^2, 0))``) and
 
-    * per_patch: ``(p - mu) / d``, ``mu`` and the population ``sigma`` of each patch in float64
-      (``cv::meanStdDev``), ``d = max(sigma, eps)`` ("max") or ``sigma + eps`` ("add");
-    * mean_std: ``(p - mean) / std``;  none: ``p``.
+    * per_patch: ``m = mu``, ``d = sigma + eps`` ("add", the LibTorch wrapper: doubles), or ``m =
+      float(mu)``, ``d = float(max(sigma, float(eps)))`` ("max", the DNN wrapper);
+    * mean_std: ``m``, ``d`` = ``mean``, ``std`` as floats;  none: ``p``.
     """
     p = patches_u8.astype(np.float32) * np.float32(1.0 / 255.0)
     f32 = lambda v: np.asarray(v, np.float32).astype(np.float64)  # noqa: E731  a C++ float, used as a double
     if conv.normalisation == "per_patch":
         p64 = p.astype(np.float64)
-        mu = p64.mean(axis=(1, 2), keepdims=True)
-        sigma = p64.std(axis=(1, 2), keepdims=True)
+        count = p64.shape[1] * p64.shape[2]
+        mu = p64.sum(axis=(1, 2), keepdims=True) / count  # exact sums: k/255 floats need < 53 bits
+        sigma = np.sqrt(np.maximum((p64 * p64).sum(axis=(1, 2), keepdims=True) / count - mu * mu, 0.0))
         if conv.eps_mode == "max":  # DNN wrapper: float(mu), float(max(sigma, 1e-6f))
-            mu, d = f32(mu), f32(np.maximum(sigma, f32(conv.std_eps)))
+            m, d = f32(mu), f32(np.maximum(sigma, f32(conv.std_eps)))
         else:  # LibTorch wrapper: double mu, sigma + 1e-8 in double
-            d = sigma + conv.std_eps
-        return ((p64 - mu) / d).astype(np.float32)
-    if conv.normalisation == "mean_std":  # both wrappers hold mean and std as float
-        return ((p.astype(np.float64) - f32(conv.mean)) / f32(conv.std)).astype(np.float32)
-    return p
+            m, d = mu, sigma + conv.std_eps
+    elif conv.normalisation == "mean_std":  # both wrappers hold mean and std as float
+        m, d = f32(conv.mean), f32(conv.std)
+    else:
+        return p
+    alpha = 1.0 / d
+    return fma_f32(p, np.float32(alpha) if np.ndim(alpha) == 0 else alpha.astype(np.float32),
+                   (-m * alpha).astype(np.float32))
 
 
 def sample_patches(gray: np.ndarray, kps: ImageKeypoints, conv: PatchConvention) -> np.ndarray:
