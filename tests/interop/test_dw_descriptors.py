@@ -52,8 +52,8 @@ def images(tmp_path_factory):
     return out / "v_coins"
 
 
-def keypoints(fx, img: str) -> ImageKeypoints:
-    k = fx[f"keypoints__{img}"]
+def keypoints(fx, img: str, key: str = "keypoints") -> ImageKeypoints:
+    k = fx[f"{key}__{img}"]
     n = len(k)
     f32 = lambda c: k[:, c].astype(np.float32)  # noqa: E731
     return ImageKeypoints(f32(0), f32(1), f32(2), f32(3), f32(4), k[:, 5].astype(np.int32), k[:, 6].astype(np.int32),
@@ -138,10 +138,6 @@ def test_the_fixture_is_the_one_these_settings_reproduce(fixture):
         "DSPHOWH_V2": "gray", "DSPHONC_V2": "color", "HoNC": "color"}  # colour: false / true in SETTINGS
 
 
-def orb_keypoints(fx, img: str) -> ImageKeypoints:
-    return keypoints(fx, img) if img == "sift" else keypoints({"keypoints__x": fx[f"keypoints_orb__{img}"]}, "x")
-
-
 @pytest.mark.parametrize("img", ["1", "2"])
 @pytest.mark.parametrize("level", ["keypoint_octave", "from_size"])
 def test_orb_rows_equal_the_workbench_orbwrappers_bit_for_bit(fixture, images, img, level):
@@ -149,7 +145,7 @@ def test_orb_rows_equal_the_workbench_orbwrappers_bit_for_bit(fixture, images, i
     per image: Hamming distance 0 on every row. ORBWrapper returns ORB's rows in ORB's order (grouped
     by octave; ``ORB__order__<img>``: the keypoint each row describes), not the keypoints' order. On
     ORB's own keypoints ``from_size`` picks their octave, so both levels agree."""
-    kps = orb_keypoints(fixture, img)
+    kps = keypoints(fixture, img, "keypoints_orb")
     order = fixture[f"ORB__order__{img}"]
     assert sorted(order) == list(range(len(kps))) and not np.array_equal(order, np.arange(len(kps)))
     assert len(set(kps.octave)) >= 4

@@ -101,4 +101,4 @@ def test_workbench_v1_keypoint_below_the_pyramid_at_every_scale_is_an_error(imag
     small = kps.size.astype(np.float64) * 0.5 < 3.2
     assert small.any()
     raises_naming(lambda: D.workbench_v1_dsp(grey, kps, octave, [0.3, 0.5]), f"keypoint row {int(np.flatnonzero(small)[0])}",
-                  "NaN", "largest is >= 1")
+                  "NaN", "largest is >= 1", "min_size")

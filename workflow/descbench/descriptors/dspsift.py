@@ -59,9 +59,10 @@ uses); ``convention`` chooses the rest:
   - the per-scale descriptor is VanillaSIFT's unrounded ``calcSIFTDescriptor`` (L2 norm 512), the
     average is element-wise over valid scales as in ``workbench``, and the wrapper does *not*
     normalise: the runner's ``cv::normalize(row, NORM_L2)`` (:func:`descbench.descriptors.
-    sift_kernel.cv_normalize_rows`) is applied once. A keypoint with no valid scale (every factor
-    puts it below the pyramid's first octave: possible only when every factor is < 0.9) gets NaN
-    in the workbench (0 / 0); here it is an error naming the keypoint.
+    sift_kernel.cv_normalize_rows`) is applied once. A keypoint with no valid scale (``size x
+    factor < 3.2 x 2^first`` for every factor, ``first`` the pyramid's first octave: on SIFT's own
+    keypoints only when every factor is below 0.9) gets NaN in the workbench (0 / 0); here it is an
+    error naming the keypoint.
 
   With the default scales it computes what ``workbench`` (``DSPSIFT_V2``) computes, normalised
   once instead of twice (the workbench's own rows of the two types: 3e-8 apart on the demo fixture).
@@ -200,9 +201,11 @@ def workbench_v1_dsp(grey: np.ndarray, kps: ImageKeypoints, octave_field: np.nda
         cnt += valid[:, None]
     if (cnt == 0).any():
         i = int(np.flatnonzero(cnt[:, 0] == 0)[0])
+        least = 2.0 * SIGMA * 2.0 ** first / max(factors)
         raise DataError(f"keypoint row {i} (size {float(kps.size[i]):.3f}) lies below the pyramid's first octave at "
                         f"every DSPSIFT scale factor {factors}; the workbench's DSPSIFT gives it a NaN row (0/0): "
-                        "use scales whose largest is >= 1 (the default [1.0, 1.5, 2.0])")
+                        f"use scales whose largest is >= 1 (the default [1.0, 1.5, 2.0]) or drop keypoints smaller "
+                        f"than {least:.3g} px (the keypoint set's filter min_size)")
     return (acc / cnt.astype(np.float32)).astype(np.float32)
 
 

@@ -77,10 +77,10 @@ from pathlib import Path
 import numpy as np
 
 from descbench.descriptors.cv_compute import BEBLID_SCALE, VGG_BOOST_SCALE, choice, scale_factor
-from descbench.errors import DataError
 from descbench.descriptors.opencv_common import (
     AKAZE_COST, AKAZE_PARAMS, BOOL, SCALE_FACTOR, CvSetup, akaze_setup, cv_family, fixed_support, window_support,
 )
+from descbench.errors import DataError
 from descbench.jobfacts import Cost
 from descbench.keypoints import ImageKeypoints
 from descbench.keypoints.detectors import cv_attr
