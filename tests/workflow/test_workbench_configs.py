@@ -8,6 +8,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from snakemake.utils import update_config
@@ -111,3 +112,27 @@ def test_the_sift_hardnet_fusion_carries_both_variants_labelled():
         swap = [{**c, "descriptor": "sift_raw" if c["descriptor"] == "sift" else c["descriptor"]} for c in d["params"]["components"]]
         assert twin["params"]["components"] == swap, name
         assert f"{name}{{,__workbench_arithmetic}}" in path.read_text()  # the header's row mapping names both
+
+
+# DescriptorParams' VGG defaults (src/include/thesis_project/types.hpp:378-383 at b834e17), which its
+# VGGWrapper passes to cv::xfeatures2d::VGG::create (VGGWrapper.cpp:24-31): vgg_desc_type 100 (VGG_120),
+# vgg_isigma 1.4f, vgg_img_normalize true, vgg_use_scale_orientation true, vgg_scale_factor 6.25f,
+# vgg_dsc_normalize false
+WORKBENCH_VGG = {"dims": 120, "isigma": 1.4, "img_normalize": True, "use_scale_orientation": True, "scale_factor": 6.25,
+                 "dsc_normalize": False}
+
+
+def test_the_vgg_row_builds_opencvs_vgg_with_the_workbenchs_defaults():
+    from descbench.descriptors import check_descriptor_params
+    from descbench.descriptors.opencv_float import vgg_setup
+    from descbench.keypoints import ImageKeypoints
+
+    spec = yaml.safe_load((ROOT / "config" / "workbench_descriptors.yaml").read_text())["descriptors"]["VGG"]
+    params = check_descriptor_params(spec["family"], spec.get("params"), "VGG")
+    empty = ImageKeypoints(*([np.zeros(0, np.float32)] * 5 + [np.zeros(0, np.int32)] * 3))
+    vgg = vgg_setup(params, empty, {"detector": "sift"}, (10, 10), Path("i")).extractor
+    got = {"dims": vgg.descriptorSize(), "isigma": vgg.getSigma(), "img_normalize": vgg.getUseNormalizeImage(),
+           "use_scale_orientation": vgg.getUseScaleOrientation(), "scale_factor": vgg.getScaleFactor(),
+           "dsc_normalize": vgg.getUseNormalizeDescriptor()}
+    want = {k: np.float32(v) if isinstance(v, float) else v for k, v in WORKBENCH_VGG.items()}  # float arguments
+    assert {k: np.float32(v) if isinstance(v, float) else v for k, v in got.items()} == want

@@ -24,13 +24,15 @@
 //
 // Types (default DescriptorParams everywhere, i.e. what a YAML descriptor entry with only a
 // `type:` gets): vSIFT RGBSIFT RGBSIFT_CHANNEL_AVG HoNC HoWH DSPSIFT_V2 DSPRGBSIFT_V2
-// DSPHOWH_V2 DSPHONC_V2, plus the non-default variant DSPHOWH_V2_COLOR (DSPHOWH_V2 given the
-// colour image, i.e. a YAML entry with `use_color: true`).
+// DSPHOWH_V2 DSPHONC_V2 DSPSIFT ORB, plus the non-default variants DSPHOWH_V2_COLOR (DSPHOWH_V2
+// given the colour image, i.e. a YAML entry with `use_color: true`), DSPSIFT_S085_130 and
+// DSPSIFT_S150 (DSPSIFT with `scales: [0.85, 1.0, 1.3]` and `[1.5]`). ORB writes uint8 rows
+// ("<TYPE>.<kind>.u8") and "<TYPE>.order.txt" (see write_orb_order).
 //
 // Input image per type: the experiment runner converts the BGR image to grey
 // (cv::COLOR_BGR2GRAY) unless params.use_color is set, and the YAML loader sets use_color only
 // for the types it lists as colour types (RGBSIFT, RGBSIFT_CHANNEL_AVG, HoNC, DSPRGBSIFT_V2,
-// DSPHONC_V2). So vSIFT, DSPSIFT_V2 and DSPHOWH_V2 get the grey image by default. HoWH has
+// DSPHONC_V2). So vSIFT, DSPSIFT_V2, DSPHOWH_V2, DSPSIFT and ORB get the grey image by default. HoWH has
 // no DescriptorType (no pipeline); the raw HoWH class is given the colour image.
 //
 // Which workbench class each type instantiates (as DescriptorFactory::create does):
@@ -42,6 +44,8 @@
 //   DSPRGBSIFT_V2       wrappers::DSPRGBSIFTWrapperV2
 //   DSPHOWH_V2          wrappers::DSPHoWHWrapperV2
 //   DSPHONC_V2          wrappers::DSPHoNCWrapperV2
+//   DSPSIFT             wrappers::DSPSIFTWrapper (-> DSPSIFT, keypoints/DSPSIFT.cpp)
+//   ORB                 wrappers::ORBWrapper
 //   HoWH                the HoWH class itself: HoWH().compute(image, keypoints, descriptors)
 // All wrappers are the workbench's own compiled classes (none is mirrored here).
 //
@@ -75,8 +79,10 @@
 #include "src/core/descriptor/extractors/wrappers/DSPHoNCWrapperV2.hpp"
 #include "src/core/descriptor/extractors/wrappers/DSPHoWHWrapperV2.hpp"
 #include "src/core/descriptor/extractors/wrappers/DSPRGBSIFTWrapperV2.hpp"
+#include "src/core/descriptor/extractors/wrappers/DSPSIFTWrapper.hpp"
 #include "src/core/descriptor/extractors/wrappers/DSPSIFTWrapperV2.hpp"
 #include "src/core/descriptor/extractors/wrappers/HoNCWrapper.hpp"
+#include "src/core/descriptor/extractors/wrappers/ORBWrapper.hpp"
 #include "src/core/descriptor/extractors/wrappers/RGBSIFTChannelAverageWrapper.hpp"
 #include "src/core/descriptor/extractors/wrappers/RGBSIFTWrapper.hpp"
 #include "src/core/descriptor/extractors/wrappers/VSIFTWrapper.hpp"
@@ -120,6 +126,7 @@ std::vector<cv::KeyPoint> read_keypoints(const std::string& path) {
 
 int count_nonfinite(const cv::Mat& m) {
     int n = 0;
+    if (m.depth() != CV_32F) return 0;
     for (int r = 0; r < m.rows; ++r) {
         const float* p = m.ptr<float>(r);
         for (int c = 0; c < m.cols; ++c) {
@@ -129,14 +136,16 @@ int count_nonfinite(const cv::Mat& m) {
     return n;
 }
 
-void write_f32(const std::string& path, const cv::Mat& m) {
-    if (!m.empty() && m.type() != CV_32F) {
-        throw std::runtime_error("descriptor matrix is not CV_32F: " + path);
+// Row-major little-endian rows: float32 ("<TYPE>.<kind>.f32") or, for binary types, uint8
+// ("<TYPE>.<kind>.u8").
+void write_rows(const std::string& path, const cv::Mat& m, int type) {
+    if (!m.empty() && m.type() != type) {
+        throw std::runtime_error("descriptor matrix has an unexpected type: " + path);
     }
     std::ofstream out(path, std::ios::binary);
     for (int r = 0; r < m.rows; ++r) {
-        out.write(reinterpret_cast<const char*>(m.ptr<float>(r)),
-                  static_cast<std::streamsize>(sizeof(float) * m.cols));
+        out.write(reinterpret_cast<const char*>(m.ptr<uchar>(r)),
+                  static_cast<std::streamsize>(m.elemSize() * m.cols));
     }
     if (!out) {
         throw std::runtime_error("write failed: " + path);
@@ -189,7 +198,28 @@ struct TypeSpec {
     bool has_pipeline;     // a DescriptorType the experiment runner can run
     bool dsp;              // a DSP V2 wrapper (write the pyramid-slot report)
     std::function<std::unique_ptr<tp::IDescriptorExtractor>()> make;  // null: raw HoWH class
+    std::vector<float> scales = {};  // non-empty: DescriptorParams::scales (else the default)
+    bool binary = false;   // CV_8U rows (ORB): ".u8" files and the ORB order report
 };
+
+// ORB order report (<TYPE>.order.txt): cv::ORB::create()->compute (what ORBWrapper calls) on the
+// same keypoints with class_id = input row, one line per returned row: the input row it
+// describes (ORB returns the keypoints grouped by their octave field, and drops border ones).
+void write_orb_order(const std::string& path, const cv::Mat& image, const std::vector<cv::KeyPoint>& kps) {
+    std::vector<cv::KeyPoint> tagged = kps;
+    for (size_t i = 0; i < tagged.size(); ++i) tagged[i].class_id = static_cast<int>(i);
+    cv::Mat desc;
+    std::ofstream out(path);
+    try {
+        cv::ORB::create()->compute(image, tagged, desc);
+    } catch (const cv::Exception& e) {
+        std::string what = e.what();
+        for (char& c : what) if (c == '\n') c = ' ';
+        out << "# exception " << what << "\n";
+        return;
+    }
+    for (const auto& kp : tagged) out << kp.class_id << "\n";
+}
 
 std::map<std::string, TypeSpec> type_table() {
     using namespace tp::wrappers;
@@ -208,6 +238,13 @@ std::map<std::string, TypeSpec> type_table() {
     t["DSPHOWH_V2_COLOR"] = {true, true, true,
                              [] { return std::make_unique<DSPHoWHWrapperV2>(); }};
     t["DSPHONC_V2"] = {true, true, true, [] { return std::make_unique<DSPHoNCWrapperV2>(); }};
+    // DSPSIFT (keypoints/DSPSIFT.cpp via DSPSIFTWrapper): default scales, and two non-default
+    // scale lists (three scales resampled between 0.85 and 1.3; one scale, 1.5)
+    auto dspsift = [] { return std::make_unique<DSPSIFTWrapper>(); };
+    t["DSPSIFT"] = {false, true, false, dspsift};
+    t["DSPSIFT_S085_130"] = {false, true, false, dspsift, {0.85f, 1.0f, 1.3f}};
+    t["DSPSIFT_S150"] = {false, true, false, dspsift, {1.5f}};
+    t["ORB"] = {false, true, false, [] { return std::make_unique<ORBWrapper>(); }, {}, true};
     return t;
 }
 
@@ -245,6 +282,9 @@ int main(int argc, char** argv) {
             cfg.name = name;
             cfg.params = tp::DescriptorParams{};
             cfg.params.use_color = spec.color_input;
+            if (!spec.scales.empty()) cfg.params.scales = spec.scales;
+            const int mtype = spec.binary ? CV_8U : CV_32F;
+            const std::string ext = spec.binary ? ".u8" : ".f32";
 
             cv::Mat raw;
             if (!spec.make) {
@@ -258,7 +298,7 @@ int main(int argc, char** argv) {
                 auto extractor = spec.make();
                 raw = extractor->extract(image, kps, cfg.params);
             }
-            write_f32(outdir + "/" + name + ".raw.f32", raw);
+            write_rows(outdir + "/" + name + ".raw" + ext, raw, mtype);
             manifest << name << " raw " << raw.rows << " " << raw.cols << " "
                      << count_nonfinite(raw) << " " << input << "\n";
 
@@ -266,9 +306,12 @@ int main(int argc, char** argv) {
                 auto extractor = spec.make();
                 tp::pooling::NoPooling pooling;
                 cv::Mat piped = pooling.computeDescriptors(image, kps, *extractor, cfg);
-                write_f32(outdir + "/" + name + ".pipeline.f32", piped);
+                write_rows(outdir + "/" + name + ".pipeline" + ext, piped, mtype);
                 manifest << name << " pipeline " << piped.rows << " " << piped.cols << " "
                          << count_nonfinite(piped) << " " << input << "\n";
+            }
+            if (spec.binary) {
+                write_orb_order(outdir + "/" + name + ".order.txt", image, kps);
             }
             if (spec.dsp) {
                 write_dsp_index(outdir + "/" + name + ".dspindex.txt", kps, cfg.params);

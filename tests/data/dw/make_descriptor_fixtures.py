@@ -18,7 +18,7 @@ libraries (the recorded file: Debian 12, ``apt-get install -y libopencv-dev``, O
         keypoints/{VanillaSIFT,DSPSIFT,RGBSIFT,HoWH,HoNC}.cpp,
         src/core/descriptor/extractors/wrappers/{VSIFTWrapper,RGBSIFTWrapper,
           RGBSIFTChannelAverageWrapper,HoNCWrapper,DSPRGBSIFTWrapperV2,DSPHoWHWrapperV2,
-          DSPHoNCWrapperV2}.cpp (DSPSIFTWrapperV2 is header-only),
+          DSPHoNCWrapperV2,DSPSIFTWrapper,ORBWrapper}.cpp (DSPSIFTWrapperV2 is header-only),
         src/core/pooling/NoPooling.cpp
     g++ <all .o> -o dw_descriptors $(pkg-config --libs opencv4)
 
@@ -67,6 +67,17 @@ non-finite, no keypoint is reordered.
 TYPE: vSIFT, RGBSIFT, RGBSIFT_CHANNEL_AVG, HoNC, HoWH, DSPSIFT_V2, DSPRGBSIFT_V2, DSPHOWH_V2,
 DSPHONC_V2, and DSPHOWH_V2_COLOR (DSPHOWH_V2 given the colour image, as with ``use_color: true``;
 by default the runner gives DSPHOWH_V2 the grey image).
+DSPSIFT (``DSPSIFTWrapper``, default scales) and DSPSIFT_S085_130 / DSPSIFT_S150 (its scales
+``[0.85, 1.0, 1.3]`` and ``[1.5]``) on the SIFT keypoints (raw: the average of rows of norm 512).
+
+ORB (``ORBWrapper``, uint8 rows): ``keypoints_orb__<img>`` (same columns; ``cv2.ORB_create().detect``,
+the 40 largest responses inside the border, so their octave fields are ORB levels), ``ORB__<img>``
+and ``ORB__pipeline__<img>`` on them, ``ORB__order__<img>`` (int32: the keypoint row each returned
+row describes: ``ORBWrapper`` returns ORB's order, grouped by octave), and
+``ORB_ON_SIFT_KEYPOINTS__<img>`` / ``__pipeline__``: ``ORBWrapper`` on the SIFT keypoints, whose
+packed octave fields ORB reads as levels: 0 rows (OpenCV raises ``Insufficient memory``, the wrapper
+catches it; the message is in ``meta["orb_harness_manifest"]``). Every ``ORB__pipeline__`` byte is 0:
+the runner's ``cv::normalize(NORM_L2)`` runs on the uint8 rows.
 """
 
 from __future__ import annotations
@@ -103,6 +114,8 @@ WB_SOURCES = (
     "src/core/descriptor/extractors/wrappers/DSPRGBSIFTWrapperV2.cpp",
     "src/core/descriptor/extractors/wrappers/DSPHoWHWrapperV2.cpp",
     "src/core/descriptor/extractors/wrappers/DSPHoNCWrapperV2.cpp",
+    "src/core/descriptor/extractors/wrappers/DSPSIFTWrapper.cpp",
+    "src/core/descriptor/extractors/wrappers/ORBWrapper.cpp",
     "src/core/pooling/NoPooling.cpp",
 )
 CXXFLAGS = ("-std=c++17", "-O2", "-ffp-contract=off")
@@ -152,6 +165,24 @@ TYPES = {
     "DSPHONC_V2": {"class": "wrappers::DSPHoNCWrapperV2 -> DSPVanillaSIFTWrapper<HoNC>::computeDSP", "input": "color",
                    "dim": 128, "wrapper_postprocessing": DSP},
 }
+DSPSIFT = ("DSPSIFTWrapper (src/core/descriptor/extractors/wrappers/DSPSIFTWrapper.cpp:12-37) -> "
+           "DSPSIFT::compute (keypoints/DSPSIFT.cpp): numScales = len(scales), linePoint1/2 = min/max(scales); "
+           "scale factors linePoint1 + i (linePoint2 - linePoint1) / (numScales - 1) (one scale: linePoint2 at the "
+           "keypoint's own packed octave/layer); no normalisation in the wrapper")
+TYPES.update({
+    "DSPSIFT": {"class": DSPSIFT, "input": "gray", "dim": 128, "wrapper_postprocessing": "none (average of the "
+                "VanillaSIFT rows of norm 512 over the scales)", "scales": [1.0, 1.5, 2.0]},
+    "DSPSIFT_S085_130": {"class": DSPSIFT + "; non-default scales", "input": "gray", "dim": 128,
+                         "wrapper_postprocessing": "none", "scales": [0.85, 1.0, 1.3]},
+    "DSPSIFT_S150": {"class": DSPSIFT + "; non-default scales (one scale)", "input": "gray", "dim": 128,
+                     "wrapper_postprocessing": "none", "scales": [1.5]},
+    "ORB": {"class": "wrappers::ORBWrapper (ORBWrapper.cpp:7-40) -> cv::ORB::create()->compute", "input": "gray",
+            "dim": 32, "dtype": "u8", "keypoints": "orb",
+            "wrapper_postprocessing": "none (the rows ORB returns, in ORB's order: grouped by octave field)"},
+})
+# ORB is run on the ORB keypoints (its octave fields are ORB levels) and, to record what it does
+# with SIFT's packed octave fields, once on the SIFT keypoints (stored as ORB_ON_SIFT_KEYPOINTS)
+ORB_ON_SIFT = "ORB_ON_SIFT_KEYPOINTS"
 STATUS = {"ok": 0, "clamped": 1, "invalid": 2}
 
 
@@ -169,11 +200,11 @@ def compile_commands(wb: Path, build: Path, flags: tuple[str, ...] = CXXFLAGS) -
     return cmds
 
 
-def sift_keypoints(image: Path) -> np.ndarray:
+def sift_keypoints(image: Path, detector=None) -> np.ndarray:
     bgr = cv2.imread(str(image), cv2.IMREAD_COLOR)
     gray = cv2.cvtColor(bgr, cv2.COLOR_BGR2GRAY)
     h, w = gray.shape
-    kps = [p for p in cv2.SIFT_create().detect(gray, None)
+    kps = [p for p in (detector or cv2.SIFT_create()).detect(gray, None)
            if BORDER <= p.pt[0] < w - BORDER and BORDER <= p.pt[1] < h - BORDER]
     kps.sort(key=lambda p: -p.response)
     rows = [(p.pt[0], p.pt[1], p.size, p.angle, p.response, p.octave, p.class_id) for p in kps[:PER_IMAGE]]
@@ -217,9 +248,21 @@ def cpu() -> str:
     return f"{model} ({' '.join(flags)})"
 
 
+def read_order(path: Path) -> np.ndarray | str:
+    """The ORB order report: the input row of each returned row, or the exception text."""
+    text = path.read_text()
+    if text.startswith("# exception "):
+        return text[len("# exception "):].strip()
+    return np.array([int(v) for v in text.split()], dtype=np.int32)
+
+
 def run_harness(exe: Path, inputs: dict[str, tuple[Path, Path]], work: Path,
-                env: dict[str, str] | None = None) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
-    """Run the harness on every image; return its arrays (npz keys) and its manifest lines."""
+                env: dict[str, str] | None = None, types=None, alias: str | None = None,
+                expect_rows: bool = True) -> tuple[dict[str, np.ndarray], dict[str, list[str]]]:
+    """Run the harness on every image for ``types`` (default: those on the SIFT keypoints); return
+    its arrays (npz keys, the type named ``alias`` if given) and its manifest lines. ORB's order
+    report becomes ``<TYPE>__order__<img>``, or, where ORB raised, ``meta["orb_exceptions"]``."""
+    types = types or [t for t, m in TYPES.items() if m.get("keypoints", "sift") == "sift"]
     arrays: dict[str, np.ndarray] = {}
     manifests: dict[str, list[str]] = {}
     for img, (image, kp_file) in inputs.items():
@@ -228,16 +271,31 @@ def run_harness(exe: Path, inputs: dict[str, tuple[Path, Path]], work: Path,
         if out.exists():
             shutil.rmtree(out)
         out.mkdir(parents=True)
-        subprocess.run([str(exe), str(image), str(kp_file), str(out), *TYPES], check=True,
-                       env={**os.environ, **(env or {})})
+        proc = subprocess.run([str(exe), str(image), str(kp_file), str(out), *types], check=True,
+                              env={**os.environ, **(env or {})}, capture_output=True, text=True)
         manifests[img] = (out / "manifest.txt").read_text().splitlines()
+        if proc.stderr.strip():
+            manifests[img].append("stderr: " + " | ".join(proc.stderr.strip().splitlines()))
         for line in manifests[img]:
+            if line.startswith("stderr: "):
+                continue
             name, kind, rows, cols, _nonfinite, _input = line.split()
-            data = np.fromfile(out / f"{name}.{kind}.f32", dtype="<f4").reshape(int(rows), int(cols))
-            if data.shape != (n, TYPES[name]["dim"]):
+            u8 = TYPES[name].get("dtype") == "u8"
+            data = np.fromfile(out / f"{name}.{kind}.{'u8' if u8 else 'f32'}",
+                               dtype=np.uint8 if u8 else "<f4").reshape(int(rows), int(cols))
+            if expect_rows and data.shape != (n, TYPES[name]["dim"]):
                 raise SystemExit(f"{name} {kind} image {img}: shape {data.shape}, expected ({n}, {TYPES[name]['dim']})")
-            arrays[f"{name}__{img}" if kind == "raw" else f"{name}__pipeline__{img}"] = data
-        for name in TYPES:
+            key = alias or name
+            arrays[f"{key}__{img}" if kind == "raw" else f"{key}__pipeline__{img}"] = data
+        for name in types:
+            order = out / f"{name}.order.txt"
+            if order.exists():
+                got = read_order(order)
+                if isinstance(got, str):
+                    manifests[img].append(f"{alias or name} exception: {got}")
+                else:
+                    arrays[f"{alias or name}__order__{img}"] = got
+        for name in types:
             idx = out / f"{name}.dspindex.txt"
             if idx.exists():
                 arrays[f"{name}__dspindex__{img}"] = read_dspindex(idx)
@@ -272,12 +330,21 @@ def main() -> None:
         generate_scene(SCENE, tmp, seed=0)
         keypoints: dict[str, np.ndarray] = {}
         inputs: dict[str, tuple[Path, Path]] = {}
+        orb_inputs: dict[str, tuple[Path, Path]] = {}
         for img in IMAGES:
             image = tmp / SCENE / f"{img}.ppm"
             keypoints[f"keypoints__{img}"] = kps = sift_keypoints(image)
             write_keypoints(kps, tmp / f"kp{img}.txt")
             inputs[img] = (image, tmp / f"kp{img}.txt")
+            keypoints[f"keypoints_orb__{img}"] = okps = sift_keypoints(image, cv2.ORB_create())
+            write_keypoints(okps, tmp / f"kporb{img}.txt")
+            orb_inputs[img] = (image, tmp / f"kporb{img}.txt")
         arrays, manifests = run_harness(build / "dw_descriptors", inputs, tmp / "ref")
+        orb_arrays, orb_manifests = run_harness(build / "dw_descriptors", orb_inputs, tmp / "orb", types=["ORB"])
+        on_sift, on_sift_manifests = run_harness(build / "dw_descriptors", inputs, tmp / "orbsift", types=["ORB"],
+                                                 alias=ORB_ON_SIFT, expect_rows=False)
+        arrays.update(orb_arrays)
+        arrays.update(on_sift)
 
         variants = {}
         if a.variants:
@@ -314,6 +381,10 @@ def main() -> None:
             "dspindex_columns": ["keypoint", "scale_index", "octave", "layer", "wanted_index", "used_index",
                                  "n_pyramid_images", "status (0 ok, 1 clamped, 2 invalid)"],
             "harness_manifest": manifests,
+            "orb_harness_manifest": {"orb_keypoints": orb_manifests, "sift_keypoints": on_sift_manifests},
+            "orb_keypoint_detector": f"python cv2 {cv2.__version__}: ORB_create() defaults, detect on COLOR_BGR2GRAY, "
+                                     f"{PER_IMAGE} largest responses inside a {BORDER} px border, stable sort (keys "
+                                     "keypoints_orb__<img>; their octave fields are ORB pyramid levels)",
             "variation": variants or "not measured (run with --variants)",
         }
         arrays = {**keypoints, **arrays, "meta": np.array([json.dumps(meta, indent=1, sort_keys=True)])}

@@ -326,3 +326,40 @@ def test_invalid_parameter_values_are_config_errors(family, key, value, image, g
 def test_unknown_parameter_names_are_config_errors():
     with pytest.raises(ConfigError, match="did you mean 'n_bits'"):
         check_descriptor_params("teblid", {"nbits": 256}, "descriptors.t.params")
+
+
+def test_orb_keypoint_octave_reads_the_octave_field_as_the_level(image, gray, keypoint_sets):
+    """``level: keypoint_octave`` passes each keypoint's own octave to ORB (the workbench's
+    ORBWrapper); a level past n_levels - 1 is used as OpenCV uses it (one more pyramid level)."""
+    kps = keypoint_sets["orb"]
+    p = check_descriptor_params("orb", {"level": "keypoint_octave"}, "p")
+    assert p["level"] == "keypoint_octave" and check_descriptor_params("orb", {}, "p")["level"] == "from_size"
+    shifted = ImageKeypoints(**{**{f: getattr(kps, f) for f in ImageKeypoints.__dataclass_fields__},
+                                "octave": np.full(len(kps), 9, dtype=np.int32)})
+    ours = compute_descriptors("orb", p, image, shifted, {"detector": "orb"}, "t")
+    inner = np.flatnonzero((kps.x > 40) & (kps.x < gray.shape[1] - 40) & (kps.y > 40) & (kps.y < gray.shape[0] - 40))
+    cv_kps = to_cv(shifted, shifted.octave, np.arange(len(kps)))
+    got, ref = cv2.ORB_create().compute(gray, [cv_kps[i] for i in inner])
+    np.testing.assert_array_equal(ours[[k.class_id for k in got]], ref)
+    default = compute_descriptors("orb", check_descriptor_params("orb", {}, "p"), image, shifted, {"detector": "orb"}, "t")
+    assert not np.array_equal(default, ours)  # from_size ignores the octave field
+
+
+def test_orb_top_level_is_the_last_non_empty_pyramid_level():
+    from descbench.descriptors.opencv_binary import orb_top_level
+
+    # the 384 x 303 demo image: 303 / 1.2^35 = 0.51 rounds to 1 px, 303 / 1.2^36 = 0.43 to 0
+    assert orb_top_level((303, 384), 1.2) == 35
+    assert orb_top_level((1, 1), 1.2) == 3  # 1 / 1.2^3 = 0.58 rounds to 1, 1 / 1.2^4 = 0.48 to 0
+    assert orb_top_level((1, 1), 2.0) == 0
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("octave, why", [(0x00ff0201, "a SIFT set's packed octave field"), (-1, "octave -1"), (36, "octave 36")])
+def test_orb_keypoint_octave_refuses_octaves_opencv_cannot_describe(octave, why, scene):
+    from conftest import raises_naming
+
+    kps = keypoints_from_cv([cv2.KeyPoint(50, 50, 10, 0, 0, 0), cv2.KeyPoint(60, 60, 10, 0, 0, octave)])
+    p = check_descriptor_params("orb", {"level": "keypoint_octave"}, "p")
+    raises_naming(lambda: compute_descriptors("orb", p, scene / "1.ppm", kps, {"detector": "sift"}, "t"),
+                  "1.ppm", "keypoint row 1", why, "'level: keypoint_octave'", "use 'level: from_size'")

@@ -86,7 +86,8 @@ def test_rows_equal_single_patch_registry(tmp_path, patches, family, params, siz
 
 
 @pytest.mark.parametrize("family, params", [
-    ("dspsift", {}), ("dspsift", {"convention": "workbench", "root": True}), ("surf", {}), ("surf", {"upright": True}),
+    ("dspsift", {}), ("dspsift", {"convention": "workbench", "root": True}), ("dspsift", {"convention": "workbench_v1"}),
+    ("orb", {"level": "keypoint_octave"}), ("surf", {}), ("surf", {"upright": True}),
     ("freak", {}), ("brief", {}), ("latch", {}), ("beblid", {}), ("teblid", {}), ("binboost", {}), ("vgg", {}),
     ("boostdesc", {}), ("daisy", {}), ("akaze", {}), ("kaze", {}), ("akaze_kaze", {}),
 ])

@@ -40,6 +40,33 @@ uses); ``convention`` chooses the rest:
     scales (so the colour version pools each channel block separately); then every row is
     L2-normalised (``normalize_after_pooling = true``, ``NORM_L2``; for colour over all 384 values).
 
+* ``workbench_v1`` (``dspsift`` only; default scales [1.0, 1.5, 2.0]): exactly the workbench's
+  older ``DSPSIFT`` type (``src/core/descriptor/extractors/wrappers/DSPSIFTWrapper.cpp:12-37`` ->
+  ``keypoints/DSPSIFT.cpp``, ``DSPSIFT::compute`` / ``operator()`` 8-argument version and
+  ``calcDescriptors`` 8-argument version, lines 132-252 and 266-347), verified in its source and
+  against its own rows (``tests/interop/test_dw_descriptors.py``):
+
+  - scales: the wrapper keeps only the *count* ``n`` and the smallest and largest value of
+    ``DescriptorParams::scales`` (a ``vector<float>``: each value is rounded to float32 first) and
+    the class resamples them linearly: factor ``i`` is ``lo + i (hi - lo) / (n - 1)`` in double
+    (:func:`workbench_v1_factors`), so ``[0.85, 1.0, 1.3]`` is computed as ``[0.85, 1.075, 1.3]``;
+    the run's parameters record the factors used. With more than one factor each is applied as in
+    ``workbench`` above (same pyramid rule, same floor level rule, same clamping and -1 rows), except
+    that ``size = (float)(kpt.size * factor)`` is rounded once from double.
+  - one scale (``n = 1``): the factor is ``hi`` and the keypoint's *own* packed octave and layer
+    choose the level (as SIFT's ``compute``), the size is ``kpt.size 2^-octave`` times the factor in
+    float32; no averaging.
+  - the per-scale descriptor is VanillaSIFT's unrounded ``calcSIFTDescriptor`` (L2 norm 512), the
+    average is element-wise over valid scales as in ``workbench``, and the wrapper does *not*
+    normalise: the runner's ``cv::normalize(row, NORM_L2)`` (:func:`descbench.descriptors.
+    sift_kernel.cv_normalize_rows`) is applied once. A keypoint with no valid scale (``size x
+    factor < 3.2 x 2^first`` for every factor, ``first`` the pyramid's first octave: on SIFT's own
+    keypoints only when every factor is below 0.9) gets NaN in the workbench (0 / 0); here it is an
+    error naming the keypoint.
+
+  With the default scales it computes what ``workbench`` (``DSPSIFT_V2``) computes, normalised
+  once instead of twice (the workbench's own rows of the two types: 3e-8 apart on the demo fixture).
+
 ``root: true`` applies RootSIFT (``sqrt(d / ||d||_1)``, the workbench's ``R_AFTER_POOLING``) last.
 For the colour family the ``dong_soatto`` blocks are R, G, B, each unit-L2 (as ``rgbsift``'s
 ``descbench`` convention); ``workbench`` blocks are B, G, R.
@@ -57,6 +84,7 @@ from descbench.descriptors import DescriptorFamily, PatchJob, lazy_module
 from descbench.descriptors.rgbsift import COLOUR_COST, COLOUR_WIDTH, check_convention, keypoint_octaves, read_colour
 from descbench.descriptors.rootsift import root_normalise
 from descbench.descriptors.sift import sift_patch_support
+from descbench.errors import DataError
 from descbench.keypoints import ImageKeypoints
 from descbench.keypoints.sift import sift_octave_from_size
 from descbench.jobfacts import Cost
@@ -64,23 +92,37 @@ from descbench.params import fragment_defaults, object_fragment
 
 K = lazy_module("descbench.descriptors.sift_kernel")  # numba kernels, loaded when a descriptor is computed
 
-CONVENTIONS = ("dong_soatto", "workbench")
+CONVENTIONS = ("dong_soatto", "workbench", "workbench_v1")
+RGB_CONVENTIONS = ("dong_soatto", "workbench")  # dsprgbsift: the workbench has no colour DSPSIFT (v1)
 DEFAULT_SCALES = {
     "dong_soatto": [float(v) for v in np.linspace(1.0 / 6.0, 3.0, 10)],
     "workbench": [1.0, 1.5, 2.0],
+    "workbench_v1": [1.0, 1.5, 2.0],
 }
 N_LAYERS = 3
 SIGMA = 1.6
 
 
+def workbench_v1_factors(scales: list[float]) -> list[float]:
+    """The scale factors ``DSPSIFTWrapper`` + ``DSPSIFT::calcDescriptors`` use for ``scales``
+    (DSPSIFTWrapper.cpp:19-24, DSPSIFT.cpp:138-143): each value rounded to float32 (``scales`` is a
+    ``vector<float>``), then ``n`` factors from the smallest to the largest,
+    ``lo + i (hi - lo) / (n - 1)`` in double; one scale: ``[hi]``."""
+    f = [float(np.float32(s)) for s in scales]
+    lo, hi, n = min(f), max(f), len(f)
+    return [hi] if n == 1 else [lo + i * (hi - lo) / (n - 1) for i in range(n)]
+
+
 def effective_scales(params: dict) -> list[float]:
     scales = params.get("scales")
-    return list(DEFAULT_SCALES[params["convention"]]) if scales is None else [float(s) for s in scales]
+    out = list(DEFAULT_SCALES[params["convention"]]) if scales is None else [float(s) for s in scales]
+    return workbench_v1_factors(out) if params["convention"] == "workbench_v1" else out
 
 
 def check_params(params: dict, where: str) -> dict:
     """Config-time rule across keys (types and values are the schema's): ``scales: null`` is the
-    convention's default list, recorded as the list actually used so that the run's parameters name it."""
+    convention's default list, recorded as the list actually used so that the run's parameters name
+    it (``workbench_v1``: the resampled factors, :func:`workbench_v1_factors`)."""
     return {**params, "scales": effective_scales(params)}
 
 
@@ -97,9 +139,11 @@ def workbench_dsp_layout(octave_field: np.ndarray, scales: list[float]) -> tuple
     return first, max(n_oct, 1)
 
 
-def workbench_scale_geometry(kps: ImageKeypoints, a: float, first: int, n_levels: int):
-    """Per-keypoint (level, ptx, pty, scl, valid) of computeDSP at scale ``a`` (float32 as in C++)."""
-    size = (kps.size.astype(np.float32) * np.float32(a)).astype(np.float32)
+def workbench_scale_geometry(kps: ImageKeypoints, a: float, first: int, n_levels: int, size: np.ndarray | None = None):
+    """Per-keypoint (level, ptx, pty, scl, valid) of computeDSP at scale ``a`` (float32 as in C++);
+    ``size``: the scaled sizes when computed otherwise (``workbench_v1``: rounded once from double)."""
+    if size is None:
+        size = (kps.size.astype(np.float32) * np.float32(a)).astype(np.float32)
     t = np.log2(size.astype(np.float64) / (2.0 * SIGMA)).astype(np.float32)
     octave = np.floor(t).astype(np.int64)
     layer = np.floor((t - octave.astype(np.float32)) * np.float32(N_LAYERS)).astype(np.int64)
@@ -129,6 +173,40 @@ def workbench_dsp(channels: list[np.ndarray], kps: ImageKeypoints, octave_field:
         cnt += valid[:, None]
     out = np.where(cnt > 0, acc / np.maximum(cnt, 1).astype(np.float32), np.float32(0.0)).astype(np.float32)
     return K.l2_rows(out)
+
+
+def workbench_v1_dsp(grey: np.ndarray, kps: ImageKeypoints, octave_field: np.ndarray, factors: list[float]) -> np.ndarray:
+    """DSPSIFT::operator() with provided keypoints (DSPSIFT.cpp:266-347, calcDescriptors 132-252) at
+    :func:`workbench_v1_factors`, before the runner's L2 step: average of VanillaSIFT rows (norm 512)."""
+    first, n_oct = workbench_dsp_layout(octave_field, factors)
+    pyr = K.build_pyramid(grey, first, n_oct, N_LAYERS, SIGMA)
+    ori = K.opencv_angle(kps.angle)
+    if len(factors) == 1:  # the keypoints' own octave and layer; size times the factor in float32
+        o, layer = K.unpack_octave(octave_field)
+        if layer.max() > N_LAYERS + 2:
+            raise DataError(f"a keypoint's packed octave field has layer {int(layer.max())} > {N_LAYERS + 2}: "
+                            "DSPSIFT asserts (DSPSIFT.cpp:183); fix the keypoints' octave fields")
+        scale = K.octave_scale(o)
+        level = np.clip((o - first) * (N_LAYERS + 3) + layer, 0, pyr.n_levels - 1)
+        scl = ((kps.size.astype(np.float32) * scale) * np.float32(factors[0])) * np.float32(0.5)
+        return K.normalise_sift(K.raw_histograms(pyr, level, kps.x.astype(np.float32) * scale,
+                                                 kps.y.astype(np.float32) * scale, ori, scl))
+    acc = np.zeros((len(kps), K.DESCR_SIZE), dtype=np.float32)
+    cnt = np.zeros((len(kps), 1), dtype=np.int32)
+    for a in factors:
+        size = (kps.size.astype(np.float64) * a).astype(np.float32)
+        level, ptx, pty, scl, valid = workbench_scale_geometry(kps, a, first, pyr.n_levels, size=size)
+        desc = K.normalise_sift(K.raw_histograms(pyr, level, ptx, pty, ori, scl))
+        acc += np.where(valid[:, None], desc, np.float32(0.0))
+        cnt += valid[:, None]
+    if (cnt == 0).any():
+        i = int(np.flatnonzero(cnt[:, 0] == 0)[0])
+        least = 2.0 * SIGMA * 2.0 ** first / max(factors)
+        raise DataError(f"keypoint row {i} (size {float(kps.size[i]):.3f}) lies below the pyramid's first octave at "
+                        f"every DSPSIFT scale factor {factors}; the workbench's DSPSIFT gives it a NaN row (0/0): "
+                        f"use scales whose largest is >= 1 (the default [1.0, 1.5, 2.0]) or drop keypoints smaller "
+                        f"than {least:.3g} px (the keypoint set's filter min_size)")
+    return (acc / cnt.astype(np.float32)).astype(np.float32)
 
 
 # ----------------------------------------------------------------------------- Dong & Soatto
@@ -165,7 +243,7 @@ def dong_soatto_dsp(channel: np.ndarray, kps: ImageKeypoints, scales: list[float
 def _grey_for(image_path: Path, conv: str) -> np.ndarray:
     import cv2
 
-    if conv == "workbench":  # the workbench converts its BGR read with cvtColor
+    if conv.startswith("workbench"):  # the workbench converts its BGR read with cvtColor
         return cv2.cvtColor(read_image(image_path, color=True), cv2.COLOR_BGR2GRAY)
     return read_image(image_path)
 
@@ -178,13 +256,15 @@ def dspsift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kps
     grey = _grey_for(Path(image_path), conv)
     if conv == "workbench":
         out = workbench_dsp([grey], kps, keypoint_octaves(kps, kpset, grey.shape[:2]), scales)
+    elif conv == "workbench_v1":
+        out = K.cv_normalize_rows(workbench_v1_dsp(grey, kps, keypoint_octaves(kps, kpset, grey.shape[:2]), scales))
     else:
         out = dong_soatto_dsp(grey, kps, scales)
     return root_normalise(out) if params.get("root") else out
 
 
 def dsprgbsift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    conv = check_convention(params, "dsprgbsift", CONVENTIONS)
+    conv = check_convention(params, "dsprgbsift", RGB_CONVENTIONS)
     bgr = read_colour(Path(image_path), "dsprgbsift")
     if len(kps) == 0:
         return np.zeros((0, 384), dtype=np.float32)
@@ -198,12 +278,13 @@ def dsprgbsift_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, 
 
 
 # scales: the domain-size pooling scales (null: the convention's, DEFAULT_SCALES); root: RootSIFT last
-_PARAMS = object_fragment(
-    convention={"enum": list(CONVENTIONS), "default": "dong_soatto"},
-    scales={"type": ["array", "null"], "items": {"type": "number", "exclusiveMinimum": 0}, "minItems": 1, "default": None},
-    root={"type": "boolean", "default": False},
-)
-PARAMS_SCHEMA = {"dspsift": _PARAMS, "dsprgbsift": _PARAMS}
+_SCALES = {"type": ["array", "null"], "items": {"type": "number", "exclusiveMinimum": 0}, "minItems": 1, "default": None}
+PARAMS_SCHEMA = {
+    family: object_fragment(convention={"enum": list(conventions), "default": "dong_soatto"}, scales=_SCALES,
+                            root={"type": "boolean", "default": False})
+    for family, conventions in (("dspsift", CONVENTIONS), ("dsprgbsift", RGB_CONVENTIONS))
+}
+_PARAMS = PARAMS_SCHEMA["dspsift"]
 
 
 def dspsift_cost(params: dict) -> Cost:
@@ -224,6 +305,9 @@ def dspsift_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
     if conv == "workbench":
         octave = keypoint_octaves(kps, job.kpset, job.shape)
         out = job.per_patch(lambda i: workbench_dsp([job.patches[i]], kps, octave, scales))
+    elif conv == "workbench_v1":
+        octave = keypoint_octaves(kps, job.kpset, job.shape)
+        out = job.per_patch(lambda i: K.cv_normalize_rows(workbench_v1_dsp(job.patches[i], kps, octave, scales)))
     else:
         out = job.per_patch(lambda i: dong_soatto_dsp(job.patches[i], kps, scales))
     return root_normalise(out) if params.get("root") else out

@@ -4,7 +4,8 @@ Families (parameters: snake_case of OpenCV's constructor arguments, defaults = O
 
 - ``orb``: rBRIEF, 32 bytes, on ORB's Gaussian pyramid. ``scale_factor`` 1.2, ``n_levels`` 8,
   ``edge_threshold`` 31, ``patch_size`` 31 (``WTA_K`` is fixed at 2: 3 and 4 give 2-bit codes
-  that need NORM_HAMMING2, not the bit Hamming distance the metrics use).
+  that need NORM_HAMMING2, not the bit Hamming distance the metrics use); ``level`` (which
+  pyramid level describes a keypoint) ``from_size`` (default) or ``keypoint_octave``, below.
 - ``brisk``: 64 bytes; ``pattern_scale`` 1.0 (the detection threshold and octaves do not
   affect ``compute``).
 - ``akaze``: M-LDB on AKAZE's nonlinear scale space; ``upright`` false (true: MLDB_UPRIGHT),
@@ -33,11 +34,25 @@ that cannot be rescued raises DataError.
 What each family reads of the keypoint, and foreign keypoints (any other detector's):
 
 - ``orb`` uses ``angle`` as given (OpenCV convention: -1 "undefined" is used as -1 degree) and
-  reads the pyramid level from ``octave``. Every keypoint gets the level whose patch
-  ``patch_size * scale_factor^level`` is closest in log scale to its size, clamped to
-  ``[0, n_levels - 1]``; for ORB's own keypoints with the same ``scale_factor``/``patch_size``
-  this is exactly their detected level (ORB gives a level-l keypoint the size
-  ``patch_size * scale_factor^l``), for smaller keypoints (e.g. SIFT's) it is level 0.
+  reads the pyramid level from ``octave`` (OpenCV's ``ORB_Impl::detectAndCompute`` with provided
+  keypoints: it builds as many levels as the largest ``octave`` needs, whatever ``n_levels``, and
+  asserts ``octave >= 0``; the keypoint size is not read). ``level: from_size``: every keypoint
+  gets the level whose patch ``patch_size * scale_factor^level`` is closest in log scale to its
+  size, clamped to ``[0, n_levels - 1]``; for ORB's own keypoints with the same
+  ``scale_factor``/``patch_size`` this is exactly their detected level (ORB gives a level-l
+  keypoint the size ``patch_size * scale_factor^l``), for smaller keypoints (e.g. SIFT's) it is
+  level 0. ``level: keypoint_octave``: the keypoints' own ``octave`` field is the level, as the C++
+  DescriptorWorkbench's ``ORBWrapper`` passes it (``ORBWrapper.cpp:14-32``: ``cv::ORB::create()``,
+  ``compute`` on the keypoints as they come). Levels past ``n_levels - 1`` are used as OpenCV uses
+  them (more pyramid levels). An ``octave`` OpenCV cannot describe is a DataError naming the
+  keypoint: a negative one (OpenCV asserts), or one whose pyramid level would be empty
+  (``round(W / scale_factor^octave) < 1`` or the same for H), which is what a SIFT set's packed
+  octave field (``octave | layer << 8 | xi << 16``, e.g. 0x00ff0201) is. There OpenCV 4.6 sizes a
+  buffer for every level up to that octave (65 GB for the 384 x 303 demo image) and fails with
+  ``Insufficient memory``; the workbench's ``ORBWrapper`` catches that and returns no rows, so its
+  runner skips the image (recorded in ``tests/data/dw/workbench_descriptors.npz``). The
+  workbench's wrapper also returns ORB's rows in ORB's order (grouped by level) without
+  reordering them to its keypoints; descbench keeps one row per keypoint in keypoint order.
 - ``brisk`` and ``freak`` (with ``orientation_normalized``) assign their own orientation and
   ignore ``angle``; they use ``size`` to pick the pattern scale.
 - ``brief`` ignores size and angle (unless ``use_orientation``); ``latch`` uses the angle when
@@ -65,6 +80,7 @@ from descbench.descriptors.cv_compute import BEBLID_SCALE, VGG_BOOST_SCALE, choi
 from descbench.descriptors.opencv_common import (
     AKAZE_COST, AKAZE_PARAMS, BOOL, SCALE_FACTOR, CvSetup, akaze_setup, cv_family, fixed_support, window_support,
 )
+from descbench.errors import DataError
 from descbench.jobfacts import Cost
 from descbench.keypoints import ImageKeypoints
 from descbench.keypoints.detectors import cv_attr
@@ -85,7 +101,8 @@ PARAMS_SCHEMA = {
         scale_factor={"type": "number", "exclusiveMinimum": 1, "default": 1.2},
         n_levels={"type": "integer", "minimum": 1, "default": 8},
         edge_threshold={"type": "integer", "minimum": 0, "default": 31},
-        patch_size={"type": "integer", "minimum": 2, "default": 31}),
+        patch_size={"type": "integer", "minimum": 2, "default": 31},
+        level={"enum": ["from_size", "keypoint_octave"], "default": "from_size"}),
     "brisk": object_fragment(pattern_scale={"type": "number", "exclusiveMinimum": 0, "default": 1.0}),
     "akaze": AKAZE_PARAMS,
     "freak": object_fragment(
@@ -117,11 +134,44 @@ def orb_level_from_size(size: np.ndarray, patch_size: int, scale_factor: float, 
     return np.clip(np.rint(t), 0, n_levels - 1).astype(np.int32)
 
 
+def orb_top_level(shape: tuple, scale_factor: float) -> int:
+    """The largest ORB pyramid level that is not empty on an image of ``shape`` (H, W): level l has
+    ``round(W / s_l) x round(H / s_l)`` pixels, ``s_l = (float) scale_factor^l`` (OpenCV's
+    ``getScale``, ``cvRound`` = half to even)."""
+    h, w = shape[:2]
+    level = 0
+    while True:
+        s = np.float32(float(scale_factor) ** (level + 1))
+        if min(np.rint(w / s), np.rint(h / s)) < 1:  # w / s in double as OpenCV's int / float
+            return level
+        level += 1
+
+
+def orb_keypoint_levels(kps: ImageKeypoints, shape: tuple, scale_factor: float, where: Path) -> np.ndarray:
+    """The keypoints' own ``octave`` fields as ORB levels (``level: keypoint_octave``); a DataError
+    for one OpenCV's ORB cannot describe (negative, or past the last non-empty pyramid level)."""
+    octave = np.asarray(kps.octave, dtype=np.int64)
+    top = orb_top_level(shape, scale_factor)
+    bad = np.flatnonzero((octave < 0) | (octave > top))
+    if bad.size:
+        i = int(bad[0])
+        sift = " (a SIFT set's packed octave field: octave | layer << 8 | xi << 16)" if octave[i] > 255 else ""
+        raise DataError(
+            f"image {where}: {bad.size} keypoints have an octave field ORB cannot use as its pyramid level with "
+            f"'level: keypoint_octave' (first at keypoint row {i}: octave {int(octave[i])}{sift}; levels 0..{top} "
+            f"exist on this {shape[1]}x{shape[0]} image at scale_factor {scale_factor}). OpenCV's ORB fails there "
+            "(the workbench's ORBWrapper then returns no rows and its runner skips the image): use 'level: from_size', "
+            "or keypoints whose octave is an ORB level (ORB's own)")
+    return octave.astype(np.int32)
+
+
 def orb_setup(p: dict, kps: ImageKeypoints, kpset: dict, shape: tuple, where: Path) -> CvSetup:
     import cv2
 
     orb = cv2.ORB_create(scaleFactor=float(p["scale_factor"]), nlevels=int(p["n_levels"]), edgeThreshold=int(p["edge_threshold"]),
                          firstLevel=0, WTA_K=2, patchSize=int(p["patch_size"]))
+    if p["level"] == "keypoint_octave":
+        return CvSetup(orb, octave=orb_keypoint_levels(kps, shape, float(p["scale_factor"]), where))
     return CvSetup(orb, octave=orb_level_from_size(kps.size, int(p["patch_size"]), float(p["scale_factor"]), int(p["n_levels"])))
 
 
