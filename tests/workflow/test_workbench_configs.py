@@ -89,6 +89,14 @@ def test_every_descriptor_type_has_exactly_one_row():
     assert len(rows) == len(set(rows)), [r for r in rows if rows.count(r) > 1]
 
 
+def test_the_one_command_config_runs_every_descriptor_type():
+    """config/workbench_descriptors.yaml: one descriptor named after each DescriptorType, DNN_PATCH on the
+    committed random ONNX model (a file that exists, relative to the repository root where the command runs)."""
+    descs = yaml.safe_load((ROOT / "config" / "workbench_descriptors.yaml").read_text())["descriptors"]
+    assert sorted(n for n in descs) == sorted(DESCRIPTOR_TYPES), set(descs) ^ set(DESCRIPTOR_TYPES)
+    assert (ROOT / descs["DNN_PATCH"]["params"]["model"]).is_file()
+
+
 def test_every_experiment_has_a_row():
     text = (ROOT / "docs" / "reference" / "workbench.md").read_text()
     for stem in EXPERIMENTS:
