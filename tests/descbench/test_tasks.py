@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from descbench import cli, io
+from descbench import cli, io, jobtiming
 from descbench.jobs.common import load_keypoints
 from descbench.jobs.descriptors import describe_batch
 from descbench.jobs.distractors import build_distractor_bank
@@ -155,14 +155,17 @@ def toy_run(toy_registered, schema, tmp_path_factory):
         generate_scene(s, scene_root, seed=0)
     paths = ResultPaths(root, scene_batches(SCENES, cfg["execution"]["scenes_per_job"]))
     kp_spec = cfg["keypoint_sets"]["kp"]
-    detect_batch(paths, scene_root, "batch000", "kp", kp_spec)
-    describe_batch(paths, scene_root, "batch000", "kp", "desc", cfg["descriptors"]["desc"], kp_spec)
+    with jobtiming.timed(paths.job_timing("keypoints", "kp", None, "batch000"), "keypoints", "kp", None, "batch000", SCENES, 1):
+        detect_batch(paths, scene_root, "batch000", "kp", kp_spec)
+    with jobtiming.timed(paths.job_timing("descriptors", "kp", "desc", "batch000"), "descriptors", "kp", "desc", "batch000", SCENES, 1):
+        describe_batch(paths, scene_root, "batch000", "kp", "desc", cfg["descriptors"]["desc"], kp_spec)
     for d in ("desc", "desc5"):
         build_distractor_bank(paths, "kp", d, cfg["verification"], Path(paths.distractor_bank("kp", d)), features="desc")
         # --threads 0: leave this process's thread pools as they are
         args = ["score", "--results-root", str(root), "--scene-root", str(scene_root), "--batches", json.dumps(paths.batches),
                 "--batch", "batch000", "--keypoint-set", "kp", "--descriptor", d, "--threads", "0",
-                "--sections", json.dumps(score_job_sections(cfg, d), sort_keys=True)]
+                "--sections", json.dumps(score_job_sections(cfg, d), sort_keys=True),
+                "--timing", paths.job_timing("scoring", "kp", d, "batch000")]
         assert cli.main(args + (["--features-of", "desc"] if d == "desc5" else [])) == 0
     report = root / "report"
     report.mkdir()

@@ -101,6 +101,11 @@ def test_demo_run_produces_the_comparison_table(run):
     last = (work / "results/demo/logs/score/sift/sift/batch001.log").read_text().splitlines()[-1]
     assert re.fullmatch(r"descbench: score done in [0-9.]+ s wall, [0-9.]+ s CPU, max RSS [0-9]+ MiB", last), last
     assert not (work / "results/demo/benchmarks").exists()
+    # and each keypoint, descriptor and scoring job writes its timing file (outside the Parquet files): the timings table
+    tm = pd.read_csv(report / "timings.csv")
+    assert tm[["descriptor", "keypoint_set"]].values.tolist() == table[["descriptor", "keypoint_set"]].values.tolist()
+    assert (tm.n_jobs == 6).all() and (tm.total_wall_ms > 0).all() and (tm.device.str.len() > 0).all()  # 2 batches x 3 stages
+    assert json.loads(Path(P.job_timing("scoring", "sift", "rootsift", "batch001")).read_text())["scenes"] == ["v_coins"]
     # keypoint verification / retrieval and matching columns, consistent with their per-scene files
     for c in ("keypoint_verification_ap", "keypoint_retrieval_ap", "mean_precision", "mma_at_3", "classifier_threshold_auc"):
         assert ((table[c] > 0) & (table[c] <= 1)).all(), c

@@ -13,6 +13,8 @@ one file per scene and kind, so results stay per scene. Layout under ``<results_
   metrics and matching as a binary classifier)
 - ``distractors/<kpset>/<descriptor>.parquet``: every scene's drawn distractor keypoints (one
   file, built once all of the descriptor's batches exist; the scoring jobs read it)
+- ``timings/<stage>/<kpset>[/<descriptor>]/<batch>.json``: each keypoint, descriptor and scoring
+  job's wall and CPU time, threads and device (:mod:`descbench.jobtiming`; not in any Parquet file)
 - ``report/``
 
 plus ``<scene>.timing.json`` next to each task's files (the scoring tasks, their switches, files
@@ -110,6 +112,11 @@ class ResultPaths:
     def distractor_bank(self, kpset: str, descriptor: str) -> str:
         """Every scene's distractor keypoints of one (keypoint set, descriptor) (descbench.jobs.distractors.build_distractor_bank)."""
         return str(Path(self.root) / "distractors" / kpset / f"{descriptor}.parquet")
+
+    def job_timing(self, stage: str, kpset: str, descriptor: str | None, batch: str) -> str:
+        """A keypoint (``descriptor`` None), descriptor or scoring job's timing file
+        (``stage``: one of descbench.jobtiming.STAGES)."""
+        return str(Path(self.root, "timings", stage, kpset, *([descriptor] if descriptor is not None else []), f"{batch}.json"))
 
     def report(self, name: str) -> str:
         return str(Path(self.root) / "report" / name)

@@ -532,7 +532,7 @@ def results_root(levels):
 
 REPORT_FILES = ("comparison.csv", "comparison.md", "comparison.parquet", "comparison.html", "per_scene.csv", "per_scene.parquet",
                 "per_scene.html", "significance.csv", "significance.md", "significance.parquet", "significance.html",
-                "provenance.json")
+                "provenance.json", "timings.csv", "timings.md", "timings.html")
 
 
 RUN_STARTED = time.time()
@@ -589,6 +589,13 @@ def report_outputs():
 def report_inputs():
     """Every scoring job's task folders (the report reads their per-scene files, same paths)."""
     return [PATHS.task_dir(t, ks, d, b) for ks, d in COMBOS for b in BATCHES for t in SCORE_TASKS_ON]
+
+
+def timing_inputs():
+    """The timing files the report's timings table adds up (descbench.report.timings.job_files)."""
+    from descbench.report.timings import job_files
+
+    return sorted({str(f) for ks, d in COMBOS for files in job_files(PATHS, ks, d, features_of(d)).values() for f in files})
 
 
 # ----------------------------------------------------------------------------- patch benchmarks

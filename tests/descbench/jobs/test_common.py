@@ -5,12 +5,14 @@ from __future__ import annotations
 
 import argparse
 import json
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 
 from descbench.errors import DescbenchError
-from descbench.jobs.common import batch_args, json_arg, read_features, result_paths
+from descbench import jobtiming
+from descbench.jobs.common import TIMED_COMMANDS, batch_args, job_timing, json_arg, read_features, result_paths
 from descbench.tasks.base import SceneJob
 from jobcli import SCENES, features
 
@@ -43,3 +45,18 @@ def test_a_scene_job_times_a_task_from_its_share_of_the_pass(tmp_path):
     assert 4.9 < time.perf_counter() - job.t0_of("retrieval") < 60
     job.write_timing(tmp_path / "t.json", job.t0_of("retrieval"))
     assert json.loads((tmp_path / "t.json").read_text())["scene"] == SCENES[0]
+
+
+def test_each_batch_job_writes_its_timing_file(tmp_path):
+    # the commands of the keypoint and descriptor rules (tests/jobcli.py, as the rules run them, --timing included)
+    run = features(tmp_path)
+    for stage, desc in (("keypoints", None), ("descriptors", "desc")):
+        r = jobtiming.read_timing(run.paths.job_timing(stage, "kp", desc, "batch000"))
+        assert (r["stage"], r["keypoint_set"], r["descriptor"], r["batch"], r["scenes"]) == (stage, "kp", desc, "batch000", SCENES)
+        assert r["wall_ms"] > 0 and r["cpu_time_ms"] > 0 and r["threads"] == 0 and r["device"] == "cpu" and r["device_name"]
+    # a command without --timing (by hand), or one that is not a batch job, writes none
+    a = argparse.Namespace(cmd="keypoints", timing=None)
+    assert isinstance(job_timing(a), nullcontext)
+    assert isinstance(job_timing(argparse.Namespace(cmd="report", timing=tmp_path / "x.json")), nullcontext)
+    assert set(TIMED_COMMANDS) == {"keypoints", "descriptors", "score"}
+    assert {v[0] for v in TIMED_COMMANDS.values()} == set(jobtiming.STAGES)

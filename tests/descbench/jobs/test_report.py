@@ -50,6 +50,13 @@ def test_report_plots_database_compare(run, tmp_path, capsys):
        "--workflow-dir", ROOT, "--out", tmp_path / "results.sqlite")
     with sqlite3.connect(tmp_path / "results.sqlite") as db:
         assert db.execute("select count(*) from sqlite_master where type = 'table'").fetchone()[0] > 0
+        # every job's timing file, added up (descbench.report.timings), and the workbench's timing columns
+        t = pd.read_sql("select * from timings", db)
+        r = db.execute("select descriptor_time_cpu_ms, descriptor_time_gpu_ms, match_time_cpu_ms, total_pipeline_cpu_ms "
+                       "from results").fetchone()
+    assert t.n_jobs.tolist() == [3] and (t[["keypoints_wall_ms", "descriptors_wall_ms", "scoring_wall_ms"]] > 0).all(axis=None)
+    assert r == (t.descriptors_wall_ms[0], None, t.scoring_wall_ms[0], pytest.approx(t.total_wall_ms[0]))
+    assert pd.read_csv(report / "timings.csv").descriptor.tolist() == ["desc"]
 
     capsys.readouterr()
     ok("compare", run.root)

@@ -90,6 +90,30 @@ def batch_args(p: argparse.ArgumentParser) -> None:
                    help="JSON {batch: [scenes]}: this job's batch, plus (score) every other batch, whose scenes give distractors")
     p.add_argument("--batch", required=True, help="this job's batch, e.g. batch000")
     p.add_argument("--threads", type=int, default=1)
+    p.add_argument("--timing", type=Path, default=None,
+                   help="write the job's wall and CPU time, threads and device to this JSON file (descbench.jobtiming)")
+
+
+# The batch commands that write a timing file: command -> (stage, its keypoint set's and its
+# descriptor's argument; None: a keypoint job, no descriptor).
+TIMED_COMMANDS = {"keypoints": ("keypoints", "name", None), "descriptors": ("descriptors", "keypoint_set", "name"),
+                  "score": ("scoring", "keypoint_set", "descriptor")}
+
+
+def job_timing(a: argparse.Namespace):
+    """The :func:`descbench.jobtiming.timed` block of a parsed command ``a``: its ``--timing`` file
+    for a command of :data:`TIMED_COMMANDS`, nothing to write otherwise (or without ``--timing``)."""
+    from contextlib import nullcontext
+
+    if getattr(a, "timing", None) is None or a.cmd not in TIMED_COMMANDS:
+        return nullcontext()
+    from descbench import jobtiming
+
+    stage, kpset, descriptor = TIMED_COMMANDS[a.cmd]
+    batches = json_arg(a.batches)
+    scenes = batches.get(a.batch, []) if isinstance(batches, dict) else []  # a bad --batches: the job's own error
+    return jobtiming.timed(a.timing, stage, getattr(a, kpset), getattr(a, descriptor) if descriptor else None, a.batch,
+                           scenes, a.threads)
 
 
 def result_paths(a: argparse.Namespace) -> ResultPaths:
