@@ -300,9 +300,11 @@ def test_html_report_holds_the_tables_and_every_captioned_plot(run):
     work, _ = run
     snakemake(work, "--report", "report.html")
     html = (work / "report.html").read_text()
-    for name in ("comparison.html", "significance.html", "per_scene.html", "keypoint_stats.html", *(f"{n}.png" for n in FIGURES)):
+    for name in ("comparison.html", "significance.html", "per_scene.html", "keypoint_stats.html", "timings.html",
+                 *(f"{n}.png" for n in FIGURES)):
         assert name in html, name
-    for phrase in ("vertical averaging", "Mean matching accuracy", "paired permutation p-value", "Tables", "Plots"):
+    for phrase in ("vertical averaging", "Mean matching accuracy", "paired permutation p-value", "Tables", "Plots",
+                   "Which jobs a row counts"):  # the timings table's caption
         assert phrase in html, phrase
 
 

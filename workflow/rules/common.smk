@@ -567,7 +567,8 @@ KEYPOINT_STATS_FILES = ("keypoint_stats.csv", "keypoint_stats.md", "keypoint_sta
 CAPTIONS_DIR = Path(workflow.basedir) / "workflow" / "descbench" / "report" / "captions"
 # Files shown in `snakemake --report` (Tables), with their captions.
 REPORT_TABLES = {"comparison.html": "table_comparison", "significance.html": "table_significance",
-                 "per_scene.html": "table_per_scene", "keypoint_stats.html": "table_keypoint_stats"}
+                 "per_scene.html": "table_per_scene", "keypoint_stats.html": "table_keypoint_stats",
+                 "timings.html": "table_timings"}
 
 
 REPORT_PLOTS = {"patches/patches_map.png": "patches_map"}  # figures of other rules than `plots`

@@ -24,8 +24,9 @@ when none did); ``total_wall_ms`` and ``total_cpu_time_ms`` (the three stages), 
 A stage's wall time is a sum over jobs: the time they take one after another (jobs that ran in
 parallel finished sooner). Times vary from run to run, so they are in no Parquet file; the
 comparison table's ``processing_time_ms`` stays what it was (the scoring tasks' wall time summed
-over scenes, a part of ``scoring_wall_ms``). The database (:mod:`descbench.report.database`) stores this table as ``timings`` and fills the
-C++ workbench's timing columns from it (:func:`on_device`).
+over scenes, a part of ``scoring_wall_ms``). The database (:mod:`descbench.report.database`)
+stores this table as ``timings`` and fills the C++ workbench's timing columns from it
+(:func:`on_device`).
 """
 
 from __future__ import annotations
