@@ -1,7 +1,8 @@
 """A tiny run through ``descbench.cli.main``, for the job modules' tests (test_jobs_*.py): two demo
 scenes in one batch, one keypoint set and one descriptor, settings from the validated default
 config. Each step is the command a workflow job runs (``--threads 0``: this process's thread
-pools are left as they are), with its timing file (descbench.jobtiming) where the rule has one."""
+pools are left as they are); a keypoint, descriptor or scoring command writes its timing file into its
+batch folder (descbench.jobtiming)."""
 
 from __future__ import annotations
 
@@ -60,13 +61,11 @@ class Run:
             ok("demo-scene", "--scene", s, "--out-dir", self.scene_root)
 
     def keypoints(self) -> None:
-        ok("keypoints", *self.batch_args(), "--name", "kp", "--spec", self.spec("keypoint_sets", "kp"),
-           "--timing", self.paths.job_timing("keypoints", "kp", None, "batch000"))
+        ok("keypoints", *self.batch_args(), "--name", "kp", "--spec", self.spec("keypoint_sets", "kp"))
 
     def descriptors(self) -> None:
         ok("descriptors", *self.batch_args(), "--keypoint-set", "kp", "--name", "desc", "--spec", self.spec("descriptors", "desc"),
-           "--keypoint-set-spec", self.spec("keypoint_sets", "kp"),
-           "--timing", self.paths.job_timing("descriptors", "kp", "desc", "batch000"))
+           "--keypoint-set-spec", self.spec("keypoint_sets", "kp"))
 
     def distractors(self) -> None:
         ok("distractors", "--results-root", self.root, "--batches", json.dumps(self.batches), "--keypoint-set", "kp",
@@ -75,8 +74,7 @@ class Run:
 
     def score(self) -> None:
         ok("score", *self.batch_args(), "--keypoint-set", "kp", "--descriptor", "desc",
-           "--sections", json.dumps(score_job_sections(self.cfg, "desc"), sort_keys=True),
-           "--timing", self.paths.job_timing("scoring", "kp", "desc", "batch000"))
+           "--sections", json.dumps(score_job_sections(self.cfg, "desc"), sort_keys=True))
 
 
 def features(tmp: Path) -> Run:

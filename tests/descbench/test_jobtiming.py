@@ -20,9 +20,9 @@ def busy(seconds: float) -> None:
 
 
 def test_a_finished_job_writes_its_timing(tmp_path):
-    out = tmp_path / "timings" / "keypoints" / "kp" / "batch000.json"
+    out = tmp_path / "keypoints" / "kp" / "batch000" / "job_timing.json"
     t0 = time.perf_counter()
-    with jobtiming.timed(out, "keypoints", "kp", None, "batch000", ["a", "b"], 3):
+    with jobtiming.timed([out], "keypoints", "kp", None, "batch000", ["a", "b"], 3):
         busy(0.05)
         assert not out.exists()  # written when the job ends, not before
     elapsed_ms = 1000 * (time.perf_counter() - t0)
@@ -37,7 +37,7 @@ def test_a_finished_job_writes_its_timing(tmp_path):
 
 def test_a_failed_job_leaves_no_timing(tmp_path):
     out = tmp_path / "t.json"
-    with pytest.raises(RuntimeError), jobtiming.timed(out, "scoring", "kp", "d", "batch000", ["a"], 1):
+    with pytest.raises(RuntimeError), jobtiming.timed([out], "scoring", "kp", "d", "batch000", ["a"], 1):
         raise RuntimeError("job failed")
     assert not out.exists() and not list(tmp_path.iterdir())
 
@@ -46,15 +46,25 @@ def test_without_a_file_nothing_is_written_and_the_stage_is_checked(tmp_path):
     with jobtiming.timed(None, "descriptors", "kp", "d", "batch000", [], 1):
         pass
     assert not list(tmp_path.iterdir())
-    with pytest.raises(ValueError, match="unknown stage 'score'"), jobtiming.timed(tmp_path / "t.json", "score", "kp", "d", "b", [], 1):
+    with pytest.raises(ValueError, match="unknown stage 'score'"), jobtiming.timed([tmp_path / "t.json"], "score", "kp", "d", "b", [], 1):
         pass
+
+
+def test_a_scoring_job_writes_the_same_timing_into_each_folder_it_names_at_the_end(tmp_path):
+    # its folders follow from its settings, which the job checks first: asked for when the block has ended
+    outs = [tmp_path / "scores" / "job_timing.json", tmp_path / "matching" / "job_timing.json"]
+    asked = []
+    with jobtiming.timed(lambda: asked.append(1) or outs, "scoring", "kp", "d", "batch000", ["a"], 2):
+        assert not asked
+    assert asked == [1] and outs[0].read_text() == outs[1].read_text()
+    assert jobtiming.read_timing(outs[1])["threads"] == 2
 
 
 def test_a_job_on_a_gpu_names_the_gpu(tmp_path, monkeypatch):
     # torchrt.configure records the devices it set up; a CUDA one makes the job a GPU job
     monkeypatch.setattr(torchrt, "devices_used", lambda: {("cuda", "NVIDIA H100 80GB HBM3"), ("cpu", "x")})
     assert jobtiming.device() == ("cuda", "NVIDIA H100 80GB HBM3")
-    with jobtiming.timed(tmp_path / "t.json", "descriptors", "kp", "hardnet", "batch000", ["a"], 4):
+    with jobtiming.timed([tmp_path / "t.json"], "descriptors", "kp", "hardnet", "batch000", ["a"], 4):
         pass
     r = jobtiming.read_timing(tmp_path / "t.json")
     assert (r["device"], r["device_name"], r["cpu"]) == ("cuda", "NVIDIA H100 80GB HBM3", torchrt.cpu_name())

@@ -136,3 +136,4 @@ def test_outputs_page_renders_the_timing_definitions(site):
     text = " ".join(page_text(site, "guide/outputs").split())
     assert "Which jobs a row counts" in text and "A derived set counts its own jobs only" in text  # descbench.report.timings
     assert "cpu_time_ms : the CPU time the process and its children used" in text  # descbench.jobtiming
+    assert "Jobs without a timing file." in text and "nothing reruns on upgrade" in text  # results made before timings

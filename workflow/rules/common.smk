@@ -592,13 +592,6 @@ def report_inputs():
     return [PATHS.task_dir(t, ks, d, b) for ks, d in COMBOS for b in BATCHES for t in SCORE_TASKS_ON]
 
 
-def timing_inputs():
-    """The timing files the report's timings table adds up (descbench.report.timings.job_files)."""
-    from descbench.report.timings import job_files
-
-    return sorted({str(f) for ks, d in COMBOS for files in job_files(PATHS, ks, d, features_of(d)).values() for f in files})
-
-
 # ----------------------------------------------------------------------------- patch benchmarks
 # (workflow/rules/patches.smk; descbench.patches)
 from descbench.patches import PATCH_TYPES  # noqa: E402

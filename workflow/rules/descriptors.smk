@@ -17,8 +17,6 @@ rule descriptors:
         kpset_spec=lambda wc: spec_file("keypoint_roots", wc.kpset, root_detector_spec(CFG["keypoint_sets"], wc.kpset)),
     output:
         directory(PATHS.descriptors_dir("{kpset}", "{descriptor}", "{batch}")),
-        # the job's wall and CPU time, threads and device (descbench.jobtiming; outside the Parquet files)
-        timing=PATHS.job_timing("descriptors", "{kpset}", "{descriptor}", "{batch}"),
     params:
         descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         scene_root=lambda wc: str(DATA),
@@ -39,4 +37,4 @@ rule descriptors:
         "{params.descbench} descriptors --results-root {params.results_root} --scene-root {params.scene_root} "
         "--batches @{input.batches_spec:q} --batch {wildcards.batch} --keypoint-set {wildcards.kpset} "
         "--name {wildcards.descriptor} --spec @{input.spec:q} --keypoint-set-spec @{input.kpset_spec:q} "
-        "--threads {threads} --timing {output.timing:q} > {log} 2>&1"
+        "--threads {threads} > {log} 2>&1"

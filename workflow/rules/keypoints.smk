@@ -14,8 +14,6 @@ rule keypoints:
         spec=lambda wc: spec_file("keypoint_sets", wc.kpset, CFG["keypoint_sets"][wc.kpset]),
     output:
         directory(PATHS.keypoints_dir("{kpset}", "{batch}")),
-        # the job's wall and CPU time, threads and device (descbench.jobtiming; outside the Parquet files)
-        timing=PATHS.job_timing("keypoints", "{kpset}", None, "{batch}"),
     params:
         descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         scene_root=lambda wc: str(DATA),
@@ -35,7 +33,7 @@ rule keypoints:
     shell:
         "{params.descbench} keypoints --results-root {params.results_root} --scene-root {params.scene_root} "
         "--batches @{input.batches_spec:q} --batch {wildcards.batch} --name {wildcards.kpset} --spec @{input.spec:q} "
-        "{params.cutoff} --threads {threads} --timing {output.timing:q} > {log} 2>&1"
+        "{params.cutoff} --threads {threads} > {log} 2>&1"
 
 
 # The dataset-wide cutoff of a set's global_top_n_by_size filter: reads the source set's keypoints

@@ -4,8 +4,6 @@
 rule report:
     input:
         report_inputs(),
-        # every keypoint, descriptor and scoring job's timing file (descbench.report.timings)
-        timing_inputs(),
         # its settings (spec files, rewritten only when they change: common.smk)
         combos=lambda wc: spec_file("report", "combos", COMBOS),
         scenes=lambda wc: spec_file("report", "scenes", SCENES),

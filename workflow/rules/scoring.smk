@@ -38,8 +38,6 @@ rule score:
         pairs_spec=lambda wc: pairs_spec(),
     output:
         [directory(PATHS.task_dir(t, "{kpset}", "{descriptor}", "{batch}")) for t in SCORE_TASKS_ON],
-        # the job's wall and CPU time, threads and device (descbench.jobtiming; outside the Parquet files)
-        timing=PATHS.job_timing("scoring", "{kpset}", "{descriptor}", "{batch}"),
     params:
         descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         scene_root=lambda wc: str(DATA),
@@ -60,7 +58,7 @@ rule score:
     shell:
         "export NUMBA_NUM_THREADS={threads} {params.numba_cache}; {params.descbench} score --results-root {params.results_root} --scene-root {params.scene_root} "
         "--batches @{input.batches_spec:q} --batch {wildcards.batch} --keypoint-set {wildcards.kpset} "
-        "--descriptor {wildcards.descriptor} --sections @{input.sections:q} {params.features} --pairs {params.pairs} --threads {threads} --timing {output.timing:q} > {log} 2>&1"
+        "--descriptor {wildcards.descriptor} --sections @{input.sections:q} {params.features} --pairs {params.pairs} --threads {threads} > {log} 2>&1"
 
 
 # Every scene's distractor keypoints of one (keypoint set, descriptor), drawn once: the scoring

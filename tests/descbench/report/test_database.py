@@ -34,18 +34,24 @@ def report_dir(tmp_path):
     return d
 
 
-def timings_table(d, gpu_descriptor_jobs=(0, 0)):
+def timings_table(d, gpu_descriptor_jobs=(0, 0), untimed=()):
     """``timings.csv`` of the two rows (sift, orb on s): one batch per stage; orb's descriptor job
-    ran on a GPU when ``gpu_descriptor_jobs[1]``."""
+    ran on a GPU when ``gpu_descriptor_jobs[1]``; ``untimed``: (descriptor, stage) whose job has no
+    timing file (made before descbench recorded times: NaN, descbench.report.timings)."""
     rows = []
     for i, (desc, n_gpu) in enumerate(zip(["sift", "orb"], gpu_descriptor_jobs)):
         r = {"descriptor": desc, "keypoint_set": "s"}
         for j, stage in enumerate(STAGES):
             wall = 100.0 * (j + 1) + i  # keypoints 100 / 101, descriptors 200 / 201, scoring 300 / 301
             gpu = n_gpu if stage == "descriptors" else 0
-            r.update({f"{stage}_wall_ms": wall, f"{stage}_cpu_time_ms": 2 * wall, f"{stage}_jobs": 1,
-                      f"{stage}_gpu_jobs": gpu, f"{stage}_gpu_wall_ms": wall if gpu else np.nan})
-        r.update({"total_wall_ms": 600.0 + 3 * i, "total_cpu_time_ms": 1200.0 + 6 * i, "n_jobs": 3, "device": "cpu x"})
+            timed = (desc, stage) not in untimed
+            r.update({f"{stage}_wall_ms": wall if timed else np.nan, f"{stage}_cpu_time_ms": 2 * wall if timed else np.nan,
+                      f"{stage}_jobs": 1, f"{stage}_jobs_timed": int(timed), f"{stage}_gpu_jobs": gpu if timed else 0,
+                      f"{stage}_gpu_wall_ms": wall if gpu and timed else np.nan})
+        n_timed = sum((desc, s) not in untimed for s in STAGES)
+        r.update({"total_wall_ms": 600.0 + 3 * i if n_timed == 3 else np.nan,
+                  "total_cpu_time_ms": 1200.0 + 6 * i if n_timed == 3 else np.nan, "n_jobs": 3, "n_jobs_timed": n_timed,
+                  "device": "cpu x"})
         rows.append(r)
     pd.DataFrame(rows, columns=COLUMNS).to_csv(d / "timings.csv", index=False)
 
@@ -233,6 +239,26 @@ def test_a_descriptor_on_a_gpu_counts_in_the_gpu_columns(report_dir, tmp_path):
     # orb's descriptor job on the GPU: its CPU column is NULL (no descriptor job ran there), its GPU columns hold it
     assert _timing_row(tmp_path / "r.sqlite", "orb") == [None, 201.0, 301.0, None, 101.0 + 301.0, 201.0]
     assert _timing_row(tmp_path / "r.sqlite", "sift") == [200.0, None, 300.0, None, 600.0, None]
+
+
+def test_jobs_made_before_timings_leave_their_columns_null(report_dir, tmp_path):
+    # results made before descbench recorded times: their rows are there, their times NULL, their counts say so
+    timings_table(report_dir, untimed=[("sift", "scoring"), ("orb", "keypoints"), ("orb", "descriptors"), ("orb", "scoring")])
+    build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+    assert _timing_row(tmp_path / "r.sqlite", "sift") == [200.0, None, None, None, None, None]
+    assert _timing_row(tmp_path / "r.sqlite", "orb") == [None] * 6
+    with sqlite3.connect(tmp_path / "r.sqlite") as con:
+        t = pd.read_sql("SELECT descriptor, scoring_jobs, scoring_jobs_timed, n_jobs, n_jobs_timed, scoring_wall_ms FROM timings", con)
+    assert t.values.tolist()[0][:5] == ["sift", 1, 0, 3, 2] and t.values.tolist()[1][:5] == ["orb", 1, 0, 3, 0]
+    assert t.scoring_wall_ms.isna().all()
+
+
+@pytest.mark.bad_input
+def test_a_comparison_row_without_a_timings_row_is_refused(report_dir, tmp_path):
+    t = pd.read_csv(report_dir / "timings.csv")
+    t[t.descriptor == "sift"].to_csv(report_dir / "timings.csv", index=False)
+    raises_naming(lambda: build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT), "timings.csv has no row",
+                  "orb", "--forcerun report")
 
 
 @pytest.mark.bad_input

@@ -90,30 +90,39 @@ def batch_args(p: argparse.ArgumentParser) -> None:
                    help="JSON {batch: [scenes]}: this job's batch, plus (score) every other batch, whose scenes give distractors")
     p.add_argument("--batch", required=True, help="this job's batch, e.g. batch000")
     p.add_argument("--threads", type=int, default=1)
-    p.add_argument("--timing", type=Path, default=None,
-                   help="write the job's wall and CPU time, threads and device to this JSON file (descbench.jobtiming)")
 
 
-# The batch commands that write a timing file: command -> (stage, its keypoint set's and its
-# descriptor's argument; None: a keypoint job, no descriptor).
+# The batch commands that write a timing file into their output directory: command -> (stage, its
+# keypoint set's and its descriptor's argument; None: a keypoint job, no descriptor).
 TIMED_COMMANDS = {"keypoints": ("keypoints", "name", None), "descriptors": ("descriptors", "keypoint_set", "name"),
                   "score": ("scoring", "keypoint_set", "descriptor")}
 
 
 def job_timing(a: argparse.Namespace):
-    """The :func:`descbench.jobtiming.timed` block of a parsed command ``a``: its ``--timing`` file
-    for a command of :data:`TIMED_COMMANDS`, nothing to write otherwise (or without ``--timing``)."""
+    """The :func:`descbench.jobtiming.timed` block of a parsed command ``a``: for a command of
+    :data:`TIMED_COMMANDS`, its timing file in its batch directory
+    (:meth:`descbench.paths.ResultPaths.job_timing`; a scoring job's in every task folder it
+    fills); nothing to write for any other command."""
     from contextlib import nullcontext
 
-    if getattr(a, "timing", None) is None or a.cmd not in TIMED_COMMANDS:
+    if a.cmd not in TIMED_COMMANDS:
         return nullcontext()
     from descbench import jobtiming
 
-    stage, kpset, descriptor = TIMED_COMMANDS[a.cmd]
+    stage, kpset_arg, desc_arg = TIMED_COMMANDS[a.cmd]
+    kpset, descriptor = getattr(a, kpset_arg), getattr(a, desc_arg) if desc_arg else None
     batches = json_arg(a.batches)
     scenes = batches.get(a.batch, []) if isinstance(batches, dict) else []  # a bad --batches: the job's own error
-    return jobtiming.timed(a.timing, stage, getattr(a, kpset), getattr(a, descriptor) if descriptor else None, a.batch,
-                           scenes, a.threads)
+
+    def outs() -> list[str]:  # called once the job has ended well (its arguments checked by then)
+        paths = result_paths(a)
+        if stage != "scoring":
+            return [paths.job_timing(stage, kpset, descriptor, a.batch)]
+        from descbench.tasks import score_job_tasks
+
+        return [paths.job_timing(stage, kpset, descriptor, a.batch, t.name) for t in score_job_tasks(json_arg(a.sections))]
+
+    return jobtiming.timed(outs, stage, kpset, descriptor, a.batch, scenes, a.threads)
 
 
 def result_paths(a: argparse.Namespace) -> ResultPaths:

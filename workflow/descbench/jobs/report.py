@@ -6,6 +6,7 @@ files as :class:`descbench.paths.ResultPaths` names them.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from descbench.jobs.common import json_arg, run_args, run_paths
@@ -38,7 +39,8 @@ def add_commands(sub) -> dict:
 
 
 def run_report(a: argparse.Namespace) -> None:
-    """Write the comparison table (descbench.report.table.write) and print it."""
+    """Write the comparison table (descbench.report.table.write) and the timings table
+    (descbench.report.timings), print the first, and one line when some jobs are not timed."""
     from descbench.report import timings
     from descbench.report.table import entry_files, write
 
@@ -49,6 +51,9 @@ def run_report(a: argparse.Namespace) -> None:
     table = write(entries, cfg, a.out_dir, json_arg(a.provenance))
     timings.write(times, a.out_dir)
     print(table.drop(columns=["metadata"]).to_string(index=False))
+    note = timings.untimed_note(timings.untimed(paths, combos, cfg))  # jobs made before descbench timed them
+    if note:
+        print(note, file=sys.stderr)
 
 
 def run_plots(a: argparse.Namespace) -> None:

@@ -41,7 +41,9 @@ Tables (rebuilt from the report files every time, so the database is a pure func
   is only in its ``total_pipeline_cpu_ms`` (and its metadata ``detect_time_ms``; 0 when it reads
   stored keypoints); here it is also the timings table's ``keypoints_*``.
 - ``timings``: ``timings.csv`` (each row's keypoint, descriptor and scoring jobs: wall and CPU
-  time, jobs, device; :mod:`descbench.report.timings`).
+  time, jobs and timed jobs, device; :mod:`descbench.report.timings`). Jobs whose results were made
+  before descbench recorded times have no timing file: their stage's times are NULL there and in
+  the workbench's timing columns, and ``<stage>_jobs_timed`` < ``<stage>_jobs``.
 - ``keypoint_sets``: ``keypoint_stats.csv`` (counts, sizes, coverage, repeatability, spec).
 - ``significance``: ``significance.csv`` (paired comparisons).
 
@@ -151,11 +153,13 @@ DW_TIMINGS = {
 def timing_columns(timings: pd.DataFrame) -> pd.DataFrame:
     """:data:`DW_TIMINGS`' columns of each row of ``timings`` (with its ``descriptor`` and
     ``keypoint_set``): a sum over its stages of :func:`descbench.report.timings.on_device`, NULL
-    where none of those stages' jobs ran on that device."""
+    where none of those stages' jobs ran on that device, or where some of their jobs are not timed
+    (results made before descbench recorded times)."""
     out = timings[["descriptor", "keypoint_set"]].copy()
     for col, (stages, gpu) in DW_TIMINGS.items():
         parts = pd.concat([on_device(timings, s, gpu) for s in stages], axis=1)
-        out[col] = parts.sum(axis=1, min_count=1)
+        timed = np.logical_and.reduce([timings[f"{s}_jobs_timed"] == timings[f"{s}_jobs"] for s in stages])
+        out[col] = parts.sum(axis=1, min_count=1).where(timed, np.nan)
     return out
 
 
@@ -194,11 +198,12 @@ def results_rows(comparison: pd.DataFrame, experiment_id: int, timings: pd.DataF
     t = workbench_bojanic_columns(comparison)
     if timings is not None:
         times = timing_columns(timings)
+        # a row whose jobs have no timing files is there, its times NULL; a row that is not there is an error
+        lost = [k for k in zip(t.descriptor, t.keypoint_set) if k not in set(zip(times.descriptor, times.keypoint_set))]
+        if lost:
+            raise DataError(f"timings.csv has no row of {lost}, which comparison.csv has; rebuild the report: "
+                            "snakemake --cores N --forcerun report")
         t = t.merge(times, on=["descriptor", "keypoint_set"], how="left", validate="one_to_one")
-        lost = t[t["descriptor_time_cpu_ms"].isna() & t["descriptor_time_gpu_ms"].isna()]
-        if len(lost):
-            raise DataError(f"timings.csv has no row of {list(zip(lost.descriptor, lost.keypoint_set))}, which "
-                            "comparison.csv has; rebuild the report: snakemake --cores N --forcerun report")
     t["true_map_macro"] = t["true_map_macro_by_scene"]
     macro, micro = t["true_map_macro_by_scene"], t.get("true_map_micro", pd.Series(np.nan, index=t.index))
     t["mean_average_precision"] = macro.where(macro > 0, micro)  # the workbench's recordResults
