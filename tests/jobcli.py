@@ -1,7 +1,8 @@
 """A tiny run through ``descbench.cli.main``, for the job modules' tests (test_jobs_*.py): two demo
 scenes in one batch, one keypoint set and one descriptor, settings from the validated default
 config. Each step is the command a workflow job runs (``--threads 0``: this process's thread
-pools are left as they are)."""
+pools are left as they are); a keypoint, descriptor or scoring command writes its timing file into its
+batch folder (descbench.jobtiming)."""
 
 from __future__ import annotations
 

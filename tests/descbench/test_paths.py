@@ -62,6 +62,12 @@ def test_result_paths_put_each_scene_file_in_its_batch_folder(tmp_path):
     assert p.task_file("matching", "k", "d", "c", "roc.parquet") == str(tmp_path / "matching/k/d/batch001/c.roc.parquet")
     with pytest.raises(KeyError, match="not in the evaluated scene list"):
         p.batch_of("zz")
+    # each keypoint / descriptor / scoring job's timing file, inside its own batch folder (a scoring job's: per task folder)
+    assert p.job_timing("keypoints", "k", None, "batch001") == str(tmp_path / "keypoints/k/batch001/job_timing.json")
+    assert p.job_timing("descriptors", "k", "d", "batch000") == str(tmp_path / "descriptors/k/d/batch000/job_timing.json")
+    assert p.job_timing("scoring", "k", "d", "batch000", "matching") == str(tmp_path / "matching/k/d/batch000/job_timing.json")
+    with pytest.raises(ValueError, match="without its scoring task"):
+        p.job_timing("scoring", "k", "d", "batch000")
 
 
 @pytest.fixture(scope="module")

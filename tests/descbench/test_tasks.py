@@ -22,7 +22,7 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from descbench import cli, io
+from descbench import cli, io, jobtiming
 from descbench.jobs.common import load_keypoints
 from descbench.jobs.descriptors import describe_batch
 from descbench.jobs.distractors import build_distractor_bank
@@ -31,7 +31,7 @@ from descbench.config import score_job_sections, validate_config
 from descbench.datasets.demo import generate_scene
 from descbench.errors import ConfigError
 from descbench.paths import ResultPaths, scene_batches
-from descbench.tasks import SCORING_TASKS, ScoringTask, TaskSummary
+from descbench.tasks import SCORING_TASKS, ScoringTask, TaskSummary, score_job_tasks
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -155,8 +155,10 @@ def toy_run(toy_registered, schema, tmp_path_factory):
         generate_scene(s, scene_root, seed=0)
     paths = ResultPaths(root, scene_batches(SCENES, cfg["execution"]["scenes_per_job"]))
     kp_spec = cfg["keypoint_sets"]["kp"]
-    detect_batch(paths, scene_root, "batch000", "kp", kp_spec)
-    describe_batch(paths, scene_root, "batch000", "kp", "desc", cfg["descriptors"]["desc"], kp_spec)
+    with jobtiming.timed([paths.job_timing("keypoints", "kp", None, "batch000")], "keypoints", "kp", None, "batch000", SCENES, 1):
+        detect_batch(paths, scene_root, "batch000", "kp", kp_spec)
+    with jobtiming.timed([paths.job_timing("descriptors", "kp", "desc", "batch000")], "descriptors", "kp", "desc", "batch000", SCENES, 1):
+        describe_batch(paths, scene_root, "batch000", "kp", "desc", cfg["descriptors"]["desc"], kp_spec)
     for d in ("desc", "desc5"):
         build_distractor_bank(paths, "kp", d, cfg["verification"], Path(paths.distractor_bank("kp", d)), features="desc")
         # --threads 0: leave this process's thread pools as they are
@@ -188,6 +190,9 @@ def test_the_scoring_job_writes_the_toy_file_of_every_scene(toy_run):
             assert json.loads(timing.read_text())["processing_time_ms"] >= 0
             for t in ("scores", "verification", "matching"):  # the built-in tasks ran beside it
                 assert all(p.exists() for p in SCORING_TASKS[t].files(paths, "kp", d, s))
+        # the job's timing file lands in the folder of every task it ran, the new task's too (descbench.jobtiming)
+        assert [t.name for t in score_job_tasks(score_job_sections(cfg, d))] == [*SCORING_TASKS]
+        assert jobtiming.read_timing(paths.job_timing("scoring", "kp", d, "batch000", TOY.name))["descriptor"] == d
     assert expected_counts(paths, "v_coins", 5) != expected_counts(paths, "v_coins", 2)  # the override matters
 
 

@@ -129,3 +129,11 @@ def test_metric_pages_render_the_module_docstrings(site):
     text = " ".join(page_text(site, "guide/metrics/verification").split())
     first = " ".join(re.sub(r"[*`]", "", ap.__doc__.split("\n\n")[0]).split())
     assert first in text
+
+
+def test_outputs_page_renders_the_timing_definitions(site):
+    """Which jobs a timings row counts, and what a job's timing file holds: defined once, in their modules."""
+    text = " ".join(page_text(site, "guide/outputs").split())
+    assert "Which jobs a row counts" in text and "A derived set counts its own jobs only" in text  # descbench.report.timings
+    assert "cpu_time_ms : the CPU time the process and its children used" in text  # descbench.jobtiming
+    assert "Jobs without a timing file." in text and "nothing reruns on upgrade" in text  # results made before timings

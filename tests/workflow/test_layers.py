@@ -3,7 +3,7 @@ included, as import-linter's layers contract would be, without the extra depende
 
 Dependencies point one way:
 
-    0  errors, paths, columns, io, fileops, rng, params, torchrt, jobfacts, (package __init__) - bottom: names, files, schemas
+    0  errors, paths, columns, io, fileops, rng, params, torchrt, jobfacts, jobtiming, (package __init__) - bottom: names, files, schemas
     1  datasets, keypoints, descriptors, metrics, precomputed     - pure computations
     2  patches, report, config, sweeps, tasks                     - benchmarks, scoring tasks and reports over them
     3  jobs, patches.stages, cli, __main__, smktuning             - the jobs and the command line
@@ -36,6 +36,7 @@ LAYERS = {
     "descbench.params": 0,
     "descbench.torchrt": 0,
     "descbench.jobfacts": 0,
+    "descbench.jobtiming": 0,
     "descbench.datasets": 1,
     "descbench.keypoints": 1,
     "descbench.descriptors": 1,

@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from descbench.io import read_meta
-from descbench.paths import ResultPaths, scene_batches
+from descbench.paths import JOB_TIMING, ResultPaths, scene_batches
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
@@ -101,6 +101,12 @@ def test_demo_run_produces_the_comparison_table(run):
     last = (work / "results/demo/logs/score/sift/sift/batch001.log").read_text().splitlines()[-1]
     assert re.fullmatch(r"descbench: score done in [0-9.]+ s wall, [0-9.]+ s CPU, max RSS [0-9]+ MiB", last), last
     assert not (work / "results/demo/benchmarks").exists()
+    # and each keypoint, descriptor and scoring job writes its timing file (outside the Parquet files): the timings table
+    tm = pd.read_csv(report / "timings.csv")
+    assert tm[["descriptor", "keypoint_set"]].values.tolist() == table[["descriptor", "keypoint_set"]].values.tolist()
+    assert (tm.n_jobs == 6).all() and (tm.total_wall_ms > 0).all() and (tm.device.str.len() > 0).all()  # 2 batches x 3 stages
+    assert (tm.n_jobs_timed == tm.n_jobs).all()
+    assert json.loads(Path(P.job_timing("scoring", "sift", "rootsift", "batch001", "matching")).read_text())["scenes"] == ["v_coins"]
     # keypoint verification / retrieval and matching columns, consistent with their per-scene files
     for c in ("keypoint_verification_ap", "keypoint_retrieval_ap", "mean_precision", "mma_at_3", "classifier_threshold_auc"):
         assert ((table[c] > 0) & (table[c] <= 1)).all(), c
@@ -120,6 +126,20 @@ def test_rerun_is_bit_identical(run):
     work, _ = run
     before = parquet_digests(work / "results")
     assert "Nothing to be done" in snakemake(work, "-n")
+    # results made before descbench recorded times (no job_timing.json, no report/timings.*): only the
+    # report side reruns, and its rows say the jobs are not timed
+    timing_files = sorted((work / "results").rglob(JOB_TIMING))
+    assert len(timing_files) == 2 * (1 + 2 + 2 * 3)  # 2 batches x (1 keypoint set, 2 descriptors, 2 x 3 scoring task folders)
+    for f in timing_files + sorted((work / "results/demo/report").glob("timings.*")):
+        f.unlink()
+    counts = job_counts(snakemake(work, "-n"))
+    assert not {"keypoints", "descriptors", "score", "distractors"} & set(counts) and counts.get("report") == 1, counts
+    out = snakemake(work, "--cores", "2")
+    assert "rows hold jobs without a timing file" in out and "--forcerun keypoints descriptors score" in out
+    assert "descbench: 10 keypoint, descriptor or scoring job(s) have no timing file" in \
+        (work / "results/demo/logs/report.log").read_text()  # 2 x (keypoints, 2 descriptors, 2 scoring)
+    tm = pd.read_csv(work / "results/demo/report/timings.csv")
+    assert (tm.n_jobs_timed == 0).all() and tm.total_wall_ms.isna().all()
     snakemake(work, "--cores", "2", "--forceall")
     assert parquet_digests(work / "results") == before
 
@@ -295,9 +315,11 @@ def test_html_report_holds_the_tables_and_every_captioned_plot(run):
     work, _ = run
     snakemake(work, "--report", "report.html")
     html = (work / "report.html").read_text()
-    for name in ("comparison.html", "significance.html", "per_scene.html", "keypoint_stats.html", *(f"{n}.png" for n in FIGURES)):
+    for name in ("comparison.html", "significance.html", "per_scene.html", "keypoint_stats.html", "timings.html",
+                 *(f"{n}.png" for n in FIGURES)):
         assert name in html, name
-    for phrase in ("vertical averaging", "Mean matching accuracy", "paired permutation p-value", "Tables", "Plots"):
+    for phrase in ("vertical averaging", "Mean matching accuracy", "paired permutation p-value", "Tables", "Plots",
+                   "Which jobs a row counts"):  # the timings table's caption
         assert phrase in html, phrase
 
 

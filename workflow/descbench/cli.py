@@ -151,12 +151,15 @@ def _install_interrupt_handlers() -> dict:
 
 
 def run(a: argparse.Namespace) -> None:
-    """Run a parsed command: its job's thread limits (``--threads``), then its job module's function."""
-    from descbench.jobs.common import limit_threads
+    """Run a parsed command: its job's thread limits (``--threads``), then its job module's function,
+    both timed into its timing file when it is a keypoint, descriptor or scoring job
+    (descbench.jobs.common.job_timing, descbench.jobtiming)."""
+    from descbench.jobs.common import job_timing, limit_threads
 
-    if getattr(a, "threads", None):
-        limit_threads(a.threads, a.cmd)
-    a.job(a)
+    with job_timing(a):
+        if getattr(a, "threads", None):
+            limit_threads(a.threads, a.cmd)
+        a.job(a)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,10 @@ one file per scene and kind, so results stay per scene. Layout under ``<results_
 - ``report/``
 
 plus ``<scene>.timing.json`` next to each task's files (the scoring tasks, their switches, files
-and functions: :mod:`descbench.tasks`; every task has its own ``<task>/`` folder). ``<batch>`` is ``batch<NNN>`` (its index, zero-padded); which
+and functions: :mod:`descbench.tasks`; every task has its own ``<task>/`` folder), and
+``job_timing.json`` (:data:`JOB_TIMING`) in each keypoint, descriptor and scoring job's batch
+directory: the job's wall and CPU time, threads and device (:mod:`descbench.jobtiming`; not in any
+Parquet file; a scoring job writes it into every task folder it fills). ``<batch>`` is ``batch<NNN>`` (its index, zero-padded); which
 scenes a batch holds is fixed by the scene list and ``scenes_per_job``.
 """
 
@@ -24,6 +27,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from pathlib import Path
+
+# A job's timing file, inside its batch directory (descbench.jobtiming). No scene file has this name:
+# those are ``<scene>.<kind>`` and no kind is ``json``.
+JOB_TIMING = "job_timing.json"
+
 
 def scene_batches(scenes: list[str], scenes_per_job: int) -> dict[str, list[str]]:
     """Split ``scenes`` (in order) into the fewest consecutive batches of at most
@@ -110,6 +118,20 @@ class ResultPaths:
     def distractor_bank(self, kpset: str, descriptor: str) -> str:
         """Every scene's distractor keypoints of one (keypoint set, descriptor) (descbench.jobs.distractors.build_distractor_bank)."""
         return str(Path(self.root) / "distractors" / kpset / f"{descriptor}.parquet")
+
+    def job_timing(self, stage: str, kpset: str, descriptor: str | None, batch: str, task: str | None = None) -> str:
+        """A keypoint (``descriptor`` None), descriptor or scoring job's timing file (``stage``: one
+        of descbench.jobtiming.STAGES): :data:`JOB_TIMING` in the job's batch directory; a scoring
+        job's in the folder of its scoring task ``task`` (it writes one into each)."""
+        if stage == "keypoints":
+            folder = self.keypoints_dir(kpset, batch)
+        elif stage == "descriptors":
+            folder = self.descriptors_dir(kpset, descriptor, batch)
+        elif stage == "scoring" and task is not None:
+            folder = self.task_dir(task, kpset, descriptor, batch)
+        else:
+            raise ValueError(f"no timing file of stage {stage!r}" + (" without its scoring task" if stage == "scoring" else ""))
+        return str(Path(folder) / JOB_TIMING)
 
     def report(self, name: str) -> str:
         return str(Path(self.root) / "report" / name)

@@ -131,6 +131,14 @@ def cpu_name() -> str:
 
 
 _JOB_THREADS: dict[str, int | None] = {"n": None}
+_DEVICES_USED: set[tuple[str, str]] = set()  # (type, name) of every device configure() set up in this process
+
+
+def devices_used() -> set[tuple[str, str]]:
+    """``(device type, device name)`` of every device :func:`configure` set up in this process
+    (``("cuda", "NVIDIA H100 80GB HBM3")``, ``("cpu", <CPU model>)``); empty when no torch work
+    ran. The jobs' timing files say from it whether a job ran on a GPU (descbench.jobtiming)."""
+    return set(_DEVICES_USED)
 
 
 def set_job_threads(n: int | None) -> None:
@@ -169,6 +177,7 @@ def configure(device, threads: int) -> dict:
     except ImportError:  # a net that needs only torch (the record says so: None)
         kornia_version = None
     name = torch.cuda.get_device_name(device) if device.type == "cuda" else cpu_name()
+    _DEVICES_USED.add((device.type, name))
     return {
         "torch": torch.__version__,
         "kornia": kornia_version,

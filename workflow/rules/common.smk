@@ -574,7 +574,7 @@ def results_root(levels):
 
 REPORT_FILES = ("comparison.csv", "comparison.md", "comparison.parquet", "comparison.html", "per_scene.csv", "per_scene.parquet",
                 "per_scene.html", "significance.csv", "significance.md", "significance.parquet", "significance.html",
-                "provenance.json")
+                "provenance.json", "timings.csv", "timings.md", "timings.html")
 
 
 RUN_STARTED = time.time()
@@ -609,7 +609,8 @@ KEYPOINT_STATS_FILES = ("keypoint_stats.csv", "keypoint_stats.md", "keypoint_sta
 CAPTIONS_DIR = Path(workflow.basedir) / "workflow" / "descbench" / "report" / "captions"
 # Files shown in `snakemake --report` (Tables), with their captions.
 REPORT_TABLES = {"comparison.html": "table_comparison", "significance.html": "table_significance",
-                 "per_scene.html": "table_per_scene", "keypoint_stats.html": "table_keypoint_stats"}
+                 "per_scene.html": "table_per_scene", "keypoint_stats.html": "table_keypoint_stats",
+                 "timings.html": "table_timings"}
 
 
 REPORT_PLOTS = {"patches/patches_map.png": "patches_map"}  # figures of other rules than `plots`

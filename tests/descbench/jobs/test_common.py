@@ -5,14 +5,17 @@ from __future__ import annotations
 
 import argparse
 import json
+from contextlib import nullcontext
 from pathlib import Path
 
 import pytest
 
 from descbench.errors import DescbenchError
-from descbench.jobs.common import batch_args, json_arg, read_features, result_paths
+from descbench import jobtiming
+from descbench.jobs.common import TIMED_COMMANDS, batch_args, job_timing, json_arg, read_features, result_paths
+from descbench.tasks import score_tasks_on
 from descbench.tasks.base import SceneJob
-from jobcli import SCENES, features
+from jobcli import SCENES, features, scored
 
 
 @pytest.mark.bad_input
@@ -43,3 +46,22 @@ def test_a_scene_job_times_a_task_from_its_share_of_the_pass(tmp_path):
     assert 4.9 < time.perf_counter() - job.t0_of("retrieval") < 60
     job.write_timing(tmp_path / "t.json", job.t0_of("retrieval"))
     assert json.loads((tmp_path / "t.json").read_text())["scene"] == SCENES[0]
+
+
+def test_each_batch_job_writes_its_timing_file_into_its_folder(tmp_path):
+    # the commands of the keypoint, descriptor and scoring rules (tests/jobcli.py, as the rules run them)
+    run = scored(tmp_path)
+    tasks = score_tasks_on(run.cfg)
+    assert len(tasks) > 1  # a scoring job writes the same file into every task folder it fills
+    files = [run.paths.job_timing("keypoints", "kp", None, "batch000"), run.paths.job_timing("descriptors", "kp", "desc", "batch000"),
+             *(run.paths.job_timing("scoring", "kp", "desc", "batch000", t) for t in tasks)]
+    for f in files:
+        r = jobtiming.read_timing(f)
+        stage, desc = ("keypoints", None) if "keypoints" in f else ("descriptors", "desc") if "descriptors" in f else ("scoring", "desc")
+        assert (r["stage"], r["keypoint_set"], r["descriptor"], r["batch"], r["scenes"]) == (stage, "kp", desc, "batch000", SCENES)
+        assert r["wall_ms"] > 0 and r["cpu_time_ms"] > 0 and r["threads"] == 0 and r["device"] == "cpu" and r["device_name"]
+    assert len({Path(f).read_text() for f in files[2:]}) == 1
+    # a command that is not a batch job writes none
+    assert isinstance(job_timing(argparse.Namespace(cmd="report")), nullcontext)
+    assert set(TIMED_COMMANDS) == {"keypoints", "descriptors", "score"}
+    assert {v[0] for v in TIMED_COMMANDS.values()} == set(jobtiming.STAGES)

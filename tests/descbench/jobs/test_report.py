@@ -13,6 +13,8 @@ import pytest
 
 from descbench.jobs import report as jobs_report
 from descbench.jobs.common import run_paths
+from descbench.paths import JOB_TIMING
+from descbench.report.summary import run_summary
 from jobcli import ROOT, SCENES, ok, scored
 
 
@@ -50,6 +52,13 @@ def test_report_plots_database_compare(run, tmp_path, capsys):
        "--workflow-dir", ROOT, "--out", tmp_path / "results.sqlite")
     with sqlite3.connect(tmp_path / "results.sqlite") as db:
         assert db.execute("select count(*) from sqlite_master where type = 'table'").fetchone()[0] > 0
+        # every job's timing file, added up (descbench.report.timings), and the workbench's timing columns
+        t = pd.read_sql("select * from timings", db)
+        r = db.execute("select descriptor_time_cpu_ms, descriptor_time_gpu_ms, match_time_cpu_ms, total_pipeline_cpu_ms "
+                       "from results").fetchone()
+    assert t.n_jobs.tolist() == [3] and (t[["keypoints_wall_ms", "descriptors_wall_ms", "scoring_wall_ms"]] > 0).all(axis=None)
+    assert r == (t.descriptors_wall_ms[0], None, t.scoring_wall_ms[0], pytest.approx(t.total_wall_ms[0]))
+    assert pd.read_csv(report / "timings.csv").descriptor.tolist() == ["desc"]
 
     capsys.readouterr()
     ok("compare", run.root)
@@ -57,6 +66,32 @@ def test_report_plots_database_compare(run, tmp_path, capsys):
     ok("compare", run.root, "--out", tmp_path / "c.md")
     ok("compare", run.root, "--out", tmp_path / "c.csv")
     assert (tmp_path / "c.md").read_text().startswith("|") and "desc" in (tmp_path / "c.csv").read_text()
+
+
+def test_results_made_before_timings_are_reported_not_timed(tmp_path, capsys):
+    # a run whose job folders lack their timing files (made before descbench recorded times): the report
+    # says so in one line, its timings rows count the jobs and leave their times NaN (NULL in the database)
+    run = scored(tmp_path)
+    gone = sorted(run.root.rglob(JOB_TIMING))
+    assert len(gone) >= 3
+    for f in gone:
+        f.unlink()
+    report = run.root / "report"
+    ok("keypoint-stats", "--results-root", run.root, "--scene-root", run.scene_root, "--batches", json.dumps(run.batches),
+       "--keypoint-sets", json.dumps([["kp", run.cfg["keypoint_sets"]["kp"]]]), "--repeatability-px", 3, "--out-dir", report)
+    capsys.readouterr()
+    ok("report", *run_args(run), "--provenance", "{}", "--out-dir", report)
+    notes = [line for line in capsys.readouterr().err.splitlines() if "timing file" in line]
+    assert len(notes) == 1 and notes[0].startswith("descbench: 3 keypoint, descriptor or scoring job(s) have no timing file")
+    assert "made before descbench recorded times" in notes[0] and "--forcerun keypoints descriptors score" in notes[0]
+    t = pd.read_csv(report / "timings.csv")
+    assert (t.n_jobs.tolist(), t.n_jobs_timed.tolist()) == ([3], [0]) and t.total_wall_ms.isna().all()
+    assert "rows hold jobs without a timing file" in run_summary(report)  # the end-of-run summary says it too
+    ok("database", "--report-dir", report, "--name", "tiny", "--config", json.dumps(run.cfg), "--n-scenes", len(SCENES),
+       "--workflow-dir", ROOT, "--out", tmp_path / "results.sqlite")
+    with sqlite3.connect(tmp_path / "results.sqlite") as db:
+        assert db.execute("select descriptor_time_cpu_ms, match_time_cpu_ms, total_pipeline_cpu_ms from results").fetchone() == \
+            (None, None, None)
 
 
 def test_add_commands_and_where_compare_writes(tmp_path, monkeypatch, capsys):

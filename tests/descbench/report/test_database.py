@@ -7,9 +7,12 @@ import sqlite3
 import numpy as np
 import pandas as pd
 import pytest
+from conftest import raises_naming
 
 from descbench.errors import DataError
-from descbench.report.database import DW_COLUMNS, DW_RESULTS_SCHEMA, SEED_COLUMNS, build_database, git_commit
+from descbench.jobtiming import STAGES
+from descbench.report.database import DW_COLUMNS, DW_RESULTS_SCHEMA, DW_TIMINGS, SEED_COLUMNS, build_database, git_commit
+from descbench.report.timings import COLUMNS
 
 
 @pytest.fixture
@@ -27,7 +30,30 @@ def report_dir(tmp_path):
         d / "keypoint_stats.csv", index=False)
     pd.DataFrame({"keypoint_set": ["s"], "metric": ["true_map_micro"], "descriptor_a": ["sift"], "descriptor_b": ["orb"],
                   "difference": [np.nan], "p_value": [np.nan]}).to_csv(d / "significance.csv", index=False)
+    timings_table(d)
     return d
+
+
+def timings_table(d, gpu_descriptor_jobs=(0, 0), untimed=()):
+    """``timings.csv`` of the two rows (sift, orb on s): one batch per stage; orb's descriptor job
+    ran on a GPU when ``gpu_descriptor_jobs[1]``; ``untimed``: (descriptor, stage) whose job has no
+    timing file (made before descbench recorded times: NaN, descbench.report.timings)."""
+    rows = []
+    for i, (desc, n_gpu) in enumerate(zip(["sift", "orb"], gpu_descriptor_jobs)):
+        r = {"descriptor": desc, "keypoint_set": "s"}
+        for j, stage in enumerate(STAGES):
+            wall = 100.0 * (j + 1) + i  # keypoints 100 / 101, descriptors 200 / 201, scoring 300 / 301
+            gpu = n_gpu if stage == "descriptors" else 0
+            timed = (desc, stage) not in untimed
+            r.update({f"{stage}_wall_ms": wall if timed else np.nan, f"{stage}_cpu_time_ms": 2 * wall if timed else np.nan,
+                      f"{stage}_jobs": 1, f"{stage}_jobs_timed": int(timed), f"{stage}_gpu_jobs": gpu if timed else 0,
+                      f"{stage}_gpu_wall_ms": wall if gpu and timed else np.nan})
+        n_timed = sum((desc, s) not in untimed for s in STAGES)
+        r.update({"total_wall_ms": 600.0 + 3 * i if n_timed == 3 else np.nan,
+                  "total_cpu_time_ms": 1200.0 + 6 * i if n_timed == 3 else np.nan, "n_jobs": 3, "n_jobs_timed": n_timed,
+                  "device": "cpu x"})
+        rows.append(r)
+    pd.DataFrame(rows, columns=COLUMNS).to_csv(d / "timings.csv", index=False)
 
 
 EXPERIMENT = {"name": "demo", "dataset": "demo", "config": {"dataset": "demo"}, "versions": {"numpy": "2"},
@@ -224,3 +250,63 @@ def test_a_patch_benchmark_table_without_its_columns_is_named(report_dir, tmp_pa
     with pytest.raises(DataError, match=r"workbench_patch_benchmark.csv lacks the columns \['descriptor_dimension'.*"
                                         r"rebuild the patch report \(snakemake --forcerun patch_report\)"):
         build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT, patch_benchmark=bad)
+
+
+# ----------------------------------------------------------------------------- timings
+
+
+def _timing_row(db, descriptor: str) -> list:
+    """DW_TIMINGS' columns of a descriptor's row, as SQLite holds them (NULL: None)."""
+    with sqlite3.connect(db) as con:
+        return list(con.execute(f"SELECT {', '.join(DW_TIMINGS)} FROM results WHERE descriptor = ?", (descriptor,)).fetchone())
+
+
+def test_workbench_timing_columns_are_wall_time_by_device(report_dir, tmp_path):
+    # the workbench's *_cpu_ms / *_gpu_ms: wall time of the jobs that ran on that device; NULL where none did
+    build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+    assert _timing_row(tmp_path / "r.sqlite", "sift") == [200.0, None, 300.0, None, 600.0, None]
+    assert _timing_row(tmp_path / "r.sqlite", "orb") == [201.0, None, 301.0, None, 603.0, None]
+    r = _results(tmp_path / "r.sqlite")
+    assert r.processing_time_ms.tolist() == [12.0, 8.0]  # unchanged: comparison.csv's
+    cols = r.columns.tolist()
+    assert cols[cols.index("descriptor_time_cpu_ms"):][:6] == list(DW_TIMINGS)
+    with sqlite3.connect(tmp_path / "r.sqlite") as con:
+        t = pd.read_sql("SELECT * FROM timings", con)
+    assert t.columns.tolist() == ["experiment_id", *COLUMNS] and t.descriptor.tolist() == ["sift", "orb"]
+    assert t.keypoints_wall_ms.tolist() == [100.0, 101.0] and t.device.tolist() == ["cpu x", "cpu x"]
+
+
+def test_a_descriptor_on_a_gpu_counts_in_the_gpu_columns(report_dir, tmp_path):
+    timings_table(report_dir, gpu_descriptor_jobs=(0, 1))
+    build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+    # orb's descriptor job on the GPU: its CPU column is NULL (no descriptor job ran there), its GPU columns hold it
+    assert _timing_row(tmp_path / "r.sqlite", "orb") == [None, 201.0, 301.0, None, 101.0 + 301.0, 201.0]
+    assert _timing_row(tmp_path / "r.sqlite", "sift") == [200.0, None, 300.0, None, 600.0, None]
+
+
+def test_jobs_made_before_timings_leave_their_columns_null(report_dir, tmp_path):
+    # results made before descbench recorded times: their rows are there, their times NULL, their counts say so
+    timings_table(report_dir, untimed=[("sift", "scoring"), ("orb", "keypoints"), ("orb", "descriptors"), ("orb", "scoring")])
+    build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT)
+    assert _timing_row(tmp_path / "r.sqlite", "sift") == [200.0, None, None, None, None, None]
+    assert _timing_row(tmp_path / "r.sqlite", "orb") == [None] * 6
+    with sqlite3.connect(tmp_path / "r.sqlite") as con:
+        t = pd.read_sql("SELECT descriptor, scoring_jobs, scoring_jobs_timed, n_jobs, n_jobs_timed, scoring_wall_ms FROM timings", con)
+    assert t.values.tolist()[0][:5] == ["sift", 1, 0, 3, 2] and t.values.tolist()[1][:5] == ["orb", 1, 0, 3, 0]
+    assert t.scoring_wall_ms.isna().all()
+
+
+@pytest.mark.bad_input
+def test_a_comparison_row_without_a_timings_row_is_refused(report_dir, tmp_path):
+    t = pd.read_csv(report_dir / "timings.csv")
+    t[t.descriptor == "sift"].to_csv(report_dir / "timings.csv", index=False)
+    raises_naming(lambda: build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT), "timings.csv has no row",
+                  "orb", "--forcerun report")
+
+
+@pytest.mark.bad_input
+def test_a_report_without_timings_is_refused_with_the_fix(report_dir, tmp_path):
+    (report_dir / "timings.csv").unlink()
+    raises_naming(lambda: build_database(tmp_path / "r.sqlite", report_dir, EXPERIMENT), str(report_dir / "timings.csv"),
+                  "--forcerun report")
+    assert not (tmp_path / "r.sqlite").exists()

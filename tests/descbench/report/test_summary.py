@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from descbench.report.summary import run_summary
+from descbench.report.summary import run_summary, untimed_rows_note
 
 
 def test_summary_names_every_degenerate_case(tmp_path):
@@ -95,3 +95,17 @@ def test_comparison_markdown_shows_sweep_settings_and_the_workbench_numbers():
     assert "\nsweep, sweep:<path>: " in md and "\nworkbench_*: the C++ DescriptorWorkbench's" in md
     # a table without either has no legend (the default demo's comparison.md is unchanged)
     assert to_markdown(_table()).count("\n") == 2 + 3
+
+
+def test_summary_says_which_rows_hold_jobs_without_a_timing_file(tmp_path):
+    # results made before descbench recorded times: their jobs are counted, not timed (descbench.report.timings)
+    pd.DataFrame({"descriptor": ["sift", "orb"], "keypoint_set": ["s", "s"], "true_map_micro": [0.8, 0.7]}).to_csv(
+        tmp_path / "comparison.csv", index=False)
+    assert "timing file" not in run_summary(tmp_path)  # no timings.csv: nothing to say
+    t = pd.DataFrame({"descriptor": ["sift", "orb"], "keypoint_set": ["s", "s"], "n_jobs": [6, 6], "n_jobs_timed": [6, 4]})
+    t.to_csv(tmp_path / "timings.csv", index=False)
+    text = run_summary(tmp_path)
+    assert ("1 of 2 rows hold jobs without a timing file (results made before descbench recorded times): their times are "
+            "NaN in timings.csv; to time them: snakemake --cores N --forcerun keypoints descriptors score") in text
+    assert untimed_rows_note(t.assign(n_jobs_timed=6)) is None
+    assert str(tmp_path / "timings.md") in text

@@ -6,6 +6,7 @@ files as :class:`descbench.paths.ResultPaths` names them.
 from __future__ import annotations
 
 import argparse
+import sys
 from pathlib import Path
 
 from descbench.jobs.common import json_arg, run_args, run_paths
@@ -13,7 +14,7 @@ from descbench.jobs.common import json_arg, run_args, run_paths
 
 def add_commands(sub) -> dict:
     """The report jobs' subcommands; returns ``{command: function running it}``."""
-    p = sub.add_parser("report", help="comparison table across descriptors and keypoint sets")
+    p = sub.add_parser("report", help="comparison table across descriptors and keypoint sets, and the jobs' timings")
     run_args(p)
     p.add_argument("--provenance", required=True)
     p.add_argument("--out-dir", type=Path, required=True)
@@ -40,13 +41,21 @@ def add_commands(sub) -> dict:
 
 
 def run_report(a: argparse.Namespace) -> None:
-    """Write the comparison table (descbench.report.table.write) and print it."""
+    """Write the comparison table (descbench.report.table.write) and the timings table
+    (descbench.report.timings), print the first, and one line when some jobs are not timed."""
+    from descbench.report import timings
     from descbench.report.table import entry_files, write
 
     paths, cfg, scenes = run_paths(a)
-    entries = [entry_files(paths, ks, d, scenes, cfg) for ks, d in json_arg(a.combos)]
+    combos = [tuple(c) for c in json_arg(a.combos)]
+    entries = [entry_files(paths, ks, d, scenes, cfg) for ks, d in combos]
+    times = timings.build(paths, combos, cfg)  # every job's timing file, read and checked before anything is written
     table = write(entries, cfg, a.out_dir, json_arg(a.provenance))
+    timings.write(times, a.out_dir)
     print(table.drop(columns=["metadata"]).to_string(index=False))
+    note = timings.untimed_note(timings.untimed(paths, combos, cfg))  # jobs made before descbench timed them
+    if note:
+        print(note, file=sys.stderr)
 
 
 def run_plots(a: argparse.Namespace) -> None:

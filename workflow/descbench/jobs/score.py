@@ -15,7 +15,7 @@ from descbench.errors import ConfigError
 from descbench.jobs.common import SceneFeatures, batch_args, json_arg, read_features, result_paths
 from descbench.jobs.distractors import distractors_from_files, read_distractor_bank
 from descbench.paths import ResultPaths
-from descbench.tasks import SCORING_TASKS, scoring_sections
+from descbench.tasks import score_job_tasks, scoring_sections
 from descbench.tasks.base import SceneJob, pair_target, query_groups, scene_pairs
 from descbench.tasks.matching import matching_params, score_matching
 from descbench.tasks.retrieval import score_retrieval
@@ -112,7 +112,7 @@ def score_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, de
     if unknown or "scoring" not in sections:
         raise ConfigError(f"the scoring job's sections are {', '.join(sorted(sections)) or 'none'}; expected 'scoring' and any of "
                           f"the tasks' sections ({', '.join(scoring_sections()[1:])})" + (f"; unknown: {', '.join(unknown)}" * bool(unknown)))
-    tasks = [t for t in SCORING_TASKS.values() if t.section is None or t.section in sections]
+    tasks = score_job_tasks(sections)
     scoring, verification, matching = sections["scoring"], sections.get("verification"), sections.get("matching")
     all_scenes = [s for ss in paths.batches.values() for s in ss]
     bank = None

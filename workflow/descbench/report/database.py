@@ -29,6 +29,21 @@ Tables (rebuilt from the report files every time, so the database is a pure func
   columns (:data:`DW_BOJANIC`: the workbench's pooled per-scene APs, NULL unless
   ``verification.convention: workbench``; descbench's own, Bojanic's definition, are
   ``keypoint_verification_ap_descbench`` etc., since issue 18).
+  The workbench's timing columns (:data:`DW_TIMINGS`: ``descriptor_time_cpu_ms``,
+  ``descriptor_time_gpu_ms``, ``match_time_cpu_ms``, ``match_time_gpu_ms``,
+  ``total_pipeline_cpu_ms``, ``total_pipeline_gpu_ms``) hold wall time, as the workbench's do
+  (``std::chrono::high_resolution_clock`` around each call, whole milliseconds, summed over images and scenes:
+  src/cli/experiment_runner/processing.cpp:535-538 detection, 576-584 description, 722-727 matching;
+  recorded in result_recording.cpp:60-65): ``_cpu`` / ``_gpu`` say on which device
+  the jobs ran, not CPU time (that is the ``timings`` table's ``*_cpu_time_ms``). The workbench
+  writes every ``_gpu`` column 0 and its ``descriptor_time_cpu_ms`` whatever the device; here a job
+  on a GPU counts in ``_gpu`` and a device on which nothing ran is NULL. Its keypoint detection time
+  is only in its ``total_pipeline_cpu_ms`` (and its metadata ``detect_time_ms``; 0 when it reads
+  stored keypoints); here it is also the timings table's ``keypoints_*``.
+- ``timings``: ``timings.csv`` (each row's keypoint, descriptor and scoring jobs: wall and CPU
+  time, jobs and timed jobs, device; :mod:`descbench.report.timings`). Jobs whose results were made
+  before descbench recorded times have no timing file: their stage's times are NULL there and in
+  the workbench's timing columns, and ``<stage>_jobs_timed`` < ``<stage>_jobs``.
 - ``keypoint_sets``: ``keypoint_stats.csv`` (counts, sizes, coverage, repeatability, spec).
 - ``significance``: ``significance.csv`` (paired comparisons).
 - ``patch_benchmark_results`` (only when the patch benchmark ran: ``patches.workbench.enabled``):
@@ -58,7 +73,9 @@ import pandas as pd
 
 from descbench.errors import DataError
 from descbench.fileops import atomic_path
+from descbench.jobtiming import STAGES
 from descbench.report.experiments import DW_POOLED
+from descbench.report.timings import on_device
 
 SEED_COLUMNS = ["true_map_micro", "true_map_macro", "viewpoint_map", "illumination_map", "keypoint_verification_ap",
                 "keypoint_retrieval_ap", "precision_at_1", "precision_at_5", "mean_average_precision",
@@ -118,7 +135,19 @@ DW_COLUMNS = {
     "mean_average_precision": "the workbench's rule: true_map_macro_by_scene, true_map_micro where that is not > 0",
     "precision_at_1": "fraction of R >= 1 queries ranked first", "precision_at_5": "the same within 5",
     "recall_at_1": "= precision_at_1 (R = 1)", "recall_at_5": "= precision_at_5 (R = 1)",
-    "processing_time_ms": "wall time of the scoring jobs", "metadata": "the seed's key=value; string",
+    "processing_time_ms": "the scoring tasks' wall time summed over scenes (comparison.csv's; the workbench's "
+                          "experiment runner leaves it 0, result_recording.cpp:24)",
+    "metadata": "the seed's key=value; string",
+    "descriptor_time_cpu_ms": "wall time of the row's descriptor jobs that ran on the CPU; NULL when all ran on a GPU "
+                              "(the workbench: wall time of its descriptor computation, whatever the device)",
+    "descriptor_time_gpu_ms": "wall time of the row's descriptor jobs that ran on a GPU; NULL when none did (the workbench "
+                              "writes 0)",
+    "match_time_cpu_ms": "wall time of the row's scoring jobs: the one screen pass matching every pair's descriptors, and "
+                         "every scoring task's metrics and files (the workbench: its pairwise matching only)",
+    "match_time_gpu_ms": "NULL: scoring never runs on a GPU (the workbench writes 0)",
+    "total_pipeline_cpu_ms": "keypoint + descriptor + scoring jobs' wall time on the CPU (the workbench: detect + compute "
+                             "+ match); NULL when none ran on the CPU",
+    "total_pipeline_gpu_ms": "the same for the jobs that ran on a GPU; NULL when none did (the workbench writes 0)",
 }
 
 
@@ -158,6 +187,28 @@ def patch_benchmark_rows(table: pd.DataFrame, experiment_id: int, where: str) ->
     return out
 
 
+# The workbench's timing columns, from the timings table (descbench.report.timings: which jobs a
+# row counts): column -> (the stages it adds up, on a GPU or on the CPU).
+DW_TIMINGS = {
+    "descriptor_time_cpu_ms": (("descriptors",), False), "descriptor_time_gpu_ms": (("descriptors",), True),
+    "match_time_cpu_ms": (("scoring",), False), "match_time_gpu_ms": (("scoring",), True),
+    "total_pipeline_cpu_ms": (STAGES, False), "total_pipeline_gpu_ms": (STAGES, True),
+}
+
+
+def timing_columns(timings: pd.DataFrame) -> pd.DataFrame:
+    """:data:`DW_TIMINGS`' columns of each row of ``timings`` (with its ``descriptor`` and
+    ``keypoint_set``): a sum over its stages of :func:`descbench.report.timings.on_device`, NULL
+    where none of those stages' jobs ran on that device, or where some of their jobs are not timed
+    (results made before descbench recorded times)."""
+    out = timings[["descriptor", "keypoint_set"]].copy()
+    for col, (stages, gpu) in DW_TIMINGS.items():
+        parts = pd.concat([on_device(timings, s, gpu) for s in stages], axis=1)
+        timed = np.logical_and.reduce([timings[f"{s}_jobs_timed"] == timings[f"{s}_jobs"] for s in stages])
+        out[col] = parts.sum(axis=1, min_count=1).where(timed, np.nan)
+    return out
+
+
 def git_commit(directory: Path) -> str:
     """The checkout's commit (``+dirty`` if tracked files differ), or ``unknown`` outside git."""
     try:
@@ -186,11 +237,19 @@ def workbench_bojanic_columns(comparison: pd.DataFrame) -> pd.DataFrame:
     return t
 
 
-def results_rows(comparison: pd.DataFrame, experiment_id: int) -> pd.DataFrame:
+def results_rows(comparison: pd.DataFrame, experiment_id: int, timings: pd.DataFrame | None = None) -> pd.DataFrame:
     """The ``results`` table: the seed's columns first, then identification and sweep settings, the
-    workbench's other columns (:data:`DW_ALIASES`), its own numbers (:data:`WORKBENCH_FIRST`), then
-    everything else."""
+    workbench's other columns (:data:`DW_ALIASES`), its own numbers (:data:`WORKBENCH_FIRST`), its
+    timing columns from ``timings`` (:data:`DW_TIMINGS`; none without it), then everything else."""
     t = workbench_bojanic_columns(comparison)
+    if timings is not None:
+        times = timing_columns(timings)
+        # a row whose jobs have no timing files is there, its times NULL; a row that is not there is an error
+        lost = [k for k in zip(t.descriptor, t.keypoint_set) if k not in set(zip(times.descriptor, times.keypoint_set))]
+        if lost:
+            raise DataError(f"timings.csv has no row of {lost}, which comparison.csv has; rebuild the report: "
+                            "snakemake --cores N --forcerun report")
+        t = t.merge(times, on=["descriptor", "keypoint_set"], how="left", validate="one_to_one")
     t["true_map_macro"] = t["true_map_macro_by_scene"]
     macro, micro = t["true_map_macro_by_scene"], t.get("true_map_micro", pd.Series(np.nan, index=t.index))
     t["mean_average_precision"] = macro.where(macro > 0, micro)  # the workbench's recordResults
@@ -206,7 +265,8 @@ def results_rows(comparison: pd.DataFrame, experiment_id: int) -> pd.DataFrame:
     bojanic = [c for c in DW_BOJANIC if c not in SEED_COLUMNS]
     first = [c for c in WORKBENCH_FIRST if c in t.columns]
     sweeps = [c for c in t.columns if c == "sweep" or c.startswith("sweep:")]  # descbench.sweeps.sweep_columns
-    lead = SEED_COLUMNS + ident + sweeps + ["true_map_macro_by_scene"] + aliases + first + bojanic
+    timing = [c for c in DW_TIMINGS if c in t.columns]
+    lead = SEED_COLUMNS + ident + sweeps + ["true_map_macro_by_scene"] + aliases + first + bojanic + timing
     out = t[lead + [c for c in t.columns if c not in lead]]
     foreign = sorted(set(out.columns) & set(DW_RESULTS_SCHEMA) - set(DW_COLUMNS))
     if foreign:
@@ -226,6 +286,11 @@ def build_database(out: Path, report_dir: Path, experiment: dict, patch_benchmar
         # written before issue 18: that name held descbench's count, not the workbench's
         raise DataError(f"{report_dir / 'comparison.csv'} was written by an older descbench (its retrieval_num_true_positives "
                         "is descbench's count, not the workbench's); rebuild the report first: snakemake --forcerun report")
+    timings_csv = report_dir / "timings.csv"
+    if not timings_csv.is_file():
+        raise DataError(f"{timings_csv} is missing (a report written by an older descbench); rebuild the report first: "
+                        "snakemake --cores N --forcerun report")
+    timings = pd.read_csv(timings_csv)
     stats = pd.read_csv(report_dir / "keypoint_stats.csv")
     sig = pd.read_csv(report_dir / "significance.csv")
     exp = pd.DataFrame([{
@@ -243,7 +308,9 @@ def build_database(out: Path, report_dir: Path, experiment: dict, patch_benchmar
     with atomic_path(out) as tmp:  # a partial database never has the final name
         with sqlite3.connect(tmp) as con:
             exp.to_sql("experiments", con, index=False)
-            results_rows(comparison, 1).to_sql("results", con, index=False)
+            results_rows(comparison, 1, timings).to_sql("results", con, index=False)
+            timings.insert(0, "experiment_id", 1)
+            timings.to_sql("timings", con, index=False)
             stats.to_sql("keypoint_sets", con, index=False)
             sig.to_sql("significance", con, index=False)
             con.execute("CREATE INDEX results_by_name ON results (descriptor, keypoint_set)")

@@ -98,7 +98,7 @@ DW_UNMAPPED_NOTES = {
     "legacy_mean_precision": ("its matching precision: a match is correct iff both indices are equal (homography-"
                               "projected keypoint sets only), mean over pairs with matches; not descbench's mean_precision"),
     "image_retrieval_map": "image-level retrieval mAP (-1: not computed)",
-    "processing_time_ms": "its pipeline time",
+    "processing_time_ms": "0: its experiment runner never sets it (result_recording.cpp:24)",
 }
 DW_CONVENTION = (
     "DescriptorWorkbench: ground truth = the image-k keypoint nearest to H q within tau (the lowest index among "

@@ -1,6 +1,7 @@
 """What the terminal shows at the end of a run (the workflow's ``onsuccess``): the headline table,
 the cases that are not plain results (empty images, metrics without data, fewer distractor scenes
-than configured, pairs without matches), and where every output is.
+than configured, pairs without matches, jobs made before descbench recorded times), and where every
+output is.
 
 Pure text from the report files; nothing is recomputed, so the summary says exactly what the
 files say. Sweep variants are shown with their settings (``sweep``, ``sweep:<path>``) and, with
@@ -14,6 +15,8 @@ import math
 from pathlib import Path
 
 import pandas as pd
+
+from descbench.jobtiming import TIME_THEM
 
 SUMMARY_COLUMNS = ["descriptor", "keypoint_set", "true_map_micro", "viewpoint_map", "illumination_map",
                    "keypoint_verification_ap", "mma_at_3", "homography_accuracy_at_3"]
@@ -115,6 +118,16 @@ def _adjustment(report_dir: Path) -> str:
             "of the table, p_value raw")
 
 
+def untimed_rows_note(timings: pd.DataFrame) -> str | None:
+    """The note on a timings table (``timings.csv``, descbench.report.timings) whose rows hold jobs
+    without a timing file; None when every job has one."""
+    n = int((timings["n_jobs_timed"] < timings["n_jobs"]).sum())
+    if not n:
+        return None
+    return (f"{n} of {len(timings)} rows hold jobs without a timing file (results made before descbench recorded times): "
+            f"their times are NaN in timings.csv; to time them: {TIME_THEM}")
+
+
 def run_summary(report_dir: Path, distractor_scenes: int | None = None) -> str:
     """The end-of-run text for the report in ``report_dir`` (empty if there is no report yet)."""
     report_dir = Path(report_dir)
@@ -135,6 +148,8 @@ def run_summary(report_dir: Path, distractor_scenes: int | None = None) -> str:
     if legend:
         lines += [""] + [f"  {n}" for n in legend]
     notes = degenerate_notes(table, distractor_scenes)
+    if (report_dir / "timings.csv").exists():  # jobs made before descbench recorded times (descbench.report.timings)
+        notes += [n for n in [untimed_rows_note(pd.read_csv(report_dir / "timings.csv"))] if n]
     if notes:
         lines += ["", "Not plain results:"] + [f"  - {n}" for n in notes]
     lines += ["", "Outputs:",
@@ -143,6 +158,7 @@ def run_summary(report_dir: Path, distractor_scenes: int | None = None) -> str:
               f"  keypoint sets      {report_dir / 'keypoint_stats.md'}",
               f"  significance       {report_dir / 'significance.md'} (paired tests between descriptors"
               f"{_adjustment(report_dir)})",
+              f"  timings            {report_dir / 'timings.md'} (each stage's jobs: wall and CPU time, device)",
               f"  plots              {report_dir / 'plots'}/*.png (and .svg)",
               f"  results database   {report_dir.parent / 'results.sqlite'} (sqlite3: SELECT * FROM results)",
               "  HTML report        snakemake --report report.html (tables and captioned plots)"]

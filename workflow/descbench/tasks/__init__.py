@@ -23,7 +23,7 @@ from descbench.tasks import matching, retrieval, verification
 from descbench.tasks.base import ScoringTask, TaskSummary
 
 __all__ = ["COMMON_SECTION", "SCORING_TASKS", "TASK_MODULES", "ScoringTask", "TaskSummary", "score_tasks_on",
-           "scoring_sections", "scoring_task"]
+           "score_job_tasks", "scoring_sections", "scoring_task"]
 
 # The settings every scoring task reads (tau_px, gt, tie_policy, chunk_mb, threads): always passed
 # to the scoring job, never switched off.
@@ -47,6 +47,12 @@ def scoring_task(name: str) -> ScoringTask:
 def score_tasks_on(cfg: dict) -> list[str]:
     """The folders of the tasks ``cfg`` (the validated config) enables, in order."""
     return [t.name for t in SCORING_TASKS.values() if t.enabled(cfg)]
+
+
+def score_job_tasks(sections: dict) -> list[ScoringTask]:
+    """The tasks a scoring job runs, in order: those without a section, and those whose section
+    is in its ``sections`` (descbench.config.score_job_sections)."""
+    return [t for t in SCORING_TASKS.values() if t.section is None or t.section in sections]
 
 
 def scoring_sections() -> tuple[str, ...]:
