@@ -96,7 +96,6 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from descbench.descriptors.cv_warp import warp_affine_fixed_point
 from descbench.errors import DataError
 from descbench.keypoints import ImageKeypoints
 
@@ -238,6 +237,8 @@ def warp_patches(gray: np.ndarray, kps: ImageKeypoints, conv: PatchConvention) -
     ms = np.array([patch_affine(kps.x[i], kps.y[i], kps.size[i], kps.angle[i], conv) for i in range(len(kps))],
                   dtype=np.float64).reshape(len(kps), 2, 3)
     if conv.warp == "opencv_fixed_point":
+        from descbench.descriptors.cv_warp import warp_affine_fixed_point  # numba: imported by the jobs only
+
         return warp_affine_fixed_point(gray, ms, (n, n))
     out = np.empty((len(kps), n, n), dtype=np.uint8)
     for i in range(len(kps)):
