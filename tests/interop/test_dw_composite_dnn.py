@@ -140,7 +140,8 @@ def test_dnn_patch_rows(fixture, others, images, backend, kset, img):
     assert got.shape == want.shape and got.dtype == np.float32
     diff = float(np.abs(got - want).max())
     assert diff <= TOL, f"DNN_PATCH {backend} {kset} image {img}: max abs difference {diff:.3g}"
-    cv2_warp = compute_descriptors("onnx", {**params, "warp": "opencv"}, images / f"{img}.ppm", keypoints(k), {}, "d")
+    float_warp = check_descriptor_params("onnx", {"model": str(MODEL), "backend": backend, "warp": "opencv"}, "d")
+    cv2_warp = compute_descriptors("onnx", float_warp, images / f"{img}.ppm", keypoints(k), {}, "d")
     diff = float(np.abs(cv2_warp - want).max())
     assert diff <= CV5_WARP_BOUND, f"DNN_PATCH {backend} {kset} image {img} warp opencv: max abs difference {diff:.3g}"
     if tuple(int(v) for v in cv2.__version__.split(".")[:2]) >= (4, 11):

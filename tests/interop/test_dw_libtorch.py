@@ -132,7 +132,9 @@ def test_rows_with_cv2s_float_warp(fixture, images, params, dtype, kset, img):
     family = TYPES[dtype]
     k = fixture[f"keypoints__{kset}__{img}"]
     want = fixture[f"{dtype}__pipeline__{kset}__{img}"]
-    got = compute_descriptors(family, {**params[family], "warp": "opencv"}, images / f"{img}.ppm", keypoints(k), {}, "d")
+    float_warp = check_descriptor_params(family, {"weights": params[family]["weights"], "warp": "opencv"}, "d")
+    assert float_warp["warp"] == "opencv"  # a config key, recorded
+    got = compute_descriptors(family, float_warp, images / f"{img}.ppm", keypoints(k), {}, "d")
     diff = float(row_diff(got, want).max())
     assert diff <= CV5_WARP_BOUND, f"{dtype} {kset} image {img}: max abs difference {diff:.3g}"
     if tuple(int(v) for v in cv2.__version__.split(".")[:2]) >= (4, 11):
