@@ -163,8 +163,8 @@ def test_rows_with_the_workbenchs_warp(fixture, images, params, dtype, kset, img
 def test_the_warp_port_gives_the_workbenchs_patches(fixture, images, kset, img):
     """The patches LibTorchWrapper hands its network (recorded through a flattening model, then
     L2-normalised by its tensorToMat) are the port's warp at its matrix order, normalised by
-    descbench's per-patch convention, to float32 rounding. With OpenCV >= 4.11's warp (pip cv2 5.0)
-    every one of these patches differs."""
+    descbench's per-patch convention, to float32 rounding; descbench's warp_patches gives the port's
+    uint8 patches. With OpenCV >= 4.11's warp (pip cv2 5.0) every one of these patches differs."""
     import cv2
 
     rows = fixture[f"patch_rows__{kset}__{img}"]
@@ -175,6 +175,8 @@ def test_the_warp_port_gives_the_workbenchs_patches(fixture, images, kset, img):
     z /= np.linalg.norm(z, axis=1, keepdims=True)
     want = fixture[f"PATCH__{kset}__{img}"]
     assert float(np.abs(z - want).max()) <= 1e-7
+    # descbench's own patches (cv_warp's fixed-point warp at the convention's matrix) are the port's
+    assert np.array_equal(ps.warp_patches(grey, keypoints(k), ps.LIBTORCH), u8)
     if tuple(int(v) for v in cv2.__version__.split(".")[:2]) >= (4, 11):
         new = np.stack([cv2.warpAffine(grey, G.libtorch_affine(*r[:4]), (32, 32), flags=cv2.INTER_LINEAR,
                                        borderMode=cv2.BORDER_REPLICATE) for r in k])
