@@ -6,7 +6,6 @@ and against hand-worked values."""
 from __future__ import annotations
 
 import importlib.util
-import math
 from pathlib import Path
 
 import cv2
@@ -19,28 +18,18 @@ from conftest import raises_naming
 DW = Path(__file__).resolve().parents[2] / "data" / "dw"
 
 
-def port():
-    spec = importlib.util.spec_from_file_location("make_libtorch_fixtures", DW / "make_libtorch_fixtures.py")
+def load(name: str):
+    spec = importlib.util.spec_from_file_location(name, DW / f"{name}.py")
     mod = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(mod)
-    return mod.opencv46_warp_affine
+    return mod
 
 
-PORT = port()
-
-
-def random_matrices(rng: np.random.Generator, count: int, w: int, h: int, n: int) -> np.ndarray:
-    """Forward matrices: rotation, scale 0.3-5, a keypoint anywhere within 12 px of the image (patches
-    cross the border), moved to (n/2, n/2) plus a fractional offset."""
-    out = np.empty((count, 2, 3))
-    for i in range(count):
-        a = rng.uniform(0, 2 * math.pi) if i % 4 else 0.0
-        s = math.exp(rng.uniform(math.log(0.3), math.log(5)))
-        c, sn = math.cos(a) * s, math.sin(a) * s
-        x, y = rng.uniform(-12, w + 12), rng.uniform(-12, h + 12)
-        tx, ty = n / 2 + rng.uniform(-1, 1), n / 2 + rng.uniform(-1, 1)
-        out[i] = [[c, sn, tx - c * x - sn * y], [-sn, c, ty + sn * x - c * y]]
-    return out
+PORT = load("make_libtorch_fixtures").opencv46_warp_affine
+GEN = load("make_warp_fixtures")
+# forward matrices: rotation, scale 0.3-5, a centre within 12 px of the image (patches cross the border),
+# moved to (n/2, n/2) plus a fractional offset (make_warp_fixtures.py)
+random_matrices = GEN.random_matrices
 
 
 def test_constants_are_cv2s():
@@ -57,6 +46,16 @@ def test_the_recorded_opencv46_patches_bit_for_bit(wrapper):
     assert got.dtype == np.uint8 and got.shape == want.shape
     assert np.array_equal(got, want)
     assert np.array_equal(W.warp_affine_fixed_point(img, ms[5], (32, 32)), want[5])  # one matrix: one patch
+
+
+@pytest.mark.parametrize("case", ["noise", "tiny", "tie"])
+def test_cpp_opencv46s_warps_of_random_matrices_bit_for_bit(case):
+    """``opencv46_warp.npz`` (make_warp_fixtures.py: C++ OpenCV 4.6's warpAffine through dw_warp.cpp):
+    200 16 x 16 patches of a noise image, 100 8 x 8 patches of a 5 x 7 image (mostly border) and the
+    cvRound tie case."""
+    with np.load(DW / "opencv46_warp.npz", allow_pickle=False) as z:
+        img, ms, want = z[f"{case}__image"], z[f"{case}__m"], z[f"{case}__u8"]
+    assert np.array_equal(W.warp_affine_fixed_point(img, ms, want.shape[1:][::-1]), want)
 
 
 @pytest.mark.parametrize("shape,n", [((80, 100), 32), ((7, 5), 32), ((240, 320), 64), ((1, 1), 8)])

@@ -30,9 +30,11 @@ the constants are OpenCV's (``INTER_BITS`` 5, ``INTER_TAB_SIZE`` 32, ``AB_BITS``
    ``borderInterpolate``; inside the image this is the SIMD inlier path, same arithmetic); value
    ``(sum w v + 2^14) >> 15`` saturated to uint8 (``FixedPtCast<int, uchar, 15>``).
 
-Checked bit for bit against the patches recorded from Debian's C++ OpenCV 4.6
-(``tests/data/dw/workbench_patches.npz``) and against the test suite's independent numpy port
-(``opencv46_warp_affine`` in ``tests/data/dw/make_libtorch_fixtures.py``) on random matrices.
+Checked bit for bit against Debian's C++ OpenCV 4.6: the workbench wrappers' 62 recorded patches
+(``tests/data/dw/workbench_patches.npz``), 300 patches of random matrices and a ``cvRound`` tie
+(``tests/data/dw/opencv46_warp.npz``; once also 10,000 random 16-64 px patches of five images, all
+equal), and against the test suite's independent numpy port (``opencv46_warp_affine`` in
+``tests/data/dw/make_libtorch_fixtures.py``) on random matrices.
 
 Only what the workbench's patch wrappers use is implemented: uint8 single-channel images,
 ``INTER_LINEAR``, ``BORDER_REPLICATE``; anything else is refused by name. Matrices must be finite
