@@ -6,15 +6,17 @@ positions, sizes and angles; nets with seeded random weights, traced as the work
 
 Measured (unit rows, max abs difference):
 
-* descbench as it is: up to 0.026 on every row. The cause is the patch warp's OpenCV version, not
-  descbench's geometry: the workbench's OpenCV (4.10 in its Dockerfile, Debian's 4.6 here) warps
-  with 1/32 px fixed-point coordinates and weights; descbench's pip cv2 5.0 has the float warp of
-  OpenCV >= 4.11, whose uint8 patches differ by up to 3 grey levels on ~1/8 of the pixels.
-* descbench's normalisation and net on the workbench's warp (``opencv46_warp_affine``, a port
-  checked against the recorded patches to 4e-8) at descbench's ``patch_affine``: <= 3.1e-7 on every
-  row except the rows whose matrix order flips the 1/32 px rounding (``flip__warp__<img>``: 3 and 4
-  rows, <= 1.4e-3);
-* the same at the LibTorch wrapper's own matrix order: <= 3.2e-7 on every row.
+* descbench as it is (``warp: opencv_fixed_point``, the convention's default: OpenCV <= 4.10's
+  fixed-point ``warpAffine``, :mod:`descbench.descriptors.cv_warp`): 3.1e-7 (HardNet), 3.0e-8
+  (SOSNet) on every row, flip rows included (the convention follows the LibTorch wrapper's matrix
+  order).
+* ``warp: opencv`` (pip cv2 5.0's float warp of OpenCV >= 4.11, opencv/opencv#25984): up to 0.026
+  (HardNet 0.023, SOSNet 0.026); its uint8 patches differ by up to 3 grey levels on ~1/8 of the
+  pixels.
+* descbench's normalisation and net on the test's own port of the old warp
+  (``opencv46_warp_affine``) at the DNN wrapper's matrix order: <= 3.1e-7 on every row except the
+  rows whose matrix order flips the 1/32 px rounding (``flip__warp__<img>``: 3 and 4 rows, <= 1.4e-3);
+  at the LibTorch wrapper's own matrix order: <= 3.2e-7 on every row.
 """
 
 from __future__ import annotations
@@ -37,7 +39,7 @@ FIXTURE = DW / "workbench_libtorch.npz"
 TYPES = {"LIBTORCH_HARDNET": "hardnet", "LIBTORCH_SOSNET": "sosnet"}
 CASES = [(t, s, i) for t in TYPES for s in ("sift", "warp") for i in ("1", "2")]
 TOL = 1e-6
-# descbench with pip cv2 5.0's warpAffine against the workbench's OpenCV warp (measured 0.026)
+# warp: opencv (pip cv2 5.0's float warpAffine) against the workbench's OpenCV warp (measured 0.026)
 CV5_WARP_BOUND = 0.03
 # rows whose patch moves by one 1/32 px rounding step between the two matrix orders (measured 1.4e-3)
 FLIP_BOUND = 2e-3
@@ -109,27 +111,47 @@ def test_the_nets_are_the_fixtures(fixture):
 
 @pytest.mark.parametrize("dtype,kset,img", CASES)
 def test_rows_with_descbenchs_warp(fixture, images, params, dtype, kset, img):
-    """descbench as it is (pip cv2 5.0's warpAffine): within CV5_WARP_BOUND, not 1e-6 (module docstring)."""
+    """descbench as it is (the convention's fixed-point warp): every row within 1e-6 of the workbench's
+    (measured 3.1e-7), flip rows included."""
     family = TYPES[dtype]
+    assert params[family]["warp"] == "opencv_fixed_point"
     k = fixture[f"keypoints__{kset}__{img}"]
     want = fixture[f"{dtype}__pipeline__{kset}__{img}"]
     got = compute_descriptors(family, params[family], images / f"{img}.ppm", keypoints(k), {}, "d")
     assert got.shape == want.shape and got.dtype == np.float32
     diff = float(row_diff(got, want).max())
+    assert diff <= TOL, f"{dtype} {kset} image {img}: max abs difference {diff:.3g}"
+
+
+@pytest.mark.parametrize("dtype,kset,img", CASES)
+def test_rows_with_cv2s_float_warp(fixture, images, params, dtype, kset, img):
+    """``warp: opencv`` (pip cv2 5.0's warpAffine): within CV5_WARP_BOUND, and over 1e-6 where cv2's warp is
+    the float one of OpenCV >= 4.11 (module docstring)."""
+    import cv2
+
+    family = TYPES[dtype]
+    k = fixture[f"keypoints__{kset}__{img}"]
+    want = fixture[f"{dtype}__pipeline__{kset}__{img}"]
+    float_warp = check_descriptor_params(family, {"weights": params[family]["weights"], "warp": "opencv"}, "d")
+    assert float_warp["warp"] == "opencv"  # a config key, recorded
+    got = compute_descriptors(family, float_warp, images / f"{img}.ppm", keypoints(k), {}, "d")
+    diff = float(row_diff(got, want).max())
     assert diff <= CV5_WARP_BOUND, f"{dtype} {kset} image {img}: max abs difference {diff:.3g}"
+    if tuple(int(v) for v in cv2.__version__.split(".")[:2]) >= (4, 11):
+        assert diff > TOL
 
 
 @pytest.mark.parametrize("dtype,kset,img", CASES)
 def test_rows_with_the_workbenchs_warp(fixture, images, params, dtype, kset, img):
-    """On the workbench's warp, at descbench's patch_affine: every row within 1e-6 but the recorded
-    flip rows (the matrix order moves their 1/32 px rounding), those within FLIP_BOUND; at the
-    LibTorch wrapper's own matrix order every row within 1e-6."""
+    """On the test's port of the workbench's warp, at the DNN wrapper's matrix order: every row within
+    1e-6 but the recorded flip rows (the matrix order moves their 1/32 px rounding), those within
+    FLIP_BOUND; at the LibTorch wrapper's own matrix order every row within 1e-6."""
     family = TYPES[dtype]
     k = fixture[f"keypoints__{kset}__{img}"]
     want = fixture[f"{dtype}__pipeline__{kset}__{img}"]
     image = images / f"{img}.ppm"
     flip = fixture[f"flip__warp__{img}"].astype(bool) if kset == "warp" else np.zeros(len(k), bool)
-    ours = row_diff(workbench_warp_rows(family, params[family], image, k, lambda r: ps.patch_affine(*r[:4], ps.LIBTORCH)), want)
+    ours = row_diff(workbench_warp_rows(family, params[family], image, k, lambda r: G.dnn_order_affine(*r[:4])), want)
     over = np.flatnonzero(ours > TOL)
     assert set(over) <= set(np.flatnonzero(flip)), f"{dtype} {kset} image {img}: rows over 1e-6 that are not flip rows: {over}"
     assert float(ours.max()) <= FLIP_BOUND
@@ -141,8 +163,8 @@ def test_rows_with_the_workbenchs_warp(fixture, images, params, dtype, kset, img
 def test_the_warp_port_gives_the_workbenchs_patches(fixture, images, kset, img):
     """The patches LibTorchWrapper hands its network (recorded through a flattening model, then
     L2-normalised by its tensorToMat) are the port's warp at its matrix order, normalised by
-    descbench's per-patch convention, to float32 rounding. With OpenCV >= 4.11's warp (pip cv2 5.0)
-    every one of these patches differs."""
+    descbench's per-patch convention, to float32 rounding; descbench's warp_patches gives the port's
+    uint8 patches. With OpenCV >= 4.11's warp (pip cv2 5.0) every one of these patches differs."""
     import cv2
 
     rows = fixture[f"patch_rows__{kset}__{img}"]
@@ -153,6 +175,8 @@ def test_the_warp_port_gives_the_workbenchs_patches(fixture, images, kset, img):
     z /= np.linalg.norm(z, axis=1, keepdims=True)
     want = fixture[f"PATCH__{kset}__{img}"]
     assert float(np.abs(z - want).max()) <= 1e-7
+    # descbench's own patches (cv_warp's fixed-point warp at the convention's matrix) are the port's
+    assert np.array_equal(ps.warp_patches(grey, keypoints(k), ps.LIBTORCH), u8)
     if tuple(int(v) for v in cv2.__version__.split(".")[:2]) >= (4, 11):
         new = np.stack([cv2.warpAffine(grey, G.libtorch_affine(*r[:4]), (32, 32), flags=cv2.INTER_LINEAR,
                                        borderMode=cv2.BORDER_REPLICATE) for r in k])

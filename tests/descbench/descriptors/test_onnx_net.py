@@ -454,8 +454,9 @@ def test_defaults_are_the_workbenchs():
     d = fragment_defaults(O.PARAMS_SCHEMA["onnx"])
     assert d == {"input_size": 32, "support_multiplier": 1.0, "rotate_to_upright": True, "normalisation": "none", "mean": None,
                  "std": None, "input_name": None, "output_name": None, "batch_size": 512, "l2_normalise": True,
-                 "backend": "opencv"}
+                 "backend": "opencv", "warp": "opencv_fixed_point"}
     assert O.convention({**d, "model": "m.onnx"}) == S.DNN
+    assert O.convention({**d, "model": "m.onnx", "warp": "opencv"}).warp == "opencv"
 
 
 def test_selectable_from_config(models):

@@ -1,13 +1,15 @@
 """patch_sampling against the workbench's own patch arithmetic: ``tests/data/dw/workbench_patches.npz``
 (``make_patch_fixtures.py``: the ``LibTorchWrapper`` / ``DNNPatchWrapper`` steps written in C++ with
-OpenCV 4.6's calls, ``dw_patches.cpp``). Each wrapper's matrix (its own order of operations) and
-each standardisation (OpenCV's fused ``convertTo``) bit for bit; on keypoints where the two orders
-give different ``warpAffine`` patches, each convention's patch is its own wrapper's.
+OpenCV 4.6's calls, ``dw_patches.cpp``). Each wrapper's matrix (its own order of operations), its
+uint8 patch (the fixed-point warp, ``warp: opencv_fixed_point``) and each standardisation
+(OpenCV's fused ``convertTo``) bit for bit; on keypoints where the two orders give different
+``cv2.warpAffine`` patches (``warp: opencv``), each convention's patch is its own wrapper's.
 """
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import cv2
@@ -48,24 +50,38 @@ def test_the_two_orders_differ_in_the_last_bits(ref):
 
 
 @pytest.mark.parametrize("wrapper", list(WRAPPERS))
-def test_each_conventions_patch_is_warpaffine_of_its_wrappers_matrix(ref, wrapper):
-    """The uint8 patch is cv2.warpAffine of the wrapper's matrix (the recorded OpenCV 4.6 patches are not
-    compared: OpenCV 5's warpAffine, descbench's, rounds differently, up to 2 levels at ~8% of pixels)."""
+def test_each_conventions_patch_is_the_recorded_opencv46_patch_bit_for_bit(ref, wrapper):
+    """With the named conventions' default warp (opencv_fixed_point) the uint8 patches are the ones the
+    wrapper's arithmetic gave with C++ OpenCV 4.6, bit for bit, on all 31 keypoints (border ones too)."""
+    conv = WRAPPERS[wrapper]
+    assert conv.warp == "opencv_fixed_point"
+    assert np.array_equal(S.warp_patches(ref["image"], kps(ref["keypoints"]), conv), ref[f"u8_{wrapper}"])
+
+
+@pytest.mark.parametrize("wrapper", list(WRAPPERS))
+def test_warp_opencv_is_cv2s_warpaffine_of_its_wrappers_matrix(ref, wrapper):
+    """warp: opencv is the installed cv2.warpAffine of the wrapper's matrix; with OpenCV >= 4.11 (pip cv2 5.0,
+    its float warp) that is not the recorded OpenCV 4.6 patch."""
     img = ref["image"]
     want = np.stack([cv2.warpAffine(img, m, (32, 32), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
                      for m in ref[f"m_{wrapper}"]])
-    assert np.array_equal(S.warp_patches(img, kps(ref["keypoints"]), WRAPPERS[wrapper]), want)
+    got = S.warp_patches(img, kps(ref["keypoints"]), replace(WRAPPERS[wrapper], warp="opencv"))
+    assert np.array_equal(got, want)
+    if tuple(int(v) for v in cv2.__version__.split(".")[:2]) >= (4, 11):
+        assert not np.array_equal(got, ref[f"u8_{wrapper}"])
 
 
 def test_keypoints_where_the_orders_give_different_patches(ref):
     """The fixture's first keypoints were searched for (4,000 candidates) so that the two orders' uint8
-    patches differ under descbench's OpenCV (5.0, envs/test-constraints.txt): there each convention
-    gives its own wrapper's patch, not the other's."""
+    patches differ under descbench's OpenCV (5.0, envs/test-constraints.txt; ``warp: opencv``): there each
+    convention gives its own wrapper's patch, not the other's. (On OpenCV 4.6's fixed-point warp the two
+    orders give the same patches at these keypoints: the recorded u8_libtorch and u8_dnn are equal.)"""
     meta = json.loads(str(ref["meta"][0]))
     k = meta["keypoints"]["orders_differ"]
     assert k >= 1
     img, pts = ref["image"], kps(ref["keypoints"][:k])
-    lt, dnn = S.warp_patches(img, pts, S.LIBTORCH), S.warp_patches(img, pts, S.DNN)
+    lt = S.warp_patches(img, pts, replace(S.LIBTORCH, warp="opencv"))
+    dnn = S.warp_patches(img, pts, replace(S.DNN, warp="opencv"))
     assert (lt != dnn).any(axis=(1, 2)).all(), "OpenCV changed: search the keypoints again (make_patch_fixtures.py)"
     assert np.abs(lt.astype(int) - dnn.astype(int)).max() == 1
 

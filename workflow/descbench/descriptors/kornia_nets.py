@@ -55,7 +55,10 @@ and the validated params record the values used):
   keypoint size clamped at 1 px, upright, ``p = u8 / 255`` not normalised).
 
 Each convention follows its wrapper's own order of float operations in the affine matrix and the
-standardisation (``wrapper``: ``libtorch`` / ``dnn``, :mod:`~descbench.descriptors.patch_sampling`).
+standardisation (``wrapper``: ``libtorch`` / ``dnn``, :mod:`~descbench.descriptors.patch_sampling`),
+and warps with the workbench's OpenCV (<= 4.10) fixed-point ``warpAffine`` (``warp:
+opencv_fixed_point``; ``warp: opencv`` takes the installed cv2's floating-point one, which moves
+unit rows by up to ~0.03).
 
 ``input_size`` must be the net's (32 for all six: ``patch_size`` of each kornia class, and l2net's): another
 value is a :class:`~descbench.errors.ConfigError`.
@@ -195,6 +198,8 @@ _PARAMS = object_fragment(
     eps_mode={"enum": [*ps.EPS_MODES, None], "default": None},
     # whose order of float operations the affine matrix and the standardisation follow (patch_sampling)
     wrapper={"enum": [*ps.WRAPPERS, None], "default": None},
+    # the uint8 warp: the workbench's OpenCV (<= 4.10) fixed point, or the installed cv2's (patch_sampling)
+    warp={"enum": [*ps.WARPS, None], "default": None},
     l2_normalise={"type": "boolean", "default": True},
     # eager: kornia's module as is (rows bit-exact with it); frozen: TorchScript, frozen and optimised
     # for inference (batch norms folded into the convolutions): faster, equal to float32 rounding

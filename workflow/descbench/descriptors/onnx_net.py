@@ -13,7 +13,9 @@ wrappers/DNNPatchWrapper.cpp``), read from its source and re-implemented:
    population sigma of the patch) or ``mean_std`` ((p - mean) / std with ``params.mean`` and
    ``params.std``, both required then and refused otherwise). The defaults are the workbench's
    (``include/thesis_project/types.hpp``: 32 px, support multiplier 1.0, upright, no per-patch
-   standardisation with mean 0 / std 1, i.e. ``none``).
+   standardisation with mean 0 / std 1, i.e. ``none``). The warp is the workbench's OpenCV's
+   (<= 4.10) fixed-point ``warpAffine`` (``warp: opencv_fixed_point``, the default); ``warp:
+   opencv`` takes the installed cv2's floating-point one (up to 1-3 grey levels apart).
 2. **Network**: patches go in as one float32 blob ``[B, 1, n, n]`` per batch of ``batch_size``
    keypoints (the workbench batches 512) to input ``input_name`` (null: the graph's first input),
    and output ``output_name`` (null: its first output) is read. Backend ``opencv``
@@ -72,8 +74,8 @@ import numpy as np
 
 from descbench.datasets.layout import read_image
 from descbench.descriptors import DescriptorFamily, PatchJob
-from descbench.descriptors.patch_sampling import (DNN, NORMALISATIONS, PatchConvention, dnn_convention, normalise_patches,
-                                                  resize_hpatches_patches, warp_patches)
+from descbench.descriptors.patch_sampling import (DNN, NORMALISATIONS, WARPS, PatchConvention, dnn_convention,
+                                                  normalise_patches, resize_hpatches_patches, warp_patches)
 from descbench.errors import ConfigError, DataError
 from descbench.jobfacts import named_files, network_cost
 from descbench.keypoints import ImageKeypoints
@@ -92,6 +94,8 @@ PARAMS_SCHEMA = {"onnx": object_fragment(
     support_multiplier={"type": "number", "exclusiveMinimum": 0, "default": DNN.support_multiplier},
     rotate_to_upright={"type": "boolean", "default": DNN.rotate_to_upright},
     normalisation={"enum": list(NORMALISATIONS), "default": DNN.normalisation},
+    # the uint8 warp: the workbench's OpenCV (<= 4.10) fixed point, or the installed cv2's (patch_sampling)
+    warp={"enum": list(WARPS), "default": DNN.warp},
     mean={"type": ["number", "null"], "default": None, "description": "mean_std only"},
     std={"type": ["number", "null"], "exclusiveMinimum": 0, "default": None, "description": "mean_std only"},
     input_name={"type": ["string", "null"], "minLength": 1, "default": None},
@@ -242,7 +246,7 @@ def l2_rows(d: np.ndarray) -> np.ndarray:
 def convention(params: dict) -> PatchConvention:
     """The patch convention of filled ``params`` (the workbench's DNN convention)."""
     return dnn_convention(params["input_size"], params["support_multiplier"], params["rotate_to_upright"],
-                          params["normalisation"], params["mean"], params["std"])
+                          params["normalisation"], params["mean"], params["std"], params["warp"])
 
 
 def describe_patches_u8(patches_u8: np.ndarray, net: OnnxNet, params: dict, conv: PatchConvention) -> np.ndarray:

@@ -19,6 +19,16 @@ up in the image and a step down is a step right. The keypoint lands on the *pixe
 ``n/2`` (16 for n = 32), not on the grid centre ``(n - 1)/2``. Because the warp is done on the
 uint8 image, each patch value is the interpolation rounded to uint8 before it is divided by 255.
 
+**The warp itself** (``warp``): the workbench's OpenCV (4.10 in its Dockerfile; Debian's 4.6
+here alike) computes ``warpAffine`` in fixed point (source positions rounded to 1/32 px, integer
+weights); OpenCV 4.11 and later, descbench's pip ``cv2`` 5.0 among them, in floating point
+(opencv/opencv#25984): for the same matrix the uint8 patches differ by 1-3 grey levels at about
+8-12% of the pixels, which moves the workbench's unit HardNet / SOSNet rows by up to 0.026 and
+its DNN_PATCH rows by up to 9.1e-5. ``opencv_fixed_point`` (the default of both named
+conventions, which reproduce the workbench) is the old path recomputed,
+:func:`descbench.descriptors.cv_warp.warp_affine_fixed_point`; ``opencv`` is the installed
+``cv2.warpAffine`` (the dataclass's default for any other convention).
+
 **Normalisation** (the patch as float32 in [0, 1], ``p = u8 * float32(1/255)``):
 
 * ``per_patch``: ``(p - mu) / d`` with ``mu``, ``sigma`` the patch mean and *population* standard
@@ -45,10 +55,12 @@ workbench's defaults of each: :data:`DNN`, :data:`LIBTORCH`):
   arguments are not read either).
 
 **Each wrapper's own arithmetic** (``wrapper``: ``dnn`` or ``libtorch``, set by the two named
-conventions). The matrices are algebraically identical but computed in a different order, and the
-~1e-13 px between them can move ``warpAffine``'s rounding of a source position to 1/32 px (its
-``INTER_BITS``), so a pixel of the uint8 patch by one level (measured before this was followed: up
-to 2.6e-4 on 13 of 13,483 unit HardNet rows of KeyNet keypoints). :func:`patch_affine` follows each:
+conventions). The matrices are algebraically identical but computed in a different order, and
+their last bits (up to ~1e-11 in an entry) can move a source position across a rounding boundary
+of the warp (the fixed-point warp's 1/32 px, ``INTER_BITS``, or the float warp's own rounding), so
+a pixel of the uint8 patch by one level (measured before this was followed: up to 2.6e-4 on 13 of
+13,483 unit HardNet rows of KeyNet keypoints; up to 1.4e-3 on the flip rows of
+``tests/data/dw/workbench_libtorch.npz``). :func:`patch_affine` follows each:
 
 * ``dnn`` (``DNNPatchWrapper.cpp:60-62``): ``getRotationMatrix2D(kp, a, scale)``, whose
   translation is ``(1 - alpha) x - beta y`` / ``beta x + (1 - alpha) y``, then ``+= n/2 - x`` /
@@ -67,9 +79,10 @@ dispatcher runs on any AVX2 CPU); :func:`normalise_patches` computes exactly tha
 mean and std. ``mu`` and ``sigma`` are ``cv::meanStdDev``'s: ``mu = sum / N``, ``sigma =
 sqrt(max(sumsq / N - mu^2, 0))`` in double. A flat patch is therefore *not* exactly zero: ``p *
 float(1e8) + float(-p 1e8)`` leaves the float32 rounding of ``p 1e8`` (up to +-1) in the LibTorch
-convention, as the workbench does. The uint8 patch is OpenCV's own ``warpAffine``. The fixture
-``tests/data/dw/workbench_patches.npz`` (OpenCV 4.6, the workbench's wrappers' ``makePatch`` /
-``makePatch_`` arithmetic compiled in C++) is matched bit for bit.
+convention, as the workbench does. The fixture ``tests/data/dw/workbench_patches.npz`` (OpenCV
+4.6, the workbench's wrappers' ``makePatch`` / ``makePatch_`` arithmetic compiled in C++) is
+matched bit for bit: the matrices, the uint8 patches (with ``warp: opencv_fixed_point``) and the
+standardised patches.
 
 **HPatches patches** (:func:`resize_hpatches_patches`): hpatches-benchmark's learned baselines do
 not re-sample about a keypoint; they resize the whole 65 x 65 patch to the network input with
@@ -89,6 +102,9 @@ from descbench.keypoints import ImageKeypoints
 NORMALISATIONS = ("none", "per_patch", "mean_std")
 EPS_MODES = ("max", "add")
 WRAPPERS = ("dnn", "libtorch")
+# the uint8 warp (module docstring): OpenCV 4.6-4.10's fixed-point warpAffine (cv_warp), or the installed cv2's
+WARPS = ("opencv_fixed_point", "opencv")
+WORKBENCH_WARP = "opencv_fixed_point"
 
 
 @dataclass(frozen=True)
@@ -106,12 +122,14 @@ class PatchConvention:
     std_eps: float             # per_patch: d = max(sigma, eps) ("max") or sigma + eps ("add")
     eps_mode: str              # "max" | "add"
     wrapper: str = "dnn"       # whose order of float operations: "dnn" (DNNPatchWrapper) | "libtorch" (LibTorchWrapper)
+    warp: str = "opencv"       # the uint8 warp: "opencv_fixed_point" (OpenCV <= 4.10, the workbench's) | "opencv" (cv2's)
 
     def __post_init__(self):
         # a programming error, not a user input (configs are checked by the families' schemas)
         assert self.normalisation in NORMALISATIONS, self.normalisation
         assert self.eps_mode in EPS_MODES, self.eps_mode
         assert self.wrapper in WRAPPERS, self.wrapper
+        assert self.warp in WARPS, self.warp
         assert int(self.input_size) == self.input_size and self.input_size >= 1, self.input_size
 
 
@@ -127,27 +145,30 @@ IMAGENET_GREY_STD = 0.229
 
 
 def dnn_convention(input_size: int, support_multiplier: float, rotate_to_upright: bool, normalisation: str,
-                   mean: float | None = None, std: float | None = None) -> PatchConvention:
+                   mean: float | None = None, std: float | None = None, warp: str = WORKBENCH_WARP) -> PatchConvention:
     """The DNN wrapper's convention (``DNNPatchWrapper::makePatch_``) with the given settings;
-    ``mean`` / ``std`` are read only for ``mean_std`` (elsewhere the identity 0 / 1)."""
+    ``mean`` / ``std`` are read only for ``mean_std`` (elsewhere the identity 0 / 1); the warp the
+    workbench's OpenCV's unless ``warp`` says otherwise."""
     if normalisation == "mean_std":
         assert mean is not None and std is not None, "mean_std needs mean and std"
     else:
         mean, std = 0.0, 1.0  # unused: the identity
     return PatchConvention(int(input_size), float(support_multiplier), DNN_MIN_SIZE_PX, DNN_MIN_SIDE_PX,
-                           bool(rotate_to_upright), normalisation, float(mean), float(std), DNN_STD_EPS, "max", "dnn")
+                           bool(rotate_to_upright), normalisation, float(mean), float(std), DNN_STD_EPS, "max", "dnn", warp)
 
 
-def libtorch_convention(input_size: int, rotate_to_upright: bool, per_patch_standardize: bool) -> PatchConvention:
+def libtorch_convention(input_size: int, rotate_to_upright: bool, per_patch_standardize: bool,
+                        warp: str = WORKBENCH_WARP) -> PatchConvention:
     """The LibTorch wrapper's convention (``LibTorchWrapper::makePatch`` / ``matToTensor``): side =
     keypoint size (any support multiplier given to its constructor is ignored), size clamp 1e-3, no
-    side clamp; ``per_patch`` with ``sigma + 1e-8``, else ImageNet's grey ``(p - 0.485) / 0.229``."""
+    side clamp; ``per_patch`` with ``sigma + 1e-8``, else ImageNet's grey ``(p - 0.485) / 0.229``;
+    the warp the workbench's OpenCV's unless ``warp`` says otherwise."""
     if per_patch_standardize:
         normalisation, mean, std = "per_patch", 0.0, 1.0  # mean, std unused
     else:
         normalisation, mean, std = "mean_std", IMAGENET_GREY_MEAN, IMAGENET_GREY_STD
     return PatchConvention(int(input_size), 1.0, LIBTORCH_MIN_SIZE_PX, 0.0, bool(rotate_to_upright), normalisation,
-                           mean, std, LIBTORCH_STD_EPS, "add", "libtorch")
+                           mean, std, LIBTORCH_STD_EPS, "add", "libtorch", warp)
 
 
 # The workbench's DNN patch defaults (types.hpp DescriptorParams: dnn_input_size 32,
@@ -204,17 +225,24 @@ def patch_affine(x: float, y: float, size: float, angle: float, conv: PatchConve
 
 
 def warp_patches(gray: np.ndarray, kps: ImageKeypoints, conv: PatchConvention) -> np.ndarray:
-    """uint8 [N, n, n]: each keypoint's patch, ``cv2.warpAffine(gray, patch_affine(...), (n, n),
-    INTER_LINEAR, BORDER_REPLICATE)`` of the uint8 grey image (module docstring)."""
+    """uint8 [N, n, n]: each keypoint's patch, ``warpAffine(gray, patch_affine(...), (n, n),
+    INTER_LINEAR, BORDER_REPLICATE)`` of the uint8 grey image by ``conv.warp`` (module docstring):
+    :func:`descbench.descriptors.cv_warp.warp_affine_fixed_point` (``opencv_fixed_point``) or
+    ``cv2.warpAffine`` (``opencv``)."""
     import cv2
 
     if gray.dtype != np.uint8 or gray.ndim != 2:
         raise DataError(f"patch sampling needs a uint8 grey image [H, W], got {gray.dtype} {gray.shape}")
     n = conv.input_size
+    ms = np.array([patch_affine(kps.x[i], kps.y[i], kps.size[i], kps.angle[i], conv) for i in range(len(kps))],
+                  dtype=np.float64).reshape(len(kps), 2, 3)
+    if conv.warp == "opencv_fixed_point":
+        from descbench.descriptors.cv_warp import warp_affine_fixed_point  # numba: imported by the jobs only
+
+        return warp_affine_fixed_point(gray, ms, (n, n))
     out = np.empty((len(kps), n, n), dtype=np.uint8)
     for i in range(len(kps)):
-        m = patch_affine(kps.x[i], kps.y[i], kps.size[i], kps.angle[i], conv)
-        out[i] = cv2.warpAffine(gray, m, (n, n), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
+        out[i] = cv2.warpAffine(gray, ms[i], (n, n), flags=cv2.INTER_LINEAR, borderMode=cv2.BORDER_REPLICATE)
     return out
 
 
