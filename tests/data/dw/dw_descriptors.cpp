@@ -88,41 +88,11 @@
 #include "src/core/descriptor/extractors/wrappers/VSIFTWrapper.hpp"
 #include "src/core/pooling/NoPooling.hpp"
 
+#include "dw_keypoints.hpp"  // read_keypoints: the generators' keypoint file
+
 namespace {
 
 namespace tp = thesis_project;
-
-std::vector<cv::KeyPoint> read_keypoints(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) {
-        throw std::runtime_error("cannot open keypoint file " + path);
-    }
-    std::vector<cv::KeyPoint> kps;
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.empty()) continue;
-        std::istringstream ss(line);
-        std::string tok;
-        double v[7];
-        for (int i = 0; i < 7; ++i) {
-            if (!(ss >> tok)) {
-                throw std::runtime_error("short keypoint line: " + line);
-            }
-            char* end = nullptr;
-            v[i] = std::strtod(tok.c_str(), &end);
-            if (end == tok.c_str() || *end != '\0') {
-                throw std::runtime_error("bad number '" + tok + "' in: " + line);
-            }
-        }
-        // x, y, size, angle, response are float32 values written exactly; octave and
-        // class_id are integers.
-        kps.emplace_back(static_cast<float>(v[0]), static_cast<float>(v[1]),
-                         static_cast<float>(v[2]), static_cast<float>(v[3]),
-                         static_cast<float>(v[4]), static_cast<int>(v[5]),
-                         static_cast<int>(v[6]));
-    }
-    return kps;
-}
 
 int count_nonfinite(const cv::Mat& m) {
     int n = 0;

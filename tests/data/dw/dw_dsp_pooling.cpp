@@ -51,32 +51,11 @@
 #include "src/core/pooling/NoPooling.hpp"
 #include "src/core/pooling/pooling_utils.hpp"
 
+#include "dw_keypoints.hpp"  // read_keypoints: the generators' keypoint file
+
 namespace {
 
 namespace tp = thesis_project;
-
-std::vector<cv::KeyPoint> read_keypoints(const std::string& path) {
-    std::ifstream in(path);
-    if (!in) throw std::runtime_error("cannot open keypoint file " + path);
-    std::vector<cv::KeyPoint> kps;
-    std::string line;
-    while (std::getline(in, line)) {
-        if (line.empty()) continue;
-        std::istringstream ss(line);
-        std::string tok;
-        double v[7];
-        for (double& x : v) {
-            if (!(ss >> tok)) throw std::runtime_error("short keypoint line: " + line);
-            char* end = nullptr;
-            x = std::strtod(tok.c_str(), &end);
-            if (end == tok.c_str() || *end != '\0') throw std::runtime_error("bad number in: " + line);
-        }
-        kps.emplace_back(static_cast<float>(v[0]), static_cast<float>(v[1]), static_cast<float>(v[2]),
-                         static_cast<float>(v[3]), static_cast<float>(v[4]), static_cast<int>(v[5]),
-                         static_cast<int>(v[6]));
-    }
-    return kps;
-}
 
 void write(const std::string& outdir, const std::string& name, const cv::Mat& m, std::ofstream& manifest,
            size_t n_kps) {
