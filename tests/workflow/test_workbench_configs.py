@@ -144,3 +144,4 @@ def test_the_vgg_row_builds_opencvs_vgg_with_the_workbenchs_defaults():
            "dsc_normalize": vgg.getUseNormalizeDescriptor()}
     want = {k: np.float32(v) if isinstance(v, float) else v for k, v in WORKBENCH_VGG.items()}  # float arguments
     assert {k: np.float32(v) if isinstance(v, float) else v for k, v in got.items()} == want
+    assert params["rows"] == "workbench"  # its runner's L2 step on every row (normalize_after_pooling)

@@ -83,3 +83,34 @@ def test_kaze_rows_equal_opencv_kaze_at_the_documented_levels(image, kps):
               for x, y, s, a, o, c in zip(kps.x, kps.y, kps.size, kps.angle, octave, level)]
     ref = cv2.xfeatures2d.KAZE_create().compute(gray, cv_kps)[1]
     np.testing.assert_array_equal(compute_descriptors("kaze", KAZE, image, kps, {"detector": "sift"}, "d"), ref)
+
+
+def test_vgg_rows_workbench_are_opencvs_rows_l2_normalised_as_cv_normalize(image, kps):
+    """rows: workbench = the workbench runner's cv::normalize(NORM_L2) of every row: the scale is
+    float32(1 / norm), the norm from the float64 sum of squares (checked here by hand)."""
+    ours = compute_descriptors("vgg", check_descriptor_params("vgg", {}, "d"), image, kps, {"detector": "sift"}, "d")
+    wb = compute_descriptors("vgg", check_descriptor_params("vgg", {"rows": "workbench"}, "d"), image, kps, {"detector": "sift"}, "d")
+    norms = np.sqrt((ours.astype(np.float64) ** 2).sum(axis=1))
+    assert np.all(np.abs(norms - 1.0) > 0.1)  # OpenCV's VGG rows are not unit rows: the step matters
+    want = np.stack([row * np.float32(1.0 / n) for row, n in zip(ours, norms)])
+    np.testing.assert_array_equal(wb, want)
+    assert check_descriptor_params("vgg", {}, "d")["rows"] == "opencv"
+
+
+@pytest.mark.bad_input
+def test_vgg_rows_other_than_opencv_or_workbench_is_refused():
+    from descbench.errors import ConfigError
+
+    with pytest.raises(ConfigError, match=r"rows"):
+        check_descriptor_params("vgg", {"rows": "l2"}, "d")
+
+
+def test_vgg_rows_workbench_on_patches_is_the_same_step(image):
+    from descbench.descriptors.fusion import normalize_rows_l2
+    from descbench.patches.describe import describe_patches
+
+    gray = read_image(image)
+    patches = np.stack([gray[y:y + 65, x:x + 65] for x, y in ((100, 80), (180, 120), (240, 200))])
+    plain = describe_patches(patches, "vgg", {})
+    np.testing.assert_array_equal(describe_patches(patches, "vgg", {"rows": "workbench"}), normalize_rows_l2(plain))
+    assert not np.allclose(np.linalg.norm(plain, axis=1), 1.0)

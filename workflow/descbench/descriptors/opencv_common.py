@@ -68,19 +68,24 @@ class CvSetup:
 Setup = Callable[[dict, ImageKeypoints, dict, tuple, Path], CvSetup]
 
 
-def image_rows(family: str, setup: Setup) -> Callable[[Path, ImageKeypoints, dict, dict], np.ndarray]:
+# A family's last step on its rows (``rows, params -> rows``), after OpenCV's compute; None: none.
+RowsStep = Callable[[np.ndarray, dict], np.ndarray] | None
+
+
+def image_rows(family: str, setup: Setup, post: RowsStep = None) -> Callable[[Path, ImageKeypoints, dict, dict], np.ndarray]:
     """The family's ``compute``: its setup on the grey image, one row per keypoint
-    (:func:`~descbench.descriptors.cv_compute.compute_rows`)."""
+    (:func:`~descbench.descriptors.cv_compute.compute_rows`), then ``post``."""
 
     def compute(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
         gray = read_image(image_path) if len(kps) else np.zeros((1, 1), np.uint8)
         s = setup(params, kps, kpset, gray.shape[:2], image_path)
-        return compute_rows(s.extractor, gray, s.keypoints(kps), family=family, image_path=image_path, tag=s.tag)
+        rows = compute_rows(s.extractor, gray, s.keypoints(kps), family=family, image_path=image_path, tag=s.tag)
+        return rows if post is None else post(rows, params)
 
     return compute
 
 
-def patch_rows(family: str, setup: Setup) -> Callable[[PatchJob, dict], np.ndarray]:
+def patch_rows(family: str, setup: Setup, post: RowsStep = None) -> Callable[[PatchJob, dict], np.ndarray]:
     """The family's ``patch_rows``: its setup built once for the job's keypoint on a patch, then
     one OpenCV ``compute`` per patch; a keypoint OpenCV drops goes through
     :func:`~descbench.descriptors.cv_compute.compute_rows` (reflect-padded recomputation, or
@@ -104,7 +109,8 @@ def patch_rows(family: str, setup: Setup) -> Callable[[PatchJob, dict], np.ndarr
                 raise DataError(f"{exc}; on patches: lower 'support' (the keypoint size) or the family's pattern scale so "
                                 "its pattern fits the padded patch") from exc
 
-        return job.per_patch(row)
+        out = job.per_patch(row)
+        return out if post is None else post(out, params)
 
     return rows
 
@@ -117,10 +123,10 @@ AKAZE_COST = Cost(model=Model(base_mb=170, mb_per_mp=120, mb_per_kkp=1.2, base_s
 
 
 def cv_family(name: str, setup: Setup, params_schema: dict, patch_support: Callable[[dict, int], float],
-              binary: bool = False, cost: Cost = Cost()) -> DescriptorFamily:
-    """An OpenCV family: images and patches both described through ``setup``."""
-    return DescriptorFamily(name, image_rows(name, setup), params_schema, binary=binary,
-                            patch_support=patch_support, patch_rows=patch_rows(name, setup), cost=cost)
+              binary: bool = False, cost: Cost = Cost(), post: RowsStep = None) -> DescriptorFamily:
+    """An OpenCV family: images and patches both described through ``setup``, then ``post``."""
+    return DescriptorFamily(name, image_rows(name, setup, post), params_schema, binary=binary,
+                            patch_support=patch_support, patch_rows=patch_rows(name, setup, post), cost=cost)
 
 
 def fixed_support(size: float) -> Callable[[dict, int], float]:

@@ -13,7 +13,11 @@ Families (parameters: snake_case of OpenCV's constructor arguments, defaults = O
   DAISY ignores the keypoint size (a fixed ``radius`` in pixels); no homography is exposed.
 - ``vgg``: ``desc`` 120 (120, 80, 64 or 48 dimensions), ``isigma`` 1.4, ``img_normalize`` true,
   ``use_scale_orientation`` true, ``scale_factor`` null. ``dsc_normalize`` is fixed false: true
-  would return uint8 values that the metrics would take for packed bits.
+  would return uint8 values that the metrics would take for packed bits. ``rows`` ``opencv``
+  (default: OpenCV's rows as they are) or ``workbench`` (the C++ DescriptorWorkbench's VGG: its
+  experiment runner's ``normalize_after_pooling`` L2-normalises every row, ``cv::normalize``
+  ``NORM_L2`` in OpenCV's arithmetic, :func:`descbench.descriptors.fusion.normalize_rows_l2`;
+  its ``VGGWrapper`` makes the same ``VGG::create`` call with these defaults).
 - ``boostdesc``: the float BoostDesc, LBGM (64-D; the only float variant: OpenCV's default
   BINBOOST_256 and the BGM variants are binary, family ``binboost``); ``use_scale_orientation``
   true, ``scale_factor`` null.
@@ -77,7 +81,8 @@ PARAMS_SCHEMA = {
         interpolation={**BOOL, "default": True}, use_orientation={**BOOL, "default": False}),
     "vgg": object_fragment(
         desc={"enum": list(VGG_DESC), "default": 120}, isigma={"type": "number", "exclusiveMinimum": 0, "default": 1.4},
-        img_normalize={**BOOL, "default": True}, use_scale_orientation={**BOOL, "default": True}, scale_factor=SCALE_FACTOR),
+        img_normalize={**BOOL, "default": True}, use_scale_orientation={**BOOL, "default": True}, scale_factor=SCALE_FACTOR,
+        rows={"enum": ["opencv", "workbench"], "default": "opencv"}),
     "boostdesc": object_fragment(use_scale_orientation={**BOOL, "default": True}, scale_factor=SCALE_FACTOR),
 }
 
@@ -120,6 +125,13 @@ def vgg_setup(p: dict, kps: ImageKeypoints, kpset: dict, shape: tuple, where: Pa
                                          scale_factor=scale_factor(p, kpset, VGG_BOOST_SCALE), dsc_normalize=False))
 
 
+def vgg_rows(rows: np.ndarray, p: dict) -> np.ndarray:
+    """``rows: workbench``: every row L2-normalised as the workbench's runner does (module docstring)."""
+    from descbench.descriptors.fusion import normalize_rows_l2
+
+    return normalize_rows_l2(rows) if p.get("rows", "opencv") == "workbench" else rows
+
+
 LBGM = 200  # BoostDesc::LBGM
 
 
@@ -140,5 +152,6 @@ SETUP = {"kaze": kaze_setup,
          "akaze_kaze": akaze_setup("akaze_kaze", ("AKAZE_DESCRIPTOR_KAZE", "AKAZE_DESCRIPTOR_KAZE_UPRIGHT")),
          "daisy": daisy_setup, "vgg": vgg_setup, "boostdesc": boostdesc_setup}
 COST = {"kaze": KAZE_COST, "akaze_kaze": KAZE_COST}  # the others: OpenCV SIFT's compute model
-FAMILIES = tuple(cv_family(name, SETUP[name], PARAMS_SCHEMA[name], PATCH_SUPPORT[name], cost=COST.get(name, Cost()))
-                 for name in PARAMS_SCHEMA)
+POST = {"vgg": vgg_rows}
+FAMILIES = tuple(cv_family(name, SETUP[name], PARAMS_SCHEMA[name], PATCH_SUPPORT[name], cost=COST.get(name, Cost()),
+                           post=POST.get(name)) for name in PARAMS_SCHEMA)
