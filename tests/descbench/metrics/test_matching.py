@@ -559,3 +559,58 @@ def test_homography_auc_thresholds_must_be_positive():
 def test_homography_aggregates_accept_integer_lists():
     assert homography_accuracy([0, 2, 7], thresholds=(1, 5)).tolist() == [1 / 3, 2 / 3]
     assert homography_auc([0, 0], thresholds=(2,)).tolist() == [1.0]
+
+
+# --------------------------------------------------------------------------- glue-factory's conventions
+
+
+def test_image_corners_in_both_conventions():
+    from descbench.metrics.matching import CORNER_CONVENTIONS, image_corners
+
+    assert CORNER_CONVENTIONS == ("pixel_centres", "image_edges")
+    assert image_corners((4, 3)).tolist() == [[0, 0], [3, 0], [0, 2], [3, 2]]
+    assert image_corners((4, 3), "image_edges").tolist() == [[0, 0], [4, 0], [4, 3], [0, 3]]
+    with pytest.raises(ValueError, match="'edges' is not one of pixel_centres, image_edges"):
+        image_corners((4, 3), "edges")
+
+
+def test_corner_error_image_edges_by_hand():
+    """H_est = 2x scaling, H_true = identity, a 4 x 3 image: the corners move by their own distance
+    from the origin. glue-factory's corners (0,0),(4,0),(4,3),(0,3): 0, 4, 5, 3 -> mean 3;
+    the pixel centres (0,0),(3,0),(0,2),(3,2): 0, 3, 2, sqrt(13)."""
+    from descbench.metrics.matching import corner_error
+
+    S = np.diag([2.0, 2.0, 1.0])
+    assert corner_error(S, np.eye(3), (4, 3), corners="image_edges") == 3.0
+    assert corner_error(S, np.eye(3), (4, 3)) == pytest.approx((0 + 3 + 2 + np.sqrt(13)) / 4, abs=1e-15)
+    assert corner_error(None, np.eye(3), (4, 3), corners="image_edges") == np.inf  # a failed estimate
+
+
+def test_homography_auc_rounded_as_gluefactory():
+    """errors 0.5, 2, inf (a failure): at 5 px the recall polyline (0,0), (0.5,1/3), (2,2/3), (5,2/3)
+    has area 1/12 + 3/4 + 2 = 17/6, AUC 17/30 = 0.5666..; glue-factory prints it rounded to 4."""
+    from descbench.metrics.matching import homography_auc
+
+    assert homography_auc([0.5, 2.0, np.inf], [5.0])[0] == pytest.approx(17 / 30, abs=1e-15)
+    assert homography_auc([0.5, 2.0, np.inf], [5.0], decimals=4).tolist() == [0.5667]
+    assert homography_auc([0.5, 2.0, np.inf], [3.0], decimals=4).tolist() == [0.5]
+
+
+def test_sym_homography_error_by_hand():
+    from descbench.metrics.matching import sym_homography_error
+
+    T = np.array([[1.0, 0, 3], [0, 1, 4], [0, 0, 1]])
+    # (the pseudo-inverse, as glue-factory's torch.pinverse, is the inverse to ~1e-16)
+    np.testing.assert_allclose(sym_homography_error([[1, 1], [1, 1]], [[4, 5], [4, 6]], T), [0.0, 1.0], rtol=0, atol=1e-12)
+    # scaling by 2: forward |2 - 3| = 1, backward |1.5 - 1| = 0.5
+    np.testing.assert_allclose(sym_homography_error([[1, 0]], [[3, 0]], np.diag([2.0, 2.0, 1.0])), [0.75], rtol=0, atol=1e-12)
+
+
+@pytest.mark.bad_input
+def test_sym_homography_error_refuses_mismatched_points_and_a_bad_matrix():
+    from descbench.metrics.matching import sym_homography_error
+
+    with pytest.raises(DataError, match="2 points in image 0 but 1 in image 1"):
+        sym_homography_error([[0, 0], [1, 1]], [[0, 0]], np.eye(3))
+    with pytest.raises(DataError, match=r"finite 3 x 3 matrix, got shape \(2, 3\)"):
+        sym_homography_error([[0, 0]], [[0, 0]], np.eye(3)[:2])

@@ -111,17 +111,36 @@ def reprojection_errors(H: np.ndarray, xy1: np.ndarray, xy2: np.ndarray) -> np.n
     return np.where(np.isfinite(p).all(axis=1), err, np.inf)
 
 
-def image_corners(size) -> np.ndarray:
-    """The four pixel-centre corners ``(0,0), (w-1,0), (0,h-1), (w-1,h-1)`` of a ``(w, h)`` image."""
+# The corners a corner error averages over (:func:`image_corners`).
+CORNER_CONVENTIONS = ("pixel_centres", "image_edges")
+
+
+def image_corners(size, convention: str = "pixel_centres") -> np.ndarray:
+    """The four corners of a ``(w, h)`` image, [4, 2] float64 (x, y).
+
+    ``pixel_centres`` (SuperPoint / ALIKE, descbench's default): ``(0,0), (w-1,0), (0,h-1),
+    (w-1,h-1)``; ``image_edges`` (glue-factory's ``geometry/homography.py``
+    ``homography_corner_error``): ``(0,0), (w,0), (w,h), (0,h)``.
+
+    >>> image_corners((4, 3), "image_edges").tolist()
+    [[0.0, 0.0], [4.0, 0.0], [4.0, 3.0], [0.0, 3.0]]
+    """
     w, h = size
-    return np.array([[0.0, 0.0], [w - 1.0, 0.0], [0.0, h - 1.0], [w - 1.0, h - 1.0]])
+    if convention == "pixel_centres":
+        return np.array([[0.0, 0.0], [w - 1.0, 0.0], [0.0, h - 1.0], [w - 1.0, h - 1.0]])
+    if convention == "image_edges":
+        return np.array([[0.0, 0.0], [float(w), 0.0], [float(w), float(h)], [0.0, float(h)]])
+    raise ValueError(f"corner convention {convention!r} is not one of {', '.join(CORNER_CONVENTIONS)}")
 
 
-def corner_error(H_est: np.ndarray | None, H_true: np.ndarray, image1_size) -> float:
-    """Mean corner distance ``|H_est c - H_true c|`` over :func:`image_corners` (inf if H_est is None)."""
+def corner_error(H_est: np.ndarray | None, H_true: np.ndarray, image1_size, corners: str = "pixel_centres") -> float:
+    """Mean corner distance ``|H_est c - H_true c|`` over :func:`image_corners` of image 1 in
+    convention ``corners`` (inf if H_est is None, a failed estimate, as glue-factory counts it;
+    inf too when a corner maps behind the camera, where glue-factory's ``from_homogeneous``
+    divides by the negative depth and reports a finite distance)."""
     if H_est is None:
         return float("inf")
-    c = image_corners(image1_size)
+    c = image_corners(image1_size, corners)
     pe, _ = project(np.asarray(H_est, dtype=np.float64), c, 1, 1)
     pt, _ = project(np.asarray(H_true, dtype=np.float64), c, 1, 1)
     if not (np.isfinite(pe).all() and np.isfinite(pt).all()):
@@ -189,8 +208,12 @@ def homography_accuracy(errors, thresholds=HOMOGRAPHY_ACC_THRESHOLDS) -> np.ndar
     return np.array([float((e <= t).mean()) for t in thresholds])
 
 
-def homography_auc(errors, thresholds=HOMOGRAPHY_AUC_THRESHOLDS) -> np.ndarray:
+def homography_auc(errors, thresholds=HOMOGRAPHY_AUC_THRESHOLDS, decimals: int | None = None) -> np.ndarray:
     """Area under the cumulative error curve up to thr, divided by thr (LoFTR ``error_auc``).
+
+    ``decimals``: round each AUC to that many decimals (``np.round``); glue-factory's
+    ``utils/tools.py`` ``cal_error_auc`` is this same area rounded to 4 (``decimals=4``). None:
+    unrounded (LoFTR).
 
     LoFTR (zju3dv/LoFTR ``src/utils/metrics.py``): with the N errors sorted, e_1 <= ... <= e_N,
     the recall curve is the polyline through ``(0, 0), (e_1, 1/N), ..., (e_k, k/N)`` extended
@@ -214,7 +237,35 @@ def homography_auc(errors, thresholds=HOMOGRAPHY_AUC_THRESHOLDS) -> np.ndarray:
         x = np.concatenate([[0.0], e[:k], [thr]])
         y = np.concatenate([[0.0], np.arange(1, k + 1) / n, [k / n]])
         out[t_i] = float(np.sum((x[1:] - x[:-1]) * (y[1:] + y[:-1]) / 2.0) / thr)
-    return out
+    return out if decimals is None else np.round(out, decimals)
+
+
+def sym_homography_error(xy0, xy1, H) -> np.ndarray:
+    """Symmetric transfer error of matches ``xy0[i] <-> xy1[i]`` ([N, 2] each) under ``H`` (image 0
+    -> image 1): ``(|H p0 - p1| + |H^+ p1 - p0|) / 2`` per match, float64, with ``H^+`` the
+    pseudo-inverse (glue-factory's ``geometry/homography.py`` ``sym_homography_error``, whose
+    per-match precision at 1 and 3 px is the fraction of errors ``< thr``). Plain division by the
+    homogeneous coordinate, as glue-factory's.
+
+    >>> sym_homography_error([[0, 0]], [[3, 4]], np.eye(3)).tolist()
+    [5.0]
+    """
+    H = np.asarray(H, dtype=np.float64)
+    if H.shape != (3, 3) or not np.isfinite(H).all():
+        raise DataError(f"sym_homography_error: H must be a finite 3 x 3 matrix, got shape {H.shape}")
+    a = np.asarray(xy0, dtype=np.float64).reshape(-1, 2)
+    b = np.asarray(xy1, dtype=np.float64).reshape(-1, 2)
+    if a.shape != b.shape:
+        raise DataError(f"sym_homography_error: {a.shape[0]} points in image 0 but {b.shape[0]} in image 1")
+
+    def transfer(M, p):
+        q = np.c_[p, np.ones(len(p))] @ M.T
+        return q[:, :2] / q[:, 2:]
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        fwd = np.linalg.norm(transfer(H, a) - b, axis=1)
+        bwd = np.linalg.norm(transfer(np.linalg.pinv(H), b) - a, axis=1)
+    return (fwd + bwd) / 2.0
 
 
 # --------------------------------------------------------------------------- entry point
