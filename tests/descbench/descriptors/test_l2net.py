@@ -26,10 +26,10 @@ from descbench.descriptors import patch_sampling as ps
 from descbench.descriptors.sift_kernel import l2_rows
 from descbench.errors import ConfigError
 from descbench.fileops import file_sha256
-from descbench.keypoints import ImageKeypoints
 from descbench.patches import describe as D
 
 from conftest import raises_naming
+from tests.descbench.descriptors.test_kornia_nets import image, keypoints  # noqa: F401 (image: a fixture)
 
 WHERE = "descriptors.d.params"
 RUN_WHERE = "descriptor family 'l2net' params.weights"  # a job's errors name the family's params (KN.where_of)
@@ -91,29 +91,9 @@ def traced(tmp_path_factory):
     return path, torch.jit.load(str(path))
 
 
-@pytest.fixture(scope="module")
-def image(tmp_path_factory):
-    rng = np.random.default_rng(3)
-    bgr = cv2.GaussianBlur(rng.integers(0, 256, (60, 80, 3), dtype=np.uint8), (0, 0), 1.5)
-    path = tmp_path_factory.mktemp("img") / "img.png"
-    assert cv2.imwrite(str(path), bgr)
-    return path
-
-
-def keypoints(n: int = 12) -> ImageKeypoints:
-    rng = np.random.default_rng(5)
-    f = lambda v: np.asarray(v, np.float32)  # noqa: E731
-    x = f(np.r_[0.0, 79.0, rng.uniform(5, 75, n - 2)])
-    y = f(np.r_[0.0, 59.0, rng.uniform(5, 55, n - 2)])
-    size = f(np.r_[0.0, 40.0, rng.uniform(3, 30, n - 2)])
-    angle = f(np.r_[-1.0, 0.0, rng.uniform(0, 360, n - 2)])
-    return ImageKeypoints(x, y, size, angle, f(np.zeros(n)), np.zeros(n, np.int32), np.full(n, -1, np.int32),
-                          np.arange(n, dtype=np.int32))
-
-
 def rows(params, image, kps=None):
     filled = check_descriptor_params("l2net", params, WHERE)
-    return compute_descriptors("l2net", filled, image, keypoints() if kps is None else kps, {}, "test")
+    return compute_descriptors("l2net", filled, image, keypoints(12) if kps is None else kps, {}, "test")
 
 
 def grey(path) -> np.ndarray:
@@ -134,7 +114,7 @@ def test_traced_file_gives_the_traced_modules_rows_on_the_same_patches(traced, i
     """The family on the workbench-style TorchScript file = that traced module run directly on the
     LibTorch-convention patches, rows L2-normalised (the wrapper's tensorToMat)."""
     path, module = traced
-    kps = keypoints()
+    kps = keypoints(12)
     got = rows({"weights": str(path), "device": "cpu"}, image, kps)
     patches = ps.sample_patches(grey(image), kps, ps.LIBTORCH)
     with torch.inference_mode():
