@@ -41,6 +41,7 @@ LAYERS = {
     "descbench.keypoints": 1,
     "descbench.descriptors": 1,
     "descbench.metrics": 1,
+    "descbench.matchers": 1,
     "descbench.precomputed": 1,
     "descbench.patches": 2,
     "descbench.report": 2,
