@@ -41,6 +41,7 @@ include: "workflow/rules/common.smk"
 include: "workflow/rules/dataset.smk"
 include: "workflow/rules/keypoints.smk"
 include: "workflow/rules/descriptors.smk"
+include: "workflow/rules/matches.smk"
 include: "workflow/rules/scoring.smk"
 include: "workflow/rules/report.smk"
 include: "workflow/rules/patches.smk"
@@ -59,4 +60,5 @@ rule all:
         str(RES / "results.sqlite"),
         [PATHS.report(f"plots/{name}.png") for name in PLOTS],
         patch_outputs(),
+        [PATHS.matches_dir(ks, d, m, b) for ks, d, m in MATCH_COMBOS for b in BATCHES],
     default_target: True

@@ -408,3 +408,31 @@ def test_binary_packed_index_beyond_255_is_named(tmp_path):
     write_strips(tmp_path, {"*": [f"{i}," + ",".join(str(v) for v in rng.integers(0, 256, 4)) for i in range(300)]})
     with pytest.raises(DataError, match=r"ref\.csv starts with the column 0, 1, \.\.\., 299: the row index pandas"):
         read_hpatches_csv(tmp_path, "s", 300, binary_packed=True)
+
+
+# ----------------------------------------------------------------------------- matchers (issue 25)
+
+
+def test_matchers_filled_and_combined():
+    from descbench.config import match_combinations
+
+    cfg = {**base(), "descriptors": {"sift": {"family": "sift"}, "root": {"family": "rootsift"}},
+           "matchers": {"mnn": {"matcher": "mnn"}, "r08": {"matcher": "nn", "params": {"ratio": 0.8}, "descriptors": ["root"]}}}
+    v = validate_config(cfg, SCHEMA)
+    assert v["matchers"]["r08"]["params"] == {"ratio": 0.8, "chunk_mb": 64} and v["matchers"]["mnn"]["descriptors"] is None
+    assert match_combinations(v) == [("sift", "sift", "mnn"), ("sift", "root", "mnn"), ("sift", "root", "r08")]
+    assert validate_config(base(), SCHEMA)["matchers"] == {} and match_combinations(validate_config(base(), SCHEMA)) == []
+
+
+@pytest.mark.parametrize("matchers, fragments", [
+    ({"x": {"matcher": "lowe"}}, ("matchers.x.matcher", "unknown matcher 'lowe'", "snn")),
+    ({"x": {"matcher": "snn", "params": {"ratio": 0}}}, ("matchers.x.params.ratio",)),
+    ({"x": {"matcher": "snn", "params": {"th": 0.8}}}, ("matchers.x.params.th",)),
+    ({"x": {"params": {}}}, ("matchers.x", "matcher")),
+    ({"x": {"matcher": "mnn", "descriptors": ["sfit"]}}, ("matchers.x.descriptors", "unknown descriptor 'sfit'", "sift")),
+    ({"x y": {"matcher": "mnn"}}, ("matchers",)),
+])
+def test_bad_matchers_name_the_key(matchers, fragments):
+    msg = error_of({**base(), "matchers": matchers})
+    for f in fragments:
+        assert f in msg, msg

@@ -60,6 +60,8 @@ def test_result_paths_put_each_scene_file_in_its_batch_folder(tmp_path):
     assert p.task_file("scores", "k", "d", "b", "pairs.parquet") == str(tmp_path / "scores/k/d/batch000/b.pairs.parquet")
     assert p.task_file("verification", "k", "d", "c", "list.parquet") == str(tmp_path / "verification/k/d/batch001/c.list.parquet")
     assert p.task_file("matching", "k", "d", "c", "roc.parquet") == str(tmp_path / "matching/k/d/batch001/c.roc.parquet")
+    assert p.matches("k", "d", "m", "c") == str(tmp_path / "matches/k/d/m/batch001/c.parquet")
+    assert p.match_task_file("homography", "k", "d", "m", "a", "pairs.parquet") == str(tmp_path / "homography/k/d/m/batch000/a.pairs.parquet")
     with pytest.raises(KeyError, match="not in the evaluated scene list"):
         p.batch_of("zz")
     # each keypoint / descriptor / scoring job's timing file, inside its own batch folder (a scoring job's: per task folder)

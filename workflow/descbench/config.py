@@ -129,6 +129,11 @@ def _validate(config: dict | None, schema_path: Path | str) -> dict:
     for name, spec in cfg.get("descriptors", {}).items():
         if "family" in spec:
             spec["params"] = check_descriptor_params(spec["family"], spec.get("params", {}), f"descriptors.{name}.params")
+    from descbench.matchers import check_matcher_params
+
+    for name, spec in cfg.get("matchers", {}).items():
+        if "matcher" in spec:
+            spec["params"] = check_matcher_params(spec["matcher"], spec.get("params", {}), f"matchers.{name}.params")
     _check_finite(cfg, "")
     validator = jsonschema.Draft202012Validator(schema)
     errors = sorted(validator.iter_errors(cfg), key=lambda e: list(e.absolute_path))
@@ -424,6 +429,19 @@ def _check_consistency(cfg: dict) -> None:
         fam = get_family(spec["family"])
         if fam.check_in_config is not None:
             fam.check_in_config(name, spec, cfg["descriptors"], kpsets)
+    for name, spec in cfg["matchers"].items():
+        for d in spec.get("descriptors") or []:
+            if d not in cfg["descriptors"]:
+                raise ConfigError(f"matchers.{name}.descriptors names unknown descriptor '{d}'; defined descriptors: "
+                                  f"{', '.join(sorted(cfg['descriptors']))}")
+
+
+def match_combinations(cfg: dict) -> list[tuple[str, str, str]]:
+    """All (keypoint_set, descriptor, matcher) the matcher stage runs, in config order: each
+    matcher on every combination (:func:`combinations`) whose descriptor it applies to
+    (``matchers.<m>.descriptors``, null: every one)."""
+    return [(ks, d, m) for m, spec in cfg["matchers"].items() for ks, d in combinations(cfg)
+            if spec.get("descriptors") is None or d in spec["descriptors"]]
 
 
 def combinations(cfg: dict) -> list[tuple[str, str]]:

@@ -95,6 +95,14 @@ class ResultPaths:
         """A scoring task's batch directory; ``task`` is the task's name (descbench.tasks)."""
         return str(Path(self.root) / task / kpset / descriptor / batch)
 
+    def matches_dir(self, kpset: str, descriptor: str, matcher: str, batch: str) -> str:
+        """The matcher stage's batch directory of one (keypoint set, descriptor, matcher)."""
+        return str(Path(self.root) / "matches" / kpset / descriptor / matcher / batch)
+
+    def match_task_dir(self, task: str, kpset: str, descriptor: str, matcher: str, batch: str) -> str:
+        """A match-based task's batch directory (the task reads the matcher stage's matches)."""
+        return str(Path(self.root) / task / kpset / descriptor / matcher / batch)
+
     # Per-scene files inside them.
     def keypoints(self, kpset: str, scene: str) -> str:
         return scene_file(self.keypoints_dir(kpset, self.batch_of(scene)), scene, "parquet")
@@ -106,6 +114,12 @@ class ResultPaths:
         """A scene's file ``kind`` of scoring task ``task`` (which kinds a task writes, and the
         check: ``descbench.tasks.base.ScoringTask.file``)."""
         return scene_file(self.task_dir(task, kpset, descriptor, self.batch_of(scene)), scene, kind)
+
+    def matches(self, kpset: str, descriptor: str, matcher: str, scene: str) -> str:
+        return scene_file(self.matches_dir(kpset, descriptor, matcher, self.batch_of(scene)), scene, "parquet")
+
+    def match_task_file(self, task: str, kpset: str, descriptor: str, matcher: str, scene: str, kind: str) -> str:
+        return scene_file(self.match_task_dir(task, kpset, descriptor, matcher, self.batch_of(scene)), scene, kind)
 
     def keypoint_cutoff(self, kpset: str) -> str:
         """The dataset-wide cutoff of a set's ``global_top_n_by_size`` filter (descbench.jobs.keypoints.keypoint_cutoff)."""

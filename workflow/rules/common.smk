@@ -5,7 +5,7 @@ import shlex
 import time
 from pathlib import Path
 
-from descbench.config import (check_folders, combinations, effective_config, job_resources, learned_weights, model_files,
+from descbench.config import (check_folders, combinations, match_combinations, effective_config, job_resources, learned_weights, model_files,
                               needs_learned_extra,
                               score_job_sections,
                               type_command_line_values, validate_config)
@@ -106,6 +106,7 @@ EXE = CFG["execution"]
 BATCHES = scene_batches(SCENES, EXE["scenes_per_job"])
 PATHS = ResultPaths(RES, BATCHES)
 COMBOS = combinations(CFG)
+MATCH_COMBOS = match_combinations(CFG)  # (keypoint set, descriptor, matcher) of the matcher stage
 # The config of the sequence benchmarks' report rules: without the `patches` section, so that
 # turning the patch benchmarks on or changing them never reruns (or replaces) the sequence report.
 CFG_REPORT = {k: v for k, v in CFG.items() if k != "patches"}
@@ -293,6 +294,7 @@ wildcard_constraints:
     kpset=r"[A-Za-z0-9][A-Za-z0-9_-]*",
     descriptor=r"[A-Za-z0-9][A-Za-z0-9_-]*",
     batch=r"batch[0-9]+",
+    matcher=r"[A-Za-z0-9][A-Za-z0-9_-]*",
 
 
 def as_json(obj):

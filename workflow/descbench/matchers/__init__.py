@@ -24,13 +24,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from descbench.errors import ConfigError, DataError
 from descbench.jobfacts import RuntimeFacts
 from descbench.keypoints import ImageKeypoints
 from descbench.params import check_params, fragment_defaults
 
-__all__ = ["MATCHER_MODULES", "SCORE_KINDS", "MatchSide", "Matches", "Matcher", "check_matcher_params",
+__all__ = ["MATCHER_MODULES", "MATCHES_SCHEMA", "SCORE_KINDS", "matches_table", "split_matches", "MatchSide", "Matches", "Matcher", "check_matcher_params",
            "get_matcher", "matcher_names", "run_matcher"]
 
 SCORE_KINDS = ("distance", "confidence")
@@ -159,3 +160,53 @@ def run_matcher(matcher: str, params: dict, a: MatchSide, b: MatchSide, where: s
     if problem:
         raise DataError(f"{where}: matcher '{matcher}' returned {problem}")
     return Matches(ia.astype(np.int64), ib.astype(np.int64), score.astype(np.float64))
+
+
+# ----------------------------------------------------------------------------- the matches file
+
+# One scene's matches of one matcher (the matcher stage's file, one per scene): one row per match,
+# pairs in the scene's pair order, each pair's matches by idx_a. A pair without matches has no row
+# (its keypoints file says whether it had keypoints).
+MATCHES_SCHEMA = pa.schema([
+    ("scene", pa.string()),
+    ("query_image", pa.int16()),  # image a of the pair
+    ("pair", pa.int16()),  # image b of the pair
+    ("idx_a", pa.int32()),  # row of the keypoint in image a's keypoints (the scene's keypoint file, that image)
+    ("idx_b", pa.int32()),
+    ("score", pa.float64()),  # the matcher's score_kind (recorded in the file's provenance)
+])
+
+
+def matches_table(scene: str, per_pair: list[tuple[int, int, Matches]]) -> pa.Table:
+    """The matches file's table from ``[(a, b, Matches)]`` in pair order."""
+    n = [len(m) for _, _, m in per_pair]
+    cat = (lambda xs, dt: np.concatenate(xs).astype(dt) if xs else np.zeros(0, dt))
+    cols = {
+        "scene": pa.array([scene] * sum(n), pa.string()),
+        "query_image": pa.array(np.repeat([a for a, _, _ in per_pair], n).astype(np.int16)),
+        "pair": pa.array(np.repeat([b for _, b, _ in per_pair], n).astype(np.int16)),
+        "idx_a": pa.array(cat([m.idx_a for _, _, m in per_pair], np.int32)),
+        "idx_b": pa.array(cat([m.idx_b for _, _, m in per_pair], np.int32)),
+        "score": pa.array(cat([m.score for _, _, m in per_pair], np.float64)),
+    }
+    return pa.table(cols, schema=MATCHES_SCHEMA)
+
+
+def split_matches(table: pa.Table, pairs: list[tuple[int, int]]) -> dict[tuple[int, int], Matches]:
+    """``{(a, b): Matches}`` for every pair of ``pairs`` from a matches table (a pair without rows:
+    no matches). Rows of a pair not in ``pairs`` are an error (the file belongs to other pairs)."""
+    a = np.asarray(table.column("query_image")).astype(np.int64)
+    b = np.asarray(table.column("pair")).astype(np.int64)
+    ia = np.asarray(table.column("idx_a")).astype(np.int64)
+    ib = np.asarray(table.column("idx_b")).astype(np.int64)
+    sc = np.asarray(table.column("score")).astype(np.float64)
+    out = {}
+    seen = np.zeros(a.shape[0], bool)
+    for p in pairs:
+        sel = (a == p[0]) & (b == p[1])
+        seen |= sel
+        out[tuple(p)] = Matches(ia[sel], ib[sel], sc[sel])
+    if not seen.all():
+        k = int(np.flatnonzero(~seen)[0])
+        raise DataError(f"matches of pair ({a[k]}, {b[k]}), which is not among the scene's pairs; rerun the matcher stage")
+    return out

@@ -1,0 +1,61 @@
+"""The matcher stage's job (``match``): one matcher on every pair of every scene of a batch, for one
+(keypoint set, descriptor), written once per scene (:data:`descbench.matchers.MATCHES_SCHEMA`) for
+every match-based task to read."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+
+from descbench import io
+from descbench.datasets.layout import load_pairs, scene_files
+from descbench.jobs.common import batch_args, json_arg, read_features, result_paths
+from descbench.matchers import MatchSide, check_matcher_params, get_matcher, matches_table, run_matcher
+from descbench.paths import ResultPaths
+
+
+def match_scene(scene_dir: Path, keypoints: Path, descriptors: Path, name: str, spec: dict, out: Path,
+                pairs: str = "reference", kpset: str | None = None) -> None:
+    """Matches of every pair of one scene (the config's ``pairs`` option) with matcher ``name``
+    (``spec``: its config entry ``{matcher, params}``, params filled), written to ``out``."""
+    params = check_matcher_params(spec["matcher"], spec.get("params"), f"matchers.{name}.params")
+    matcher = get_matcher(spec["matcher"])
+    f = read_features(Path(keypoints), Path(descriptors))
+    sides = {k: MatchSide(kp, f.by_image[k], tuple(f.kmeta["image_sizes"][str(k)])) for k, kp in f.per_image.items()}
+    per_pair = []
+    for p in load_pairs(scene_files(Path(scene_dir)), pairs):
+        where = f"matcher '{name}', scene {f.scene}, pair ({p.a}, {p.b})"
+        per_pair.append((p.a, p.b, run_matcher(spec["matcher"], params, sides[p.a], sides[p.b], where)))
+    prov = io.provenance("matches", {"matcher_name": name, "matcher": spec["matcher"], "params": params,
+                                     "score_kind": matcher.score_kind},
+                         scene=f.scene, descriptor=f.dmeta["descriptor"], keypoint_set=kpset or f.kmeta["params"]["keypoint_set"],
+                         empty_images=f.kmeta["empty_images"], image_sizes=f.kmeta["image_sizes"])
+    io.write_table(matches_table(f.scene, per_pair), out, prov)
+
+
+def match_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, descriptor: str, name: str, spec: dict,
+                features: str | None = None, pairs: str = "reference") -> None:
+    """:func:`match_scene` on every scene of ``batch``; ``features``: the descriptor whose files are
+    read (a scoring variant's base, ``descriptors.<d>.features_of``)."""
+    for scene in paths.batches[batch]:
+        match_scene(Path(scene_root) / scene, Path(paths.keypoints(kpset, scene)),
+                    Path(paths.descriptors(kpset, features or descriptor, scene)), name, spec,
+                    Path(paths.matches(kpset, descriptor, name, scene)), pairs, kpset)
+
+
+def add_commands(sub) -> dict:
+    """The ``match`` subcommand; returns ``{command: function running it}``."""
+    p = sub.add_parser("match", help="the matcher stage: one matcher on every pair of one scene batch")
+    batch_args(p)
+    p.add_argument("--keypoint-set", required=True)
+    p.add_argument("--descriptor", required=True)
+    p.add_argument("--matcher", required=True, help="the matcher's name in the config (matchers.<name>)")
+    p.add_argument("--spec", required=True, help="JSON: the matcher's config entry {matcher, params}")
+    p.add_argument("--features-of", default=None, help="read this descriptor's files (a scoring variant's base)")
+    p.add_argument("--pairs", default="reference", help="the config's pairs option")
+    return {"match": run}
+
+
+def run(a: argparse.Namespace) -> None:
+    match_batch(result_paths(a), a.scene_root, a.batch, a.keypoint_set, a.descriptor, a.matcher, json_arg(a.spec),
+                a.features_of, a.pairs)
