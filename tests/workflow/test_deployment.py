@@ -73,6 +73,12 @@ IMPORT_DIST = {
     "threadpoolctl": "threadpoolctl", "matplotlib": "matplotlib",
     "torch": "torch", "kornia": "kornia", "onnx": "onnx", "onnxruntime": "onnxruntime",
 }
+# optional packages that no env installs: a package module may import one only inside a function and
+# a ``try`` that catches ImportError (its absence is then an error naming the fix, raised only when the
+# option is chosen), never at module level (test_the_jobs_import_only_what_the_env_has)
+OPTIONAL_IMPORTS = {
+    "poselib": "the `poselib` homography estimator of descbench/estimators/homography.py (pip install poselib)",
+}
 # package modules that only the Snakemake process imports (workflow/rules/common.smk): they may use
 # snakemake and what it installs (psutil); no job imports them
 SNAKEMAKE_SIDE = {"smktuning", "runguard"}
@@ -301,6 +307,48 @@ def _third_party_imports(path: Path) -> set[str]:
     return {m for m in out if m not in sys.stdlib_module_names and m != "descbench"}
 
 
+def _imported_lazily_with_fallback(path: Path, module: str) -> bool:
+    """Every import of ``module`` in ``path`` lies inside a function and inside the body of a ``try``
+    that has an ``except ImportError`` (or a bare / ``Exception`` handler)."""
+    def catches_import_error(node: ast.Try) -> bool:
+        names = set()
+        for h in node.handlers:
+            types = h.type.elts if isinstance(h.type, ast.Tuple) else [h.type]
+            names |= {getattr(t, "id", None) for t in types}
+        return bool(names & {None, "ImportError", "ModuleNotFoundError", "Exception"})
+
+    found = []
+
+    def visit(node, in_function, in_try):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or ""]
+            if any(n.split(".")[0] == module for n in names):
+                found.append(in_function and in_try)
+        for field, value in ast.iter_fields(node):
+            children = value if isinstance(value, list) else [value]
+            for child in children:
+                if not isinstance(child, ast.AST):
+                    continue
+                fn = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef))
+                tr = in_try or (isinstance(node, ast.Try) and field == "body" and catches_import_error(node))
+                visit(child, fn, tr)
+
+    visit(ast.parse(path.read_text()), False, False)
+    return bool(found) and all(found)
+
+
+def test_the_optional_import_check_tells_the_forms_apart(tmp_path):
+    f = tmp_path / "m.py"
+    for text, ok in [("def f():\n    try:\n        import poselib\n    except ImportError:\n        pass\n", True),
+                     ("import poselib\n", False),
+                     ("try:\n    import poselib\nexcept ImportError:\n    pass\n", False),
+                     ("def f():\n    import poselib\n", False),
+                     ("def f():\n    try:\n        import poselib\n    except KeyError:\n        pass\n", False),
+                     ("def f():\n    try:\n        pass\n    except ImportError:\n        import poselib\n", False)]:
+        f.write_text(text)
+        assert _imported_lazily_with_fallback(f, "poselib") is ok, text
+
+
 def test_the_jobs_import_only_what_the_env_has():
     """Every third-party module that a job can import (any module of the package but those only the
     Snakemake process loads) comes from a runtime dependency in the env or the learned extra; the
@@ -311,6 +359,10 @@ def test_the_jobs_import_only_what_the_env_has():
         mods = _third_party_imports(path)
         if path.parent == pkg and path.stem in SNAKEMAKE_SIDE:
             continue
+        for m in mods & set(OPTIONAL_IMPORTS):
+            assert _imported_lazily_with_fallback(path, m), (
+                f"{path.relative_to(ROOT)} imports the optional {m} outside a function's try/except ImportError")
+        mods -= set(OPTIONAL_IMPORTS)
         unknown = mods - set(IMPORT_DIST)
         assert not unknown, f"{path.relative_to(ROOT)} imports {sorted(unknown)}: add to pyproject.toml, the env and IMPORT_DIST"
         for m in mods:
