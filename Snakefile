@@ -60,5 +60,6 @@ rule all:
         str(RES / "results.sqlite"),
         [PATHS.report(f"plots/{name}.png") for name in PLOTS],
         patch_outputs(),
+        [PATHS.report(f"pipelines.{ext}") for ext in ("parquet", "csv", "md")] if MATCH_COMBOS and CFG["pipelines"]["enabled"] else
         [PATHS.matches_dir(ks, d, m, b) for ks, d, m in MATCH_COMBOS for b in BATCHES],
     default_target: True

@@ -257,6 +257,13 @@ def columns_reference() -> str:
     for t in tasks.SCORING_TASKS.values():
         for kind, sch in t.schemas(cfg).items():
             schemas[f"`{t.name}/<scene>.{kind}` (`descbench.tasks.{type(t).__module__.rsplit('.', 1)[1]}`)"] = sch
+    matchers = _import("descbench.matchers")
+    pipelines = _import("descbench.tasks.pipelines")
+    schemas["`matches/<kpset>/<descriptor>/<matcher>/<batch>/<scene>.parquet` (`descbench.matchers.MATCHES_SCHEMA`)"] = \
+        matchers.MATCHES_SCHEMA
+    schemas["`pipelines/<scene>.pairs.parquet` (`descbench.tasks.pipelines`)"] = pipelines.pairs_schema(
+        cfg["matching"]["mma_thresholds"], cfg["pipelines"]["precision_thresholds"])
+    schemas["`pipelines/<scene>.estimates.parquet` (`descbench.tasks.pipelines`)"] = pipelines.ESTIMATES
     parts = [
         "# Output columns",
         "",

@@ -436,3 +436,32 @@ def test_bad_matchers_name_the_key(matchers, fragments):
     msg = error_of({**base(), "matchers": matchers})
     for f in fragments:
         assert f in msg, msg
+
+
+@pytest.mark.parametrize("pipelines, fragments", [
+    ({"estimators": {"ransca": {}}}, ("pipelines.estimators.ransca", "unknown homography estimator", "usac_magsac")),
+    ({"estimators": {"ransac": {"ransac_th": 0}}}, ("pipelines.estimators.ransac.ransac_th", "> 0")),
+    ({"estimators": {"ransac": {"ransac_th": []}}}, ("pipelines.estimators.ransac.ransac_th", "empty")),
+    ({"estimators": {"dlt": {"ransac_th": 1}}}, ("pipelines.estimators.dlt.ransac_th",)),
+    ({"estimators": {}}, ("pipelines.estimators",)),
+    ({"dlt_weights": "scores"}, ("pipelines.dlt_weights", "matcher 'm'", "distance", "uniform")),
+])
+def test_bad_pipelines_name_the_key(pipelines, fragments):
+    msg = error_of({**base(), "matchers": {"m": {"matcher": "mnn"}}, "pipelines": pipelines})
+    for f in fragments:
+        assert f in msg, msg
+
+
+def test_poselib_missing_is_a_config_error(monkeypatch):
+    import builtins
+
+    real = builtins.__import__
+
+    def no_poselib(name, *a, **k):
+        if name == "poselib":
+            raise ImportError("no poselib")
+        return real(name, *a, **k)
+
+    monkeypatch.setattr(builtins, "__import__", no_poselib)
+    msg = error_of({**base(), "pipelines": {"estimators": {"poselib": {}}}})
+    assert "pipelines.estimators.poselib" in msg and "pip install poselib" in msg

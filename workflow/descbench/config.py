@@ -150,6 +150,7 @@ def _validate(config: dict | None, schema_path: Path | str) -> dict:
             raise ConfigError(f"invalid config value at 'keypoint_sets.{name}.params.{where}': {_schema_message(e)}")
     _check_overrides(schema, cfg)
     _check_consistency(cfg)
+    _check_pipelines(cfg)
     if cfg["patches"]["enabled"]:
         from descbench.patches.checks import check_source
 
@@ -434,6 +435,26 @@ def _check_consistency(cfg: dict) -> None:
             if d not in cfg["descriptors"]:
                 raise ConfigError(f"matchers.{name}.descriptors names unknown descriptor '{d}'; defined descriptors: "
                                   f"{', '.join(sorted(cfg['descriptors']))}")
+
+
+def _check_pipelines(cfg: dict) -> None:
+    """``pipelines.estimators``: each estimator's settings checked
+    (:func:`descbench.estimators.homography.check_estimator`; the task fills them the same way,
+    :func:`descbench.tasks.pipelines.estimator_settings`); ``dlt_weights: scores`` needs every
+    matcher's scores to be confidences."""
+    from descbench.estimators.homography import check_estimator
+    from descbench.matchers import get_matcher
+
+    sec = cfg["pipelines"]
+    for name, settings in sec["estimators"].items():
+        check_estimator(name, settings, f"pipelines.estimators.{name}")
+    if sec["dlt_weights"] == "scores" and "dlt" in sec["estimators"]:
+        for name, spec in cfg["matchers"].items():
+            kind = get_matcher(spec["matcher"]).score_kind
+            if kind != "confidence":
+                raise ConfigError(f"pipelines.dlt_weights 'scores' weights the DLT by the matches' confidences, but matcher "
+                                  f"'{name}' ({spec['matcher']}) scores its matches by {kind}; use dlt_weights: auto "
+                                  "(confidences where a matcher has them) or uniform")
 
 
 def match_combinations(cfg: dict) -> list[tuple[str, str, str]]:

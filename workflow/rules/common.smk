@@ -569,6 +569,12 @@ def score_feature_inputs(wildcards):
     return out
 
 
+def pipeline_sections(descriptor):
+    """The pipelines task's settings under a descriptor's effective config: scoring, matching, pipelines."""
+    eff = effective_config(CFG, descriptor)
+    return {k: eff[k] for k in ("scoring", "matching", "pipelines")}
+
+
 def results_root(levels):
     """Param: ``<results_dir>/<dataset tag>``, the ``levels``-th parent of the rule's first output."""
     return lambda wildcards, output: str(Path(output[0]).parents[levels])

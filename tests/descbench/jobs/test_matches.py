@@ -84,3 +84,56 @@ def test_match_scene_equals_the_batch_job(tmp_path):
     match_scene(run.scene_root / s, Path(run.paths.keypoints("kp", s)), Path(run.paths.descriptors("kp", "desc", s)), "s",
                 {"matcher": "smnn"}, out, kpset="kp")
     assert io.read_table(out)[0].equals(io.read_table(run.paths.matches("kp", "desc", "s", s))[0])
+
+
+def pipelines(run, name: str, spec: dict, cfg_pipelines: dict | None = None):
+    sections = {k: run.cfg[k] for k in ("scoring", "matching", "pipelines")}
+    if cfg_pipelines:
+        sections["pipelines"] = {**sections["pipelines"], **cfg_pipelines}
+    ok("score-pipelines", *run.batch_args(), "--keypoint-set", "kp", "--descriptor", "desc", "--matcher", name,
+       "--spec", json.dumps(spec), "--sections", json.dumps(sections))
+
+
+def test_score_pipelines_and_report(tmp_path):
+    """The pipelines task on every scene, then its table: one row per matcher, whose mnn row's
+    matching columns are the mean over pairs of the matching task's definitions."""
+    from descbench.tasks.pipelines import KINDS, NAME
+
+    run = features(tmp_path)
+    run.cfg["matchers"] = {"mnn": {"matcher": "mnn", "params": {}}, "r": {"matcher": "nn", "params": {"ratio": 0.8}}}
+    for name, spec in run.cfg["matchers"].items():
+        match(run, name, spec)
+        pipelines(run, name, spec)
+        for s in SCENES:
+            for k in KINDS:
+                assert Path(run.paths.match_task_file(NAME, "kp", "desc", name, s, k)).exists()
+    out = tmp_path / "report"
+    ok("pipelines-report", "--results-root", run.root, "--batches", json.dumps(run.batches),
+       "--combos", json.dumps([["kp", "desc", "mnn"], ["kp", "desc", "r"]]), "--config", json.dumps(run.cfg), "--out-dir", out)
+    t = pq.read_table(out / "pipelines.parquet").to_pandas()
+    assert list(t.matcher) == ["mnn", "r"] and list(t.matcher_type) == ["mnn", "nn"]
+    assert t.loc[1, "mean_prec_at_1"] >= t.loc[0, "mean_prec_at_1"]  # the ratio test keeps the better matches
+    md = (out / "pipelines.md").read_text()
+    assert "| kp | desc | mnn |" in md and "ransac_auc_at_1" in md and "dlt_auc_at_5" in md
+    import pandas as pd
+
+    rows = pd.concat([pq.read_table(run.paths.match_task_file(NAME, "kp", "desc", "mnn", s, "pairs.parquet")).to_pandas()
+                      for s in SCENES])
+    assert t.loc[0, "mma_at_3"] == rows.mma_at_3.mean() and t.loc[0, "mean_prec_at_3"] == rows.prec_at_3.mean()
+
+
+@pytest.mark.bad_input
+def test_score_pipelines_refuses_another_matchers_file(tmp_path, capsys):
+    run = features(tmp_path)
+    match(run, "mnn", {"matcher": "mnn"})
+    other = Path(run.paths.matches("kp", "desc", "other", SCENES[0]))
+    other.parent.mkdir(parents=True)
+    import shutil
+
+    shutil.copy(run.paths.matches("kp", "desc", "mnn", SCENES[0]), other)
+    capsys.readouterr()
+    sections = {k: run.cfg[k] for k in ("scoring", "matching", "pipelines")}
+    assert cli.main(["score-pipelines", *map(str, run.batch_args()), "--keypoint-set", "kp", "--descriptor", "desc",
+                     "--matcher", "other", "--spec", json.dumps({"matcher": "mnn"}), "--sections", json.dumps(sections)]) == 1
+    err = capsys.readouterr().err
+    assert "holds the matches of matcher 'mnn'" in err and "not 'other'" in err and "rerun the matcher stage" in err

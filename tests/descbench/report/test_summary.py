@@ -25,6 +25,9 @@ def test_summary_names_every_degenerate_case(tmp_path):
     assert "orb on s: 7 pair(s) with an image without keypoints (no data" in text
     assert "sift on s:" not in text
     assert str(tmp_path / "comparison.md") in text
+    assert "pipelines" not in text  # no matcher stage, no pipelines table
+    (tmp_path / "pipelines.md").write_text("| x |\n")
+    assert f"pipelines          {tmp_path / 'pipelines.md'}" in run_summary(tmp_path, distractor_scenes=10)
 
 
 def test_no_report_no_summary(tmp_path):

@@ -96,7 +96,6 @@ import math
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-import cv2
 import numpy as np
 
 from descbench.errors import ConfigError, DataError
@@ -387,6 +386,8 @@ def check_estimator(name, params: Mapping | None = None, where: str = "estimator
 def library_versions() -> dict:
     """The estimation libraries' versions, for a job's provenance: ``{"opencv": cv2.__version__,
     "poselib": its version, or None when it is not installed}``."""
+    import cv2
+
     try:
         import poselib
         pl = str(getattr(poselib, "__version__", None) or "unknown")
@@ -443,6 +444,8 @@ def estimate_homography(src, dst, estimator: str, ransac_th: float | None, *, ma
         inliers = np.asarray(info.get("inliers", []), dtype=bool).reshape(-1)
         ok = int(info.get("num_inliers", 0)) > 0 and inliers.shape == (m,)
     else:
+        import cv2  # here, not at import: config validation imports this module and must not load OpenCV
+
         cv2.setRNGSeed(int(seed))
         try:
             H, mask = cv2.findHomography(src, dst, getattr(cv2, spec.cv2_method), th, maxIters=max_iters,

@@ -11,6 +11,7 @@ from descbench import io
 from descbench.datasets.layout import load_pairs, scene_files
 from descbench.jobs.common import batch_args, json_arg, read_features, result_paths
 from descbench.matchers import MatchSide, check_matcher_params, get_matcher, matches_table, run_matcher
+from descbench.fileops import file_sha256
 from descbench.paths import ResultPaths
 
 
@@ -53,9 +54,71 @@ def add_commands(sub) -> dict:
     p.add_argument("--spec", required=True, help="JSON: the matcher's config entry {matcher, params}")
     p.add_argument("--features-of", default=None, help="read this descriptor's files (a scoring variant's base)")
     p.add_argument("--pairs", default="reference", help="the config's pairs option")
-    return {"match": run}
+    return {"match": run, **add_pipeline_commands(sub)}
 
 
 def run(a: argparse.Namespace) -> None:
     match_batch(result_paths(a), a.scene_root, a.batch, a.keypoint_set, a.descriptor, a.matcher, json_arg(a.spec),
                 a.features_of, a.pairs)
+
+
+# ----------------------------------------------------------------------------- the pipelines task
+
+
+def score_pipelines_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, descriptor: str, name: str,
+                          spec: dict, sections: dict, features: str | None = None, pairs: str = "reference") -> None:
+    """The pipelines task (:mod:`descbench.tasks.pipelines`) on every scene of ``batch`` from the
+    matcher stage's files of matcher ``name`` (``spec``: its config entry); ``sections``:
+    ``scoring``, ``matching`` and ``pipelines`` settings."""
+    from descbench.errors import DataError
+    from descbench.matchers import MATCHES_SCHEMA, split_matches
+    from descbench.tasks.pipelines import KINDS, NAME, score_pipelines
+
+    score_kind = get_matcher(spec["matcher"]).score_kind
+    for scene in paths.batches[batch]:
+        scene_dir = Path(scene_root) / scene
+        f = read_features(Path(paths.keypoints(kpset, scene)), Path(paths.descriptors(kpset, features or descriptor, scene)))
+        mpath = Path(paths.matches(kpset, descriptor, name, scene))
+        table, meta = io.read_table(mpath, MATCHES_SCHEMA)
+        if meta.get("params", {}).get("matcher_name") != name or meta.get("keypoint_set") != kpset:
+            raise DataError(f"{mpath} holds the matches of matcher {meta.get('params', {}).get('matcher_name')!r} on keypoint set "
+                            f"{meta.get('keypoint_set')!r}, not {name!r} on {kpset!r}; rerun the matcher stage")
+        scene_pairs = load_pairs(scene_files(scene_dir), pairs)
+        matches = split_matches(table, [(p.a, p.b) for p in scene_pairs])
+        outs = [Path(paths.match_task_file(NAME, kpset, descriptor, name, scene, k)) for k in KINDS]
+        score_pipelines(scene_dir, f, matches, score_kind, sections["scoring"], sections["matching"], sections["pipelines"],
+                        *outs, scene_pairs, {"descriptor": descriptor, "keypoint_set": kpset, "matcher_name": name,
+                                              "matcher": spec["matcher"], "matcher_params": meta["params"]["params"],
+                                              "matches_sha256": file_sha256(mpath)})
+
+
+def add_pipeline_commands(sub) -> dict:
+    p = sub.add_parser("score-pipelines", help="the pipelines task (matches -> match accuracy, homography estimation) of one batch")
+    batch_args(p)
+    p.add_argument("--keypoint-set", required=True)
+    p.add_argument("--descriptor", required=True)
+    p.add_argument("--matcher", required=True, help="the matcher's name in the config (matchers.<name>)")
+    p.add_argument("--spec", required=True, help="JSON: the matcher's config entry {matcher, params}")
+    p.add_argument("--sections", required=True, help="JSON {scoring, matching, pipelines}: the settings")
+    p.add_argument("--features-of", default=None, help="read this descriptor's files (a scoring variant's base)")
+    p.add_argument("--pairs", default="reference", help="the config's pairs option")
+    r = sub.add_parser("pipelines-report", help="the pipelines table: one row per (keypoint set, descriptor, matcher)")
+    r.add_argument("--results-root", type=Path, required=True)
+    r.add_argument("--batches", required=True, help="JSON {batch: [scenes]}")
+    r.add_argument("--combos", required=True, help="JSON list of [keypoint_set, descriptor, matcher]")
+    r.add_argument("--config", required=True, help="the validated config (JSON)")
+    r.add_argument("--out-dir", type=Path, required=True)
+    return {"score-pipelines": run_pipelines, "pipelines-report": run_report}
+
+
+def run_pipelines(a: argparse.Namespace) -> None:
+    score_pipelines_batch(result_paths(a), a.scene_root, a.batch, a.keypoint_set, a.descriptor, a.matcher, json_arg(a.spec),
+                          json_arg(a.sections), a.features_of, a.pairs)
+
+
+def run_report(a: argparse.Namespace) -> None:
+    from descbench.report.pipelines import write
+
+    cfg = json_arg(a.config)
+    paths = ResultPaths(a.results_root, json_arg(a.batches))
+    write(paths, [tuple(c) for c in json_arg(a.combos)], cfg, a.out_dir, {})

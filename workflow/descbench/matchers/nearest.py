@@ -29,7 +29,6 @@ from __future__ import annotations
 import numpy as np
 
 from descbench.matchers import Matcher, Matches, MatchSide
-from descbench.metrics.nn import mutual_nearest, nearest_two
 from descbench.params import object_fragment
 
 _RATIO = {"type": "number", "exclusiveMinimum": 0, "maximum": 1}
@@ -58,12 +57,16 @@ def match_mnn(a: MatchSide, b: MatchSide, params: dict) -> Matches:
     """Mutual nearest neighbours; score = distance."""
     if not _both_sides(a, b, 1):
         return Matches.empty()
+    from descbench.metrics.nn import mutual_nearest  # numba: imported by the job, not by config validation
+
     ia, ib, dist = mutual_nearest(a.descriptors, b.descriptors, params["chunk_mb"])
     return Matches(ia, ib, dist)
 
 
 def _ratio_test(a: MatchSide, b: MatchSide, ratio: float, chunk_mb: float):
     """``(ia, ib, d1, r)`` of the keypoints of a passing ``d1 / d2 <= ratio``."""
+    from descbench.metrics.nn import nearest_two
+
     i1, d1, _, d2 = nearest_two(a.descriptors, b.descriptors, chunk_mb)
     r = _ratios(d1, d2)
     with np.errstate(invalid="ignore"):
@@ -76,6 +79,8 @@ def match_nn(a: MatchSide, b: MatchSide, params: dict) -> Matches:
     if params["ratio"] is None:
         if not _both_sides(a, b, 1):
             return Matches.empty()
+        from descbench.metrics.nn import nearest_two
+
         i1, d1, _, _ = nearest_two(a.descriptors, b.descriptors, params["chunk_mb"])
         return Matches(np.arange(len(a), dtype=np.int64), i1, d1)
     if not _both_sides(a, b, 2):

@@ -324,6 +324,24 @@ def match_pair(q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size, params: 
     return _match_stats(q_xy, t_xy, H, H_inv, size1, sizek, ia, ib, params)
 
 
+def matched_pair_stats(q_xy, t_xy, H, image1_size, target_size, ia, ib, params: MatchingParams = MatchingParams()) -> dict:
+    """:func:`match_pair`'s statistics of the given matches (image-1 keypoint ``ia[m]`` with
+    image-k keypoint ``ib[m]``, int arrays [M]) instead of its mutual nearest neighbours: the same
+    keys, definitions and no-data rule, for the matches of any matcher (the matcher stage,
+    :mod:`descbench.matchers`). With the mutual nearest neighbours it returns exactly
+    :func:`match_pair`'s dictionary."""
+    q_xy = np.asarray(q_xy, dtype=np.float64).reshape(-1, 2)
+    t_xy = np.asarray(t_xy, dtype=np.float64).reshape(-1, 2)
+    ia = np.asarray(ia, dtype=np.int64).reshape(-1)
+    ib = np.asarray(ib, dtype=np.int64).reshape(-1)
+    if ia.shape != ib.shape or (ia.size and (ia.min() < 0 or ia.max() >= len(q_xy) or ib.min() < 0 or ib.max() >= len(t_xy))):
+        raise DataError(f"matches out of range or of unequal length: {ia.size} / {ib.size} indices for {len(q_xy)} and "
+                        f"{len(t_xy)} keypoints; rerun the matcher stage")
+    _, _, _, _, H, H_inv, size1, sizek = _check_pair(q_xy, np.zeros((len(q_xy), 1), np.float32), t_xy,
+                                                     np.zeros((len(t_xy), 1), np.float32), H, image1_size, target_size)
+    return _match_stats(q_xy, t_xy, H, H_inv, size1, sizek, ia, ib, params)
+
+
 def _check_pair(q_xy, q_desc, t_xy, t_desc, H, image1_size, target_size):
     """Validated ``(q_xy, q_desc, t_xy, t_desc, H, H_inv, (w1, h1), (wk, hk))`` (DataError otherwise)."""
     q_desc = np.asarray(q_desc)

@@ -156,6 +156,8 @@ def run_summary(report_dir: Path, distractor_scenes: int | None = None) -> str:
               f"  comparison table   {report_dir / 'comparison.md'} (.csv, .parquet: every metric)",
               f"  per-scene values   {report_dir / 'per_scene.csv'}",
               f"  keypoint sets      {report_dir / 'keypoint_stats.md'}",
+              *([f"  pipelines          {report_dir / 'pipelines.md'} (.csv, .parquet: matchers, homography AUC per estimator)"]
+                if (report_dir / "pipelines.md").exists() else []),
               f"  significance       {report_dir / 'significance.md'} (paired tests between descriptors"
               f"{_adjustment(report_dir)})",
               f"  timings            {report_dir / 'timings.md'} (each stage's jobs: wall and CPU time, device)",
