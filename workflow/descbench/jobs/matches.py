@@ -44,9 +44,8 @@ def match_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, de
                     Path(paths.matches(kpset, descriptor, name, scene)), pairs, kpset)
 
 
-def add_commands(sub) -> dict:
-    """The ``match`` subcommand; returns ``{command: function running it}``."""
-    p = sub.add_parser("match", help="the matcher stage: one matcher on every pair of one scene batch")
+def pipeline_args(p: argparse.ArgumentParser) -> None:
+    """The arguments of a job of one (keypoint set, descriptor, matcher, scene batch)."""
     batch_args(p)
     p.add_argument("--keypoint-set", required=True)
     p.add_argument("--descriptor", required=True)
@@ -54,6 +53,12 @@ def add_commands(sub) -> dict:
     p.add_argument("--spec", required=True, help="JSON: the matcher's config entry {matcher, params}")
     p.add_argument("--features-of", default=None, help="read this descriptor's files (a scoring variant's base)")
     p.add_argument("--pairs", default="reference", help="the config's pairs option")
+
+
+def add_commands(sub) -> dict:
+    """The ``match`` subcommand; returns ``{command: function running it}``."""
+    p = sub.add_parser("match", help="the matcher stage: one matcher on every pair of one scene batch")
+    pipeline_args(p)
     return {"match": run, **add_pipeline_commands(sub)}
 
 
@@ -94,14 +99,8 @@ def score_pipelines_batch(paths: ResultPaths, scene_root: Path, batch: str, kpse
 
 def add_pipeline_commands(sub) -> dict:
     p = sub.add_parser("score-pipelines", help="the pipelines task (matches -> match accuracy, homography estimation) of one batch")
-    batch_args(p)
-    p.add_argument("--keypoint-set", required=True)
-    p.add_argument("--descriptor", required=True)
-    p.add_argument("--matcher", required=True, help="the matcher's name in the config (matchers.<name>)")
-    p.add_argument("--spec", required=True, help="JSON: the matcher's config entry {matcher, params}")
+    pipeline_args(p)
     p.add_argument("--sections", required=True, help="JSON {scoring, matching, pipelines}: the settings")
-    p.add_argument("--features-of", default=None, help="read this descriptor's files (a scoring variant's base)")
-    p.add_argument("--pairs", default="reference", help="the config's pairs option")
     r = sub.add_parser("pipelines-report", help="the pipelines table: one row per (keypoint set, descriptor, matcher)")
     r.add_argument("--results-root", type=Path, required=True)
     r.add_argument("--batches", required=True, help="JSON {batch: [scenes]}")
