@@ -98,6 +98,12 @@ def test_keypoints_and_rows_equal_kornias_module_bit_for_bit(net, image):
     assert (kps.size == 12.0).all() and (kps.angle == -1).all() and (kps.octave == 0).all() and (kps.class_id == -1).all()
 
 
+def test_an_image_without_detections_gives_empty_keypoints_and_rows(image):
+    # random XFeat weights keep no heatmap value above kornia's default 0.05
+    kps, rows = J.runner("xfeat", params("xfeat")).detect(image, grey(image))
+    assert len(kps) == 0 and rows.shape == (0, 64) and rows.dtype == np.float32
+
+
 @pytest.mark.parametrize("net", NETS)
 def test_describing_its_own_keypoints_gives_its_own_rows(net, image, odd_image):
     p = params(net, **LOW.get(net, {}))

@@ -362,7 +362,7 @@ class JointRunner:
             size=np.full(n, p["default_size_px"], dtype=np.float32), angle=np.full(n, -1.0, dtype=np.float32),
             response=score.cpu().numpy().astype(np.float32).reshape(n), octave=np.zeros(n, dtype=np.int32),
             class_id=np.full(n, -1, dtype=np.int32), source_index=np.arange(n, dtype=np.int32))
-        return kps, rows.cpu().numpy().astype(np.float32).reshape(n, -1)
+        return kps, rows.cpu().numpy().astype(np.float32).reshape(n, dim_of(self.net, p))
 
     def describe(self, image_path: Path, gray: np.ndarray | None, kps: ImageKeypoints) -> np.ndarray:
         """float32 ``[N, D]`` rows of the network at given keypoints (module docstring, "on other keypoints")."""
@@ -394,7 +394,7 @@ class JointRunner:
                 dense = F.normalize(m.net(xr)[0], dim=1)
                 pos = xy / torch.tensor([rw, rh], device=self.device, dtype=torch.float32)
                 rows = F.normalize(m.interpolator(dense, pos[None], H=h1, W=w1), dim=-1)[0]
-        return rows.cpu().numpy().astype(np.float32).reshape(n, -1)
+        return rows.cpu().numpy().astype(np.float32).reshape(n, dim_of(self.net, p))
 
 
 def bilinear_columns(torch, dense, xy):
