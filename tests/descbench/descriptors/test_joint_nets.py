@@ -48,6 +48,20 @@ def test_on_sift_keypoints_the_rows_are_the_network_at_those_keypoints(net, pris
     assert compute_descriptors(net, p, img, kps.take(np.arange(0)), kpset, "w").shape == (0, J.dim_of(net, p))
 
 
+def test_xfeat_reads_the_grey_image_its_keypoint_set_names(tmp_path):
+    coarse = np.random.default_rng(0).integers(0, 256, (24, 32, 3)).astype(np.uint8)
+    img = tmp_path / "colour.png"
+    cv2.imwrite(str(img), cv2.resize(coarse, (128, 96), interpolation=cv2.INTER_CUBIC))
+    kps = J.ImageKeypoints(*(np.float32([20, 60, 100]),) * 2, *(np.zeros(3, np.float32),) * 3, np.zeros(3, np.int32),
+                           np.zeros(3, np.int32), np.arange(3, dtype=np.int32))
+    p = params("xfeat")
+    for grey, ref in (("bgr2gray", cv2.cvtColor(cv2.imread(str(img)), cv2.COLOR_BGR2GRAY)),
+                      ("imread", cv2.imread(str(img), cv2.IMREAD_GRAYSCALE))):
+        rows = compute_descriptors("xfeat", p, img, kps, {"detector": "sift", "params": {}, "grey": grey}, "w")
+        assert np.array_equal(rows, J.runner("xfeat", p, detection=False).describe(img, ref, kps)), grey
+    assert not np.array_equal(cv2.cvtColor(cv2.imread(str(img)), cv2.COLOR_BGR2GRAY), cv2.imread(str(img), cv2.IMREAD_GRAYSCALE))
+
+
 def test_aliked_t16_rows_are_64_wide():
     assert J.dim_of("aliked", params("aliked", model_name="aliked-t16")) == 64
     assert get_family("aliked").width_of(params("aliked", model_name="aliked-t16"), []) == 64

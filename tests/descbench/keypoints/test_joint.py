@@ -224,6 +224,14 @@ def test_a_weights_file_in_the_published_layout_loads_into_the_network(net, imag
     assert len(kps) > 0 and rows.shape[0] == len(kps)
 
 
+def test_kornias_own_xfeat_state_dict_loads_too(tmp_path):
+    torch.manual_seed(3)
+    ref = KF.XFeat()
+    torch.save(ref.state_dict(), tmp_path / "kornia_xfeat.pth")  # keys under 'net.'
+    module, _ = J.load_module("xfeat", params("xfeat", weights=str(tmp_path / "kornia_xfeat.pth")), "w")
+    assert all(torch.equal(a, b) for a, b in zip(module.state_dict().values(), ref.state_dict().values()))
+
+
 @pytest.mark.bad_input
 @pytest.mark.parametrize("net, other", [("disk", "xfeat"), ("aliked", "disk"), ("xfeat", "aliked")])
 def test_another_networks_weights_file_is_a_config_error_naming_key_file_and_fix(net, other, tmp_path):
