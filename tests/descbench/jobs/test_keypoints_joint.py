@@ -74,6 +74,25 @@ def test_its_descriptor_reads_them_and_they_equal_a_recompute(scene, built, tmp_
     assert J.side_path(small).exists()
 
 
+def test_an_intersection_keeping_the_network_side_carries_its_rows(scene, tmp_path):
+    cfg = config(sift={"detector": "sift", "max_keypoints": 400},
+                 both={"intersection": {"sources": ["sift", "dk"], "tol_px": 4.0, "keep": "dk"}})
+    paths = ResultPaths(tmp_path / "res", {"b0": [scene.name]})
+    for name in ("dk", "sift"):
+        detect_scene(scene, name, cfg["keypoint_sets"][name], Path(paths.keypoints(name, scene.name)))
+    both = Path(paths.keypoints("both", scene.name))
+    derive_scene(paths, scene.name, "both", cfg["keypoint_sets"]["both"], both, None)
+    out = tmp_path / "both.parquet"
+    describe_scene(scene, both, "disk", cfg["descriptors"]["disk"], cfg["keypoint_sets"]["dk"], out)
+    feats = read_features(both, out)
+    assert read_meta(out)["runtime"]["rows"] == "keypoint_job"
+    assert sum(len(k) for k in feats.per_image.values()) > 0
+    for k, kps in feats.per_image.items():
+        recomputed = compute_descriptors("disk", cfg["descriptors"]["disk"]["params"], scene / f"{k}.ppm", kps,
+                                         cfg["keypoint_sets"]["dk"], "w")
+        assert np.array_equal(feats.by_image[k], recomputed), k
+
+
 def test_another_identity_recomputes_instead(scene, built, tmp_path):
     cfg, _, kp, _ = built
     out = tmp_path / "d2.parquet"
