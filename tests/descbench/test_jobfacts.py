@@ -167,7 +167,7 @@ OLD_DETECTOR_MODELS = {
     "sift": (160, 230, 0.2, 2, 0.7), "keynet": (460, 580, 0.2, 5, 20), "kaze": (160, 520, 0.2, 2, 2.0),
     "akaze": (160, 120, 0.2, 2, 0.6), "surf": (250, 130, 0.2, 5, 1.5), "orb": (160, 40, 0.2, 2, 0.2),
     "brisk": (160, 40, 0.2, 2, 0.2), "gftt": (160, 40, 0.2, 2, 0.2), "fast": (160, 40, 0.2, 2, 0.2),
-    **{n: (600, 1500, 0.8, 5, 40) for n in NEW_JOINT}}
+    "disk": (600, 2500, 4.0, 5, 15), "aliked": (600, 1800, 4.0, 5, 8), "xfeat": (600, 300, 4.0, 5, 1)}
 LEAF_FAMILIES = sorted(set(family_names()) - {"stack", "dsp"})
 
 
@@ -188,8 +188,8 @@ def test_each_familys_cost_is_the_table_jobresources_held(family):
         assert (cost.per_keypoint, cost.per_pixel, cost.extra_mb) == ({**OLD_LEARNED, **NEW_LEARNED}[family], 1.0, 256.0)
         return
     assert cost.extra_mb == 0.0
-    if family in NEW_JOINT:
-        assert (cost.model, cost.patch_model, cost.per_keypoint, cost.per_pixel) == (jr_network(), OPENCV_PATCHES, 0.1, 200.0)
+    if family in NEW_JOINT:  # the network's forward on each image: the model of its keypoint job
+        assert (cost.model, cost.patch_model, cost.per_keypoint, cost.per_pixel) == (DETECTORS[family].model, OPENCV_PATCHES, 1.0, 1.0)
         return
     if family in NEW_COLOUR:
         assert cost.model == OPENCV_DESCRIPTOR and (cost.per_keypoint, cost.per_pixel) == NEW_COLOUR[family]

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 from descbench.descriptors import DescriptorFamily
-from descbench.jobfacts import NETWORK_DESCRIPTOR, Cost, named_files, weights_label
+from descbench.jobfacts import Cost, named_files, weights_label
 from descbench.keypoints import ImageKeypoints
 from descbench.keypoints import joint as J
 
@@ -82,9 +82,9 @@ FAMILIES = tuple(
         net, compute(net), PARAMS_SCHEMA[net], check=check(net), own_rows=own_rows(net),
         runtime_provenance=functools.partial(runtime_provenance, net), runtime="torch",
         files=lambda p: named_files(p, ("weights",)), weights_labels=lambda p: [weights_label(p)],
-        # a full-image forward per image (not per keypoint): NETWORK_DESCRIPTOR's form, pixels weighed
-        # like a keypoint job's network (not fitted)
-        cost=Cost(NETWORK_DESCRIPTOR, per_keypoint=0.1, per_pixel=200.0),
+        # a full-image forward per image: the network's model (descbench.keypoints.joint.JointNet.model;
+        # an upper bound for a run that reads the keypoint job's rows)
+        cost=Cost(J.NETS[net].model),
         width=lambda p, parts, net=net: J.dim_of(net, p),
         not_on_patches="a joint detect-and-describe network describes keypoints of a whole image (its receptive "
                        "field and padding rules are an image's), not a 65 x 65 patch")

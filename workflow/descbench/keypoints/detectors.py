@@ -177,8 +177,10 @@ def _joint(net: str) -> dict:
         check_params(net, p, where)
 
     cap = _positive("top_k" if net == "xfeat" else "max_num_keypoints")  # (DISK: null, ALIKED: -1 = no budget)
+    from descbench.keypoints.joint import NETS
+
     return dict(name=net, create=create, schema_definition=f"{net}_detector_params", network=net, cap=cap,
-                model=Model(base_mb=600, mb_per_mp=1500, mb_per_kkp=0.8, base_s=5, s_per_mp=40), runtime="torch",
+                model=NETS[net].model, runtime="torch",
                 files=lambda p: named_files(p, ("weights",)), weights_labels=lambda p: [weights_label(p)], check=check)
 
 
@@ -206,10 +208,9 @@ DETECTORS: dict[str, Detector] = {
         Detector("keynet", _keynet, "keynet_detector_params", density=10000, cap=_keynet_cap,
                  model=Model(base_mb=460, mb_per_mp=580, mb_per_kkp=0.2, base_s=5, s_per_mp=20),
                  runtime="torch", files=_keynet_files, weights_labels=_keynet_labels, check=_keynet_check),
-        # joint detect-and-describe networks (descbench.keypoints.joint). Their job models are not
-        # fitted: KeyNet's form with the memory and time of a full-image U-Net / ResNet forward on
-        # the CPU, rounded up (DISK ~1.3 GB and ~25 s per MP on one thread here); densities: DISK's
-        # threshold-0 maxima are dense, ALIKED's and XFeat's a few thousand per image
+        # joint detect-and-describe networks (descbench.keypoints.joint; its NETS hold their job
+        # models: one full-image forward per image); densities are rough: DISK's threshold-0
+        # maxima are dense, ALIKED's and XFeat's a few thousand per image
         Detector(**_joint("disk"), density=40000),
         Detector(**_joint("aliked"), density=8000),
         Detector(**_joint("xfeat"), density=5000),

@@ -89,6 +89,7 @@ import numpy as np
 
 from descbench.errors import ConfigError, DataError
 from descbench.fileops import file_sha256
+from descbench.jobfacts import Model
 from descbench.keypoints import ImageKeypoints
 
 SIDE_KIND = "joint.npz"
@@ -108,6 +109,11 @@ class JointNet:
     layouts: str  # the checkpoint layouts read, in words (errors)
     dim_key: str | None = None  # the param giving the descriptor dimension (else ``dim``)
     dim: int = 0
+    # the memory/runtime model of a job that runs it on every image (keypoint job, and descriptor job
+    # on other keypoints): peak RSS and time of one CPU forward (random weights, 1 thread, this
+    # 2-core shared machine) at 0.12 MP (303 x 384) and 0.79 MP (768 x 1024), slopes rounded up:
+    # DISK 2,062 MB and 8.5 s at 0.79 MP, ALIKED 1,625 MB and 3.3 s, XFeat 424 MB and 0.3 s
+    model: Model = Model(base_mb=600)
 
 
 COMMON_KEYS = ("weights", "weights_seed", "device", "threads", "resize")
@@ -116,15 +122,18 @@ NETS = {n.name: n for n in (
              ("max_num_keypoints", "nms_window_size", "detection_threshold", "default_size_px"),
              "kornia.feature.disk.urls: 'depth' https://raw.githubusercontent.com/cvlab-epfl/disk/master/depth-save.pth, "
              "'epipolar' https://raw.githubusercontent.com/cvlab-epfl/disk/master/epipolar-save.pth (or kornia's Hugging Face mirror)",
-             "DISK's published checkpoint (the state dict under 'extractor') or DISK's own state dict", dim_key="desc_dim"),
+             "DISK's published checkpoint (the state dict under 'extractor') or DISK's own state dict", dim_key="desc_dim",
+             model=Model(base_mb=600, mb_per_mp=2500, mb_per_kkp=4.0, base_s=5, s_per_mp=15, s_per_kkp=0.1)),
     JointNet("aliked", "ALIKED", "rgb", (*COMMON_KEYS, "model_name"),
              ("max_num_keypoints", "detection_threshold", "nms_radius", "default_size_px"),
              "https://github.com/Shiaoming/ALIKED/raw/main/models/<model_name>.pth (or kornia's Hugging Face mirror "
              "https://huggingface.co/kornia/aliked/resolve/main/<model_name>.pth)",
-             "ALIKED's published <model_name>.pth (its state dict; kornia's constant 'dkd.hw_grid' may be absent)"),
+             "ALIKED's published <model_name>.pth (its state dict; kornia's constant 'dkd.hw_grid' may be absent)",
+             model=Model(base_mb=600, mb_per_mp=1800, mb_per_kkp=4.0, base_s=5, s_per_mp=8, s_per_kkp=0.1)),
     JointNet("xfeat", "XFeat", "grey", COMMON_KEYS, ("top_k", "detection_threshold", "default_size_px"),
              "kornia.feature.XFeat.weights_url: https://github.com/verlab/accelerated_features/raw/main/weights/xfeat.pt",
-             "XFeat's published xfeat.pt (XFeatModel's state dict) or kornia XFeat's (keys under 'net.')", dim=64),
+             "XFeat's published xfeat.pt (XFeatModel's state dict) or kornia XFeat's (keys under 'net.')", dim=64,
+             model=Model(base_mb=600, mb_per_mp=300, mb_per_kkp=4.0, base_s=5, s_per_mp=1, s_per_kkp=0.1)),
 )}
 ALIKED_DIMS = {"aliked-t16": 64, "aliked-n16": 128, "aliked-n16rot": 128, "aliked-n32": 128}
 
