@@ -183,13 +183,24 @@ def test_defaults_are_glue_factorys_and_kornias():
         assert DETECTORS[net].network == net and DETECTORS[net].runtime == "torch"
 
 
-def test_resize_scales_the_long_side_and_maps_keypoints_back_by_pixel_centres(odd_image):
+def test_resize_is_glue_factorys_long_side_and_maps_keypoints_back_by_its_transform(odd_image):
+    from kornia.geometry.transform import resize
+
     p = params("disk", resize=64)
     kps, rows = J.runner("disk", p).detect(odd_image, None)
-    assert J.resized_shape(101, 133, 64) == (49, 64)
-    # the network's keypoints are integer pixels of the 49 x 64 image, mapped by (x' + 0.5) * W / W' - 0.5
-    xr = (kps.x.astype(np.float64) + 0.5) * 64 / 133 - 0.5
-    assert np.allclose(xr, np.round(xr), atol=1e-4) and len(kps) > 5
+    # gluefactory/utils/image.py get_new_image_size, side long: (int(64 / (133 / 101)), 64); portrait: (64, int(64 * aspect))
+    assert J.resized_shape(101, 133, 64) == (48, 64) and J.resized_shape(133, 101, 64) == (64, 48)
+    # the network's keypoints are integer pixels of the 48 x 64 image, mapped back by T^-1 = diag(133 / 64, 101 / 48)
+    torch.manual_seed(random_seed(0, "disk"))
+    m = KF.DISK().eval()
+    rgb = cv2.cvtColor(cv2.imread(str(odd_image), cv2.IMREAD_COLOR), cv2.COLOR_BGR2RGB)
+    x = resize(torch.from_numpy(rgb).permute(2, 0, 1)[None].float() / 255.0, (48, 64), interpolation="bilinear",
+               antialias=True, align_corners=None)
+    with torch.inference_mode():
+        f = m(x, pad_if_not_divisible=True)[0]
+    xy = f.keypoints.numpy().astype(np.float64) / np.array([64 / 133, 48 / 101])
+    assert np.array_equal(kps.x, xy[:, 0].astype(np.float32)) and np.array_equal(kps.y, xy[:, 1].astype(np.float32))
+    assert np.array_equal(rows, f.descriptors.numpy()) and len(kps) > 5
     assert np.array_equal(J.runner("disk", p).describe(odd_image, None, kps).shape, rows.shape)
     assert np.abs(J.runner("disk", p).describe(odd_image, None, kps) - rows).max() < 1e-5
 

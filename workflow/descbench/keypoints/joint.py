@@ -29,10 +29,12 @@ agree to float32 rounding, not bit for bit.
 BGR -> RGB) as float32 ``[1, 3, H, W]`` in ``[0, 1]`` (``/ 255``), as glue-factory feeds them;
 XFeat takes the keypoint set's grey image (``grey`` of the set: OpenCV's decode by default) as
 ``[1, 1, H, W] / 255`` (XFeatModel averages channels; grey is what its reference demo feeds).
-``resize`` (default null: the image as stored): the long side scaled to ``resize`` px,
-``torch.nn.functional.interpolate(mode='bilinear', align_corners=False, antialias=True)`` to
-``(round(H s), round(W s))``; keypoints go back to the stored image's pixels by the pixel-centre
-rule ``x = (x' + 0.5) W / W' - 0.5`` (and ``y``), other keypoints come in by its inverse.
+``resize`` (default null: the image as stored) is glue-factory's ``ImagePreprocessor`` with
+``side: long`` (``gluefactory/utils/image.py``): the long side becomes ``resize`` px and the other
+``int(resize / aspect)``, by ``kornia.geometry.transform.resize(interpolation='bilinear',
+antialias=True)``; its transform ``T = diag(W' / W, H' / H, 1)`` takes stored pixels to the
+network's, so keypoints go back by ``x = x' W / W'`` (and ``y``) and other keypoints come in by
+``T``.
 
 **The networks** (kornia 0.9; defaults are glue-factory's ``gluefactory/models/extractors/``
 ``disk_kornia.py`` / ``aliked.py`` ``default_conf`` and kornia's ``XFeat`` constructor):
@@ -291,11 +293,12 @@ def network_input(net: str, image_path: Path, gray: np.ndarray | None):
 
 
 def resized_shape(h: int, w: int, resize: int | None) -> tuple[int, int]:
-    """``(H', W')`` the network runs at: the stored size, or the long side scaled to ``resize``."""
+    """``(H', W')`` the network runs at: the stored size, or the long side ``resize`` and the other
+    ``int(resize / aspect)`` (glue-factory's ``ImagePreprocessor.get_new_image_size``, ``side: long``)."""
     if not resize:
         return h, w
-    s = resize / max(h, w)
-    return max(1, round(h * s)), max(1, round(w * s))
+    aspect = w / h
+    return (resize, max(1, int(resize * aspect))) if aspect < 1.0 else (max(1, int(resize / aspect)), resize)
 
 
 class JointRunner:
@@ -324,23 +327,23 @@ class JointRunner:
         h, w = arr.shape[2:]
         x = torch.from_numpy(arr).to(self.device)
         hr, wr = resized_shape(h, w, self.params["resize"])
-        if (hr, wr) != (h, w):
-            x = torch.nn.functional.interpolate(x, size=(hr, wr), mode="bilinear", align_corners=False, antialias=True)
+        if (hr, wr) != (h, w):  # glue-factory's ImagePreprocessor: kornia's resize, bilinear, antialias
+            x = self.kornia.geometry.transform.resize(x, (hr, wr), interpolation="bilinear", antialias=True,
+                                                      align_corners=None)
         return x, (h, w), (hr, wr)
 
     @staticmethod
-    def _to_stored(xy: np.ndarray, hw, hwr) -> np.ndarray:
-        if hw == hwr:
-            return xy
-        scale = np.array([hw[1] / hwr[1], hw[0] / hwr[0]])
-        return ((xy.astype(np.float64) + 0.5) * scale - 0.5).astype(np.float32)
+    def _scale(hw, hwr) -> np.ndarray:
+        """glue-factory's ``scales`` ``(W' / W, H' / H)``, its transform ``T = diag(scales, 1)``."""
+        return np.array([hwr[1] / hw[1], hwr[0] / hw[0]])
 
-    @staticmethod
-    def _to_network(xy: np.ndarray, hw, hwr) -> np.ndarray:
-        if hw == hwr:
-            return xy.astype(np.float32)
-        scale = np.array([hwr[1] / hw[1], hwr[0] / hw[0]])
-        return ((xy.astype(np.float64) + 0.5) * scale - 0.5).astype(np.float32)
+    def _to_stored(self, xy: np.ndarray, hw, hwr) -> np.ndarray:
+        """Network pixels -> the stored image's: ``T^-1`` (float64, rounded once to float32)."""
+        return xy if hw == hwr else (xy.astype(np.float64) / self._scale(hw, hwr)).astype(np.float32)
+
+    def _to_network(self, xy: np.ndarray, hw, hwr) -> np.ndarray:
+        """The stored image's pixels -> the network's: ``T``."""
+        return xy.astype(np.float32) if hw == hwr else (xy.astype(np.float64) * self._scale(hw, hwr)).astype(np.float32)
 
     def _pad_error(self, hw) -> DataError:
         return DataError(f"{self.where}.pad_if_not_divisible: false, but the network input is {hw[0]} x {hw[1]} px, not "
