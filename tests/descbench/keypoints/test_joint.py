@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from descbench.config import validate_config
-from descbench.errors import ConfigError, DataError
+from descbench.errors import ConfigError
 from descbench.keypoints import joint as J
 from descbench.keypoints.detectors import DETECTORS
 from descbench.torchrt import random_seed

@@ -19,7 +19,7 @@ file that should be there and is not, or rows that no longer match, is a DataErr
 file and the fix (rerun the keypoint job).
 
 **Identity** = the network's own parameters (:attr:`JointNet.net_keys` minus ``device`` and
-``threads``) plus the weights label (``sha256:`` of the file or ``random(seed=N, key=<net>)``).
+``threads``) plus the weights (:func:`weights_key`: ``sha256:`` of the file, or ``random(seed=N)``).
 Detection parameters (thresholds, NMS, keypoint budget) are not part of it: they choose
 keypoints, not descriptors. ``device`` and ``threads`` are how, not what: rows read from a side
 file are the keypoint job's device's (recorded in the keypoint file's runtime); CPU and CUDA
@@ -28,7 +28,8 @@ agree to float32 rounding, not bit for bit.
 **Input image** (:func:`network_input`): DISK and ALIKED take the RGB image (``cv2`` colour read,
 BGR -> RGB) as float32 ``[1, 3, H, W]`` in ``[0, 1]`` (``/ 255``), as glue-factory feeds them;
 XFeat takes the keypoint set's grey image (``grey`` of the set: OpenCV's decode by default) as
-``[1, 1, H, W] / 255`` (XFeatModel averages channels; grey is what its reference demo feeds).
+``[1, 1, H, W] / 255``, the image every grey detector of descbench sees (XFeatModel averages the
+channels it is given: an RGB input would give it the plain channel mean instead).
 ``resize`` (default null: the image as stored) is glue-factory's ``ImagePreprocessor`` with
 ``side: long`` (``gluefactory/utils/image.py``): the long side becomes ``resize`` px and the other
 ``int(resize / aspect)``, by ``kornia.geometry.transform.resize(interpolation='bilinear',
@@ -53,9 +54,9 @@ network's, so keypoints go back by ``x = x' W / W'`` (and ``y``) and other keypo
   defaults ``model_name: aliked-n16``, ``max_num_keypoints: -1``, ``detection_threshold: 0.2``,
   ``nms_radius: 2``. **On other keypoints**: its SDDH head describes any keypoints:
   ``desc_head(feature_map, [2 p / (W - 1, H - 1) - 1])``, the normalised coordinates it gives its
-  own keypoints. On its own keypoints this agrees with the network's rows to float32 rounding
-  (the pixel -> normalised round trip is not exact), not bit for bit; the side file keeps the exact
-  ones.
+  own keypoints. On its own keypoints this gave the network's rows bit for bit on the tested
+  images (96 x 128, 101 x 133), but the pixel -> normalised round trip is not exact in general
+  (a sampling position may move by float32 rounding); the side file keeps the network's own rows.
 * ``xfeat``: ``XFeat(top_k, detection_threshold)`` ``.detectAndCompute``; defaults ``top_k:
   4096``, ``detection_threshold: 0.05`` (kornia's; with ``weights: random`` almost no heatmap value
   exceeds 0.05: use a lower threshold for random-weight runs). kornia resizes the image to
