@@ -22,7 +22,7 @@ import descbench.descriptors as descriptors
 from descbench import jobresources as jr
 from descbench.config import job_resources, learned_weights, model_files, needs_learned_extra, validate_config
 from descbench.descriptors import DescriptorFamily, family_names, get_family
-from descbench.jobfacts import (NETWORK_PATCHES, OPENCV_DESCRIPTOR, OPENCV_DETECTOR, Cost, Model, conventional_files,
+from descbench.jobfacts import (NETWORK_PATCHES, OPENCV_PATCHES, OPENCV_DESCRIPTOR, OPENCV_DETECTOR, Cost, Model, conventional_files,
                                 conventional_runtime, conventional_torch_params, conventional_weights_labels)
 from descbench.keypoints.detectors import DETECTORS
 from descbench.params import object_fragment
@@ -158,13 +158,16 @@ OLD_COLOUR = {"rgbsift", "dsprgbsift"}
 # families added since: (per_keypoint, per_pixel) of their Cost (one histogram per keypoint on a 3-channel pyramid)
 NEW_COLOUR = {"honc": (1.0, 3.0), "howh": (1.0, 3.0)}
 NEW_LEARNED = {"l2net": 1.0}  # per_keypoint relative to HardNet's (measured 0.8 x its time, left at 1)
+# joint detect-and-describe networks (descbench.keypoints.joint): a full-image forward per image
+NEW_JOINT = {"disk": 128, "aliked": 128, "xfeat": 64}  # their default widths
 OLD_KAZE = {"kaze": (520, 2.0), "akaze_kaze": (520, 2.0), "akaze": (120, 0.6)}  # (mb_per_mp, s_per_mp)
 OLD_DENSITY = {"sift": 10000, "surf": 3000, "orb": 6000, "brisk": 16000, "akaze": 8000, "kaze": 9000,
-               "gftt": 8000, "fast": 50000, "keynet": 10000}
+               "gftt": 8000, "fast": 50000, "keynet": 10000, "disk": 40000, "aliked": 8000, "xfeat": 5000}
 OLD_DETECTOR_MODELS = {
     "sift": (160, 230, 0.2, 2, 0.7), "keynet": (460, 580, 0.2, 5, 20), "kaze": (160, 520, 0.2, 2, 2.0),
     "akaze": (160, 120, 0.2, 2, 0.6), "surf": (250, 130, 0.2, 5, 1.5), "orb": (160, 40, 0.2, 2, 0.2),
-    "brisk": (160, 40, 0.2, 2, 0.2), "gftt": (160, 40, 0.2, 2, 0.2), "fast": (160, 40, 0.2, 2, 0.2)}
+    "brisk": (160, 40, 0.2, 2, 0.2), "gftt": (160, 40, 0.2, 2, 0.2), "fast": (160, 40, 0.2, 2, 0.2),
+    "disk": (600, 2500, 4.0, 5, 15), "aliked": (600, 1800, 4.0, 5, 8), "xfeat": (600, 300, 4.0, 5, 1)}
 LEAF_FAMILIES = sorted(set(family_names()) - {"stack", "dsp"})
 
 
@@ -185,6 +188,9 @@ def test_each_familys_cost_is_the_table_jobresources_held(family):
         assert (cost.per_keypoint, cost.per_pixel, cost.extra_mb) == ({**OLD_LEARNED, **NEW_LEARNED}[family], 1.0, 256.0)
         return
     assert cost.extra_mb == 0.0
+    if family in NEW_JOINT:  # the network's forward on each image: the model of its keypoint job
+        assert (cost.model, cost.patch_model, cost.per_keypoint, cost.per_pixel) == (DETECTORS[family].model, OPENCV_PATCHES, 1.0, 1.0)
+        return
     if family in NEW_COLOUR:
         assert cost.model == OPENCV_DESCRIPTOR and (cost.per_keypoint, cost.per_pixel) == NEW_COLOUR[family]
         return
@@ -220,7 +226,7 @@ def test_dspsift_counts_the_scales_of_its_convention():
 @pytest.mark.parametrize("family", LEAF_FAMILIES)
 def test_each_familys_width_is_the_one_jobresources_assumed(family):
     params = default_params(family)
-    want = 384 if family in OLD_COLOUR else 64 if family == "surf" else 128
+    want = 384 if family in OLD_COLOUR else 64 if family == "surf" else NEW_JOINT.get(family, 128)
     assert get_family(family).width_of(params, []) == want
     if family == "surf":
         assert get_family(family).width_of({**params, "extended": True}, []) == 128
@@ -254,7 +260,8 @@ def test_each_detectors_facts_are_the_tables_jobresources_and_config_held(name, 
     assert det.density == OLD_DENSITY[name]
     m = det.model
     assert (m.base_mb, m.mb_per_mp, m.mb_per_kkp, m.base_s, m.s_per_mp) == OLD_DETECTOR_MODELS[name]
-    key = {"sift": "n_features", "orb": "n_features", "gftt": "max_corners", "keynet": "num_features"}.get(name)
+    key = {"sift": "n_features", "orb": "n_features", "gftt": "max_corners", "keynet": "num_features",
+           "disk": "max_num_keypoints", "aliked": "max_num_keypoints", "xfeat": "top_k"}.get(name)
     assert det.cap_of({}) is None
     if key:
         assert det.cap_of({key: 300}) == 300
@@ -265,7 +272,9 @@ def test_each_detectors_facts_are_the_tables_jobresources_and_config_held(name, 
     if name == "keynet":
         params = {"weights": str(tmp_path / "k.pth"), "orinet_weights": "o.pth", "affnet_weights": None,
                   "device": "cuda", "threads": 2}
-    assert det.runtime_of(params) == ("torch" if name == "keynet" else "numpy")
+    if name in NEW_JOINT:
+        params = {"weights": str(tmp_path / "k.pth"), "device": "cuda", "threads": 2}
+    assert det.runtime_of(params) == ("torch" if name == "keynet" or name in NEW_JOINT else "numpy")
     for fn in (needs_learned_extra, job_resources, model_files):
         assert fn(params, detector=name) == fn(params), (fn.__name__, name)
     assert det.weights_labels_of(params) == conventional_weights_labels(params)

@@ -94,6 +94,12 @@ class DescriptorFamily(RuntimeFacts):
     # ``original`` / ``workbench_pyramid``) computes its base with them; None: the params as given.
     pool_params: Callable[[dict], dict] | None = None
 
+    # ``own_rows(params, kpset, keypoint_file)``: for a joint detect-and-describe network
+    # (descbench.keypoints.joint) on a set whose keypoints that same network gave, ``(read, runtime)``:
+    # ``read(image, keypoints) -> [N, D]`` its rows from the keypoint job's side file (no second
+    # network run) and the runtime record of the run that made them; None: ``compute`` runs.
+    own_rows: Callable[[dict, dict, Path], tuple[Callable[[int, ImageKeypoints], np.ndarray], dict] | None] | None = None
+
     # What the workflow reads about its jobs (descbench.jobfacts; a value or a function of the params):
     # where it runs (numpy, torch, onnxruntime: the job's conda env, threads and GPU; RuntimeFacts)
     runtime: str | Callable[[dict], str] = "numpy"
@@ -207,7 +213,7 @@ def image_patch_rows(family: str) -> Callable[[PatchJob, dict], np.ndarray]:
 # its module and this tuple, nothing else (tests/descbench/test_jobfacts.py walks a toy learned family
 # through it).
 FAMILY_MODULES = ("sift", "rootsift", "precomputed", "stack", "python", "surf", "opencv_binary", "opencv_float", "rgbsift", "dspsift",
-                 "colourhist", "onnx_net", "kornia_nets", "pooling", "composite")
+                 "colourhist", "onnx_net", "kornia_nets", "joint_nets", "pooling", "composite")
 
 
 @functools.cache

@@ -23,9 +23,15 @@ def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpse
     files = scene_files(scene_dir)
     per_image, kmeta = load_keypoints(keypoints)
     blocks, images = [], []
+    fam = get_family(spec["family"])
+    # a joint network on its own keypoints: the keypoint job's rows (one network run), else compute
+    own = fam.own_rows(spec["params"], kpset_spec, keypoints) if fam.own_rows else None
     for k, image_path in enumerate(files.images, start=1):
         where = f"descriptor '{name}', scene {files.scene}, image {k}"
-        d = compute_descriptors(spec["family"], spec["params"], image_path, per_image[k], kpset_spec, where)
+        if own is not None:
+            d = own[0](k, per_image[k])
+        else:
+            d = compute_descriptors(spec["family"], spec["params"], image_path, per_image[k], kpset_spec, where)
         if blocks and (d.shape[1] != blocks[0].shape[1] or d.dtype != blocks[0].dtype):
             raise DataError(
                 f"{where} ({image_path}): {d.dtype} x {d.shape[1]} descriptors, but image 1 has "
@@ -34,7 +40,7 @@ def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpse
             )
         blocks.append(d)
         images.append(np.full(d.shape[0], k, dtype=np.int8))
-    runtime = fam.runtime_provenance(spec["params"]) if (fam := get_family(spec["family"])).runtime_provenance else None
+    runtime = own[1] if own is not None else fam.runtime_provenance(spec["params"]) if fam.runtime_provenance else None
     _write_descriptors(blocks, images, name, spec, files.scene, keypoints, kmeta, out,
                        **({"runtime": runtime} if runtime else {}))  # learned families: how they ran
 

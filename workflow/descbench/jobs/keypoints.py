@@ -77,6 +77,11 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
     own = {(p.a, p.b): (p.file, read_homography(p.file)) for p in files.listed if p.file is not None}
     projected = spec.get("mode", "independent") == "projected"
     per_image, sizes, raw_counts, empty = {}, {}, {}, []
+    from descbench.keypoints.detectors import DETECTORS
+
+    det = DETECTORS.get(spec["detector"])
+    joint = det.create(spec["params"]) if det is not None and det.network else None  # one run: keypoints and rows
+    side = {}
     for k, image_path in enumerate(files.images, start=1):
         if projected and k > 1:  # image 1's keypoints mapped through H_1_k, border rule in image k
             from descbench.keypoints.projected import project_keypoints
@@ -90,9 +95,14 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
         else:
             gray = read_grey(image_path, spec.get("grey", "imread"))
             h, w = gray.shape[:2]
-            raw = detect_raw(image_path, gray, spec, files.scene, k, kpset, files.n_images)
+            if joint is not None:
+                raw, rows = joint.detect(image_path, gray)
+            else:
+                raw = detect_raw(image_path, gray, spec, files.scene, k, kpset, files.n_images)
             kept = filter_keypoints(raw, w, h, spec["border_px"], spec["max_keypoints"], border_upper_inclusive(spec))
             n_raw = len(raw)
+            if joint is not None:
+                side[k] = (kept, rows[kept.source_index])
         sizes[str(k)] = [w, h]
         if k in files.homographies:  # image sizes known: H_1_k must map image 1 (at least partly) into image k
             check_homography_overlap(files.homographies[k], read_homography(files.homographies[k]), tuple(sizes["1"]), (w, h), k)
@@ -109,11 +119,18 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
         from descbench.keypoints.keynet import cached_detector
 
         extra["runtime"] = cached_detector(spec["params"]).provenance
+    if joint is not None:  # a joint network: its runtime, and its rows of the kept keypoints (side file)
+        extra["runtime"] = joint.provenance()
     meta = io.provenance(
         "keypoints", {"keypoint_set": kpset, **spec}, scene=files.scene, image_sizes=sizes,
         raw_counts=raw_counts, empty_images=empty, inputs_sha256=scene_input_digests(files), **extra,
     )
     _write_keypoints(per_image, out, meta)
+    if joint is not None and not projected:  # (projected: images 2..n are not the network's keypoints)
+        from descbench.keypoints.joint import side_path, write_side_file
+
+        write_side_file(side_path(out), side, {"identity": joint.identity, "weights": joint.label,
+                                               "runtime": extra["runtime"]})
 
 
 def _write_keypoints(per_image: dict[int, ImageKeypoints], out: Path, meta: dict) -> None:
@@ -248,6 +265,10 @@ def derive_scene(paths: ResultPaths, scene: str, name: str, spec: dict, out: Pat
         for k, kps in src.items():
             kps = _per_image_filters(kps, spec.get("filters") or [])
             per_image[k] = kps if n is None else kps.take(keep_by_cutoff(kps.size, scene, k, cutoff))
+    from descbench.keypoints.joint import subset_side_file
+
+    kept_from = intersection_keep(spec) if "intersection" in spec else spec["source"]
+    subset_side_file(paths.keypoints(kept_from, scene), out, per_image)  # a joint network's rows, if its source has them
     empty = [k for k, kps in per_image.items() if len(kps) == 0]
     for k in empty:
         warn(f"keypoint set '{name}', scene {scene}, image {k}: no keypoint left after its filters; recorded as an empty image")

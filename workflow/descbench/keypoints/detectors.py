@@ -10,7 +10,10 @@ OpenCV 5 moved BRISK, AKAZE and KAZE to ``cv2.xfeatures2d`` (opencv-contrib); th
 there first, then in ``cv2``. SURF is non-free in every OpenCV wheel; ``precomputed`` keypoints
 come from files (:mod:`descbench.precomputed`) and are handled by the keypoint stage itself.
 ``keynet`` is kornia's KeyNet (:mod:`descbench.keypoints.keynet`, torch): not an OpenCV
-Feature2D, but an object with the same ``detect(gray, mask) -> list[cv2.KeyPoint]``.
+Feature2D, but an object with the same ``detect(gray, mask) -> list[cv2.KeyPoint]``. ``disk``,
+``aliked`` and ``xfeat`` are joint detect-and-describe networks (:mod:`descbench.keypoints.joint`,
+``Detector.network``): their keypoint job runs them on the image file (RGB for DISK and ALIKED)
+and keeps their descriptors of the kept keypoints in a side file; ``create`` gives their runner.
 
 The ``octave`` field keeps the detector's own meaning (SIFT: packed octave/layer; ORB, BRISK,
 AKAZE, KAZE: pyramid level; GFTT, FAST, KeyNet: 0). Descriptors that need SIFT's packed octave
@@ -129,6 +132,9 @@ class Detector(RuntimeFacts):
     # ``check(params, where)``: config-time check of its filled params against the world (files it
     # names exist), raising ConfigError naming ``where.<key>``
     check: Callable[[dict, str], None] | None = None
+    # a joint detect-and-describe network (descbench.keypoints.joint.NETS): its keypoint job calls
+    # ``create(params).detect(image_path, gray)`` -> (keypoints, rows) and writes the side file
+    network: str | None = None
 
     def cap_of(self, params: dict) -> int | None:
         return self.cap(params) if self.cap else None
@@ -157,6 +163,27 @@ def _keynet_check(p: dict, where: str) -> None:
     check_weight_files(p, where)
 
 
+def _joint(net: str) -> dict:
+    """The Detector fields of joint network ``net`` (descbench.keypoints.joint)."""
+
+    def create(p: dict):
+        from descbench.keypoints.joint import runner
+
+        return runner(net, p)
+
+    def check(p: dict, where: str) -> None:
+        from descbench.keypoints.joint import check_params
+
+        check_params(net, p, where)
+
+    cap = _positive("top_k" if net == "xfeat" else "max_num_keypoints")  # (DISK: null, ALIKED: -1 = no budget)
+    from descbench.keypoints.joint import NETS
+
+    return dict(name=net, create=create, schema_definition=f"{net}_detector_params", network=net, cap=cap,
+                model=NETS[net].model, runtime="torch",
+                files=lambda p: named_files(p, ("weights",)), weights_labels=lambda p: [weights_label(p)], check=check)
+
+
 # Keypoint job models: the keypoint term is descbench.jobfacts.OPENCV_DETECTOR's. sift (that model)
 # and keynet: fitted to whole jobs (sift 0.26-27 MP: 194-6,189 MB; keynet 0.26-1 MP); the others:
 # one-image children at 1 and 4 MP (kaze 559 -> 2,073 MB; akaze, surf, orb, brisk, gftt, fast below
@@ -181,6 +208,12 @@ DETECTORS: dict[str, Detector] = {
         Detector("keynet", _keynet, "keynet_detector_params", density=10000, cap=_keynet_cap,
                  model=Model(base_mb=460, mb_per_mp=580, mb_per_kkp=0.2, base_s=5, s_per_mp=20),
                  runtime="torch", files=_keynet_files, weights_labels=_keynet_labels, check=_keynet_check),
+        # joint detect-and-describe networks (descbench.keypoints.joint; its NETS hold their job
+        # models: one full-image forward per image); densities are rough: DISK's threshold-0
+        # maxima are dense, ALIKED's and XFeat's a few thousand per image
+        Detector(**_joint("disk"), density=40000),
+        Detector(**_joint("aliked"), density=8000),
+        Detector(**_joint("xfeat"), density=5000),
     )
 }
 
@@ -235,4 +268,7 @@ def detect(name: str, gray: np.ndarray, params: dict) -> ImageKeypoints:
     """Raw keypoints of detector ``name`` on a grayscale uint8 image, in its output order."""
     if name not in DETECTORS:
         raise KeyError(f"unknown detector '{name}'; known: {', '.join(sorted(DETECTORS))}, precomputed")
+    if DETECTORS[name].network:
+        raise ValueError(f"detector '{name}' is a joint network that reads the image file: "
+                         f"DETECTORS['{name}'].create(params).detect(image_path, gray)")
     return keypoints_from_cv(DETECTORS[name].create(params).detect(gray, None))

@@ -1,0 +1,553 @@
+"""Joint detect-and-describe networks: kornia's ``DISK``, ``ALIKED`` and ``XFeat`` as keypoint
+sets (``detector: disk | aliked | xfeat``) and descriptor families of the same names.
+
+**One network run, two results.** A keypoint job of such a set runs the network once per image
+(:meth:`JointRunner.detect`): its keypoints, then descbench's border rule and cap
+(:func:`descbench.keypoints.filter_keypoints`), and the network's own descriptors of the kept
+keypoints, written next to the scene's keypoint file as a *side file* (:func:`side_path`,
+``<scene>.joint.npz``): per image, the kept keypoints' ``source_index`` (their row in the
+network's output), ``x``, ``y`` and float32 rows, with the network's identity (:func:`identity`)
+and weights label. A derived set (filters, an intersection) copies the rows of the keypoints it
+keeps from its source's side file (:func:`subset_side_file`), so its rows stay the network's.
+The descriptor family of the same name on such a set (:func:`reads_own_rows`: the set's root
+detector is this network with the same identity) reads the rows from the side file instead of
+running the network again (:func:`side_rows`, rows found by ``source_index`` and checked equal in
+``x``, ``y``). With another identity (other weights, another ``model_name``, ``resize``, ...)
+it runs its own network on the set's keypoints, as on any other set: a recompute, not an error
+(the descriptor file's runtime record says which: ``rows: keypoint_job`` or ``network``). A side
+file that should be there and is not, or rows that no longer match, is a DataError naming the
+file and the fix (rerun the keypoint job).
+
+**Identity** = the network's own parameters (:attr:`JointNet.net_keys` minus ``device`` and
+``threads``) plus the weights (:func:`weights_key`: ``sha256:`` of the file, or ``random(seed=N)``).
+Detection parameters (thresholds, NMS, keypoint budget) are not part of it: they choose
+keypoints, not descriptors. ``device`` and ``threads`` are how, not what: rows read from a side
+file are the keypoint job's device's (recorded in the keypoint file's runtime); CPU and CUDA
+agree to float32 rounding, not bit for bit.
+
+**Input image** (:func:`network_input`): DISK and ALIKED take the RGB image (``cv2`` colour read,
+BGR -> RGB) as float32 ``[1, 3, H, W]`` in ``[0, 1]`` (``/ 255``), as glue-factory feeds them;
+XFeat takes the keypoint set's grey image (``grey`` of the set: OpenCV's decode by default) as
+``[1, 1, H, W] / 255``, the image every grey detector of descbench sees (XFeatModel averages the
+channels it is given: an RGB input would give it the plain channel mean instead).
+``resize`` (default null: the image as stored) is glue-factory's ``ImagePreprocessor`` with
+``side: long`` (``gluefactory/utils/image.py``): the long side becomes ``resize`` px and the other
+``int(resize / aspect)``, by ``kornia.geometry.transform.resize(interpolation='bilinear',
+antialias=True)``; its transform ``T = diag(W' / W, H' / H, 1)`` takes stored pixels to the
+network's, so keypoints go back by ``x = x' W / W'`` (and ``y``) and other keypoints come in by
+``T``.
+
+**The networks** (kornia 0.9; defaults are glue-factory's ``gluefactory/models/extractors/``
+``disk_kornia.py`` / ``aliked.py`` ``default_conf`` and kornia's ``XFeat`` constructor):
+
+* ``disk``: ``DISK(desc_dim)`` ``.forward(image, n=max_num_keypoints, window_size=nms_window_size,
+  score_threshold=detection_threshold, pad_if_not_divisible)``; defaults ``max_num_keypoints:
+  null`` (every maximum), ``nms_window_size: 5``, ``detection_threshold: 0.0``,
+  ``pad_if_not_divisible: true`` (zero-pad bottom/right to multiples of 16, maps cropped back),
+  ``desc_dim: 128``. Keypoints are integer pixels in raster order; rows are the dense map at
+  ``[:, y, x]``, L2-normalised. **On other keypoints**: the dense map (same padding and crop)
+  read bilinearly at ``(x, y)`` with pixel centres at integers (the four neighbours clamped to
+  the image, weights ``1 - fx, fx`` and ``1 - fy, fy``), then ``F.normalize``: at an integer
+  position the weights are exactly 1 and 0, so the row is the map's own ``[:, y, x]``, bit for
+  bit the network's row (tested).
+* ``aliked``: ``ALIKED(model_name, max_num_keypoints, detection_threshold, nms_radius)`` ``.forward``;
+  defaults ``model_name: aliked-n16``, ``max_num_keypoints: -1``, ``detection_threshold: 0.2``,
+  ``nms_radius: 2``. **On other keypoints**: its SDDH head describes any keypoints:
+  ``desc_head(feature_map, [2 p / (W - 1, H - 1) - 1])``, the normalised coordinates it gives its
+  own keypoints. On its own keypoints this gave the network's rows bit for bit on the tested
+  images (96 x 128, 101 x 133), but the pixel -> normalised round trip is not exact in general
+  (a sampling position may move by float32 rounding); the side file keeps the network's own rows.
+* ``xfeat``: ``XFeat(top_k, detection_threshold)`` ``.detectAndCompute``; defaults ``top_k:
+  4096``, ``detection_threshold: 0.05`` (kornia's; with ``weights: random`` almost no heatmap value
+  exceeds 0.05: use a lower threshold for random-weight runs). kornia resizes the image to
+  multiples of 32 (bilinear); keypoints are integer pixels ``i`` of that image reported at
+  ``i (W / W', H / H')``; rows are the normalised dense map read bicubically by
+  ``InterpolateSparse2d``. **On other keypoints**: the same map and interpolator at ``p (W' / W,
+  H' / H)``: bit for bit the network's rows on its own keypoints when ``H`` and ``W`` are multiples
+  of 32 (tested), to float32 rounding otherwise (the ratio's round trip).
+
+Every keypoint: ``size = default_size_px`` (none of these networks gives a scale; 12 px as for
+``precomputed`` keypoints), ``angle = -1`` (unset), ``response`` = the network's score (DISK: the
+heatmap logit; ALIKED: the score map read bilinearly; XFeat: heatmap x reliability),
+``octave = 0``, ``class_id = -1``.
+
+**Weights** are never downloaded: ``weights`` is a file or ``random``. ``random``: the module
+built under ``torch.manual_seed(random_seed(weights_seed, <net>))`` (its constructor's own
+initialisation, ALIKED's SDDH ``agg_weights`` included), in evaluation mode (BatchNorm with its
+initial running statistics); label ``random(seed=N, key=<net>)``. A file: ``torch.load(...,
+weights_only=True)``, in the layouts the published checkpoints use (:attr:`JointNet.layouts`);
+checked at config time (:func:`check_params`, the workflow's DAG build) against the module's keys
+and shapes: another network's file, another ``model_name``'s or an unrecognised layout is a
+ConfigError naming the key, the file, what differs and the fix.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from descbench.errors import ConfigError, DataError
+from descbench.fileops import file_sha256
+from descbench.jobfacts import Model
+from descbench.keypoints import ImageKeypoints
+
+SIDE_KIND = "joint.npz"
+SIDE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class JointNet:
+    """A joint network: its kornia class, its input, its parameters and its published weights."""
+
+    name: str
+    kornia_class: str
+    image: str  # "rgb" or "grey"
+    net_keys: tuple[str, ...]  # params that define the network and its descriptors
+    detect_keys: tuple[str, ...]  # params that only choose keypoints
+    published: str  # where the published weights come from (never downloaded)
+    layouts: str  # the checkpoint layouts read, in words (errors)
+    dim_key: str | None = None  # the param giving the descriptor dimension (else ``dim``)
+    dim: int = 0
+    # the memory/runtime model of a job that runs it on every image (keypoint job, and descriptor job
+    # on other keypoints): peak RSS and time of one CPU forward (random weights, 1 thread, this
+    # 2-core shared machine) at 0.12 MP (303 x 384) and 0.79 MP (768 x 1024), slopes rounded up:
+    # DISK 2,062 MB and 8.5 s at 0.79 MP, ALIKED 1,625 MB and 3.3 s, XFeat 424 MB and 0.3 s
+    model: Model = Model(base_mb=600)
+
+
+COMMON_KEYS = ("weights", "weights_seed", "device", "threads", "resize")
+NETS = {n.name: n for n in (
+    JointNet("disk", "DISK", "rgb", (*COMMON_KEYS, "desc_dim", "pad_if_not_divisible"),
+             ("max_num_keypoints", "nms_window_size", "detection_threshold", "default_size_px"),
+             "kornia.feature.disk.urls: 'depth' https://raw.githubusercontent.com/cvlab-epfl/disk/master/depth-save.pth, "
+             "'epipolar' https://raw.githubusercontent.com/cvlab-epfl/disk/master/epipolar-save.pth (or kornia's Hugging Face mirror)",
+             "DISK's published checkpoint (the state dict under 'extractor') or DISK's own state dict", dim_key="desc_dim",
+             model=Model(base_mb=600, mb_per_mp=2500, mb_per_kkp=4.0, base_s=5, s_per_mp=15, s_per_kkp=0.1)),
+    JointNet("aliked", "ALIKED", "rgb", (*COMMON_KEYS, "model_name"),
+             ("max_num_keypoints", "detection_threshold", "nms_radius", "default_size_px"),
+             "https://github.com/Shiaoming/ALIKED/raw/main/models/<model_name>.pth (or kornia's Hugging Face mirror "
+             "https://huggingface.co/kornia/aliked/resolve/main/<model_name>.pth)",
+             "ALIKED's published <model_name>.pth (its state dict; kornia's constant 'dkd.hw_grid' may be absent)",
+             model=Model(base_mb=600, mb_per_mp=1800, mb_per_kkp=4.0, base_s=5, s_per_mp=8, s_per_kkp=0.1)),
+    JointNet("xfeat", "XFeat", "grey", COMMON_KEYS, ("top_k", "detection_threshold", "default_size_px"),
+             "kornia.feature.XFeat.weights_url: https://github.com/verlab/accelerated_features/raw/main/weights/xfeat.pt",
+             "XFeat's published xfeat.pt (XFeatModel's state dict) or kornia XFeat's (keys under 'net.')", dim=64,
+             model=Model(base_mb=600, mb_per_mp=300, mb_per_kkp=4.0, base_s=5, s_per_mp=1, s_per_kkp=0.1)),
+)}
+ALIKED_DIMS = {"aliked-t16": 64, "aliked-n16": 128, "aliked-n16rot": 128, "aliked-n32": 128}
+
+
+def definition_name(net: str) -> str:
+    """The net's params definition in ``workflow/schemas/config.schema.yaml``."""
+    return f"{net}_detector_params"
+
+
+def descriptor_params_schema(net: str) -> dict:
+    """The descriptor family's params: the :attr:`JointNet.net_keys` of the detector's definition
+    in config.schema.yaml (one definition of each parameter and its default)."""
+    from descbench.params import config_schema
+
+    d = config_schema()["definitions"][definition_name(net)]
+    return {"type": "object", "additionalProperties": False, "required": ["weights"],
+            "properties": {k: d["properties"][k] for k in NETS[net].net_keys}}
+
+
+def dim_of(net: str, params: dict) -> int:
+    """Columns of the net's rows for (filled) params."""
+    spec = NETS[net]
+    if net == "aliked":
+        return ALIKED_DIMS[params["model_name"]]
+    return int(params[spec.dim_key]) if spec.dim_key else spec.dim
+
+
+def where_of(net: str) -> str:
+    return f"'{net}' params"
+
+
+# ----------------------------------------------------------------------------- building and weights
+
+
+def _construct(kf, net: str, params: dict):
+    """The kornia module for the params (detection params as given; descbench passes them again at each call)."""
+    if net == "disk":
+        return kf.DISK(desc_dim=int(params["desc_dim"]))
+    if net == "aliked":
+        return kf.ALIKED(model_name=params["model_name"], max_num_keypoints=int(params.get("max_num_keypoints", -1)),
+                         detection_threshold=float(params.get("detection_threshold", 0.2)),
+                         nms_radius=int(params.get("nms_radius", 2)))
+    return kf.XFeat(top_k=int(params.get("top_k", 4096)), detection_threshold=float(params.get("detection_threshold", 0.05)))
+
+
+def _target(net: str, module):
+    """The submodule a checkpoint's state dict is loaded into (XFeat: its ``XFeatModel``)."""
+    return module.net if net == "xfeat" else module
+
+
+def _layout(net: str, state, expected: dict, path: Path, where: str):
+    """A checkpoint's state dict in the module's key names (:attr:`JointNet.layouts`)."""
+    from collections.abc import Mapping
+
+    if not isinstance(state, Mapping):
+        raise ConfigError(f"{where}.weights: {path} holds a {type(state).__name__}, not a state dict; fix: give "
+                          f"{NETS[net].layouts} ({NETS[net].published})")
+    if net == "disk" and "extractor" in state and isinstance(state["extractor"], Mapping):
+        state = state["extractor"]  # cvlab-epfl/disk's checkpoint, as kornia's from_pretrained reads it
+    elif "state_dict" in state and isinstance(state["state_dict"], Mapping):
+        state = state["state_dict"]
+    state = dict(state)
+    if net == "xfeat" and state and all(k.startswith("net.") for k in state):
+        state = {k[4:]: v for k, v in state.items()}  # kornia XFeat's own state dict
+    if net == "aliked":
+        # DKD's hw_grid is a constant of nms_radius (a detection param), not a learned weight
+        state = {k: v for k, v in state.items() if not k.startswith("dkd.")}
+        state.update({k: v for k, v in expected.items() if k.startswith("dkd.")})
+    return state
+
+
+def _aliked_fits(kf, state: dict) -> list[str]:
+    """The ALIKED ``model_name`` values whose module has the keys and shapes of ``state``."""
+    from descbench.torchrt import state_dict_problem
+
+    out = []
+    for name in ALIKED_DIMS:
+        expected = {k: v for k, v in kf.ALIKED(model_name=name).state_dict().items() if not k.startswith("dkd.")}
+        if state_dict_problem(expected, {k: v for k, v in state.items() if not k.startswith("dkd.")}) is None:
+            out.append(name)
+    return out
+
+
+def load_module(net: str, params: dict, where: str):
+    """``(module, label)``: the kornia module in evaluation mode on the CPU with its weights
+    (module docstring: ``random`` or a file in a known layout); ConfigError for a file that is
+    missing, unreadable, of another network or another ``model_name``."""
+    from descbench import torchrt
+
+    torch, kornia = torchrt.require("torch", "kornia", what=f"'{net}'")
+    spec = NETS[net]
+    weights = params["weights"]
+    if weights == torchrt.RANDOM_WEIGHTS:
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(torchrt.random_seed(params["weights_seed"], net))
+            module = _construct(kornia.feature, net, params)
+        return module.eval(), torchrt.random_label(params["weights_seed"], net)
+    torchrt.check_weights_file(f"{where}.weights", weights, spec.published)
+    module = _construct(kornia.feature, net, params)
+    path = Path(weights)
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises several types for a file it cannot read
+        raise ConfigError(f"{where}.weights: {path} {torchrt.unreadable_weights_reason(path, exc)}; fix: give "
+                          f"{spec.layouts} ({spec.published})") from exc
+    target = _target(net, module)
+    expected = target.state_dict()
+    state = _layout(net, state, expected, path, where)
+    problem = torchrt.state_dict_problem(expected, state)
+    if problem is not None:
+        hint = ""
+        if net == "aliked":
+            fits = _aliked_fits(kornia.feature, state)
+            hint = f"; it fits model_name {' or '.join(repr(f) for f in fits)}: set model_name to it" if fits else ""
+        raise ConfigError(f"{where}.weights: {path} is not a {spec.kornia_class} checkpoint of these params "
+                          f"({problem}){hint}; fix: give {spec.layouts} ({spec.published}), or weights: random")
+    target.load_state_dict(state, strict=True)
+    return module.eval(), f"sha256:{file_sha256(path)}"
+
+
+def check_params(net: str, params: dict, where: str) -> dict:
+    """Config time (DAG build): torch and kornia importable, the weights ``random`` or a file that
+    loads into the network of these params (:func:`load_module`, on the CPU), ``resize`` sensible."""
+    from descbench import torchrt
+
+    torchrt.check_installed("torch", "kornia", what=f"{where} ('{net}')")
+    torchrt.check_weights_file(f"{where}.weights", params["weights"], NETS[net].published)
+    if params["weights"] != torchrt.RANDOM_WEIGHTS:
+        load_module(net, params, where)
+    return params
+
+
+def identity(net: str, params: dict) -> dict:
+    """What makes two runs' descriptors the same network's (module docstring): the network, its
+    weights (:func:`weights_key`) and its own params."""
+    return {"network": net, "weights": weights_key(params),
+            **{k: params[k] for k in NETS[net].net_keys if k not in ("weights", "weights_seed", "device", "threads")}}
+
+
+# ----------------------------------------------------------------------------- running
+
+
+def network_input(net: str, image_path: Path, gray: np.ndarray | None):
+    """float32 ``[1, C, H, W]`` numpy image in [0, 1] the network reads (module docstring)."""
+    if NETS[net].image == "grey":
+        if gray is None:
+            raise ValueError("xfeat needs the grey image")
+        return (gray.astype(np.float32) / np.float32(255.0))[None, None]
+    import cv2
+
+    from descbench.datasets.layout import read_image
+
+    rgb = cv2.cvtColor(read_image(image_path, color=True), cv2.COLOR_BGR2RGB)
+    return (rgb.astype(np.float32) / np.float32(255.0)).transpose(2, 0, 1)[None].copy()
+
+
+def resized_shape(h: int, w: int, resize: int | None) -> tuple[int, int]:
+    """``(H', W')`` the network runs at: the stored size, or the long side ``resize`` and the other
+    ``int(resize / aspect)`` (glue-factory's ``ImagePreprocessor.get_new_image_size``, ``side: long``)."""
+    if not resize:
+        return h, w
+    aspect = w / h
+    return (resize, max(1, int(resize * aspect))) if aspect < 1.0 else (max(1, int(resize / aspect)), resize)
+
+
+class JointRunner:
+    """One network built from filled params, on its device: :meth:`detect` and :meth:`describe`."""
+
+    def __init__(self, net: str, params: dict):
+        from descbench import torchrt
+
+        self.net, self.params = net, params
+        self.where = where_of(net)
+        self.torch, self.kornia = torchrt.require("torch", "kornia", what=f"'{net}'")
+        self.device = torchrt.resolve_device(params["device"], self.where)
+        self.runtime = torchrt.configure(self.device, params["threads"])
+        module, self.label = load_module(net, params, self.where)
+        self.module = module.to(self.device)
+        self.identity = identity(net, params)
+
+    def provenance(self) -> dict:
+        return {**self.runtime, "network": f"kornia.feature.{NETS[self.net].kornia_class}", "weights": self.label,
+                "weights_file": None if self.params["weights"] == "random" else str(self.params["weights"]),
+                "identity": self.identity}
+
+    def _image(self, image_path: Path, gray):
+        torch = self.torch
+        arr = network_input(self.net, image_path, gray)
+        h, w = arr.shape[2:]
+        x = torch.from_numpy(arr).to(self.device)
+        hr, wr = resized_shape(h, w, self.params["resize"])
+        if (hr, wr) != (h, w):  # glue-factory's ImagePreprocessor: kornia's resize, bilinear, antialias
+            x = self.kornia.geometry.transform.resize(x, (hr, wr), interpolation="bilinear", antialias=True,
+                                                      align_corners=None)
+        return x, (h, w), (hr, wr)
+
+    @staticmethod
+    def _scale(hw, hwr) -> np.ndarray:
+        """glue-factory's ``scales`` ``(W' / W, H' / H)``, its transform ``T = diag(scales, 1)``."""
+        return np.array([hwr[1] / hw[1], hwr[0] / hw[0]])
+
+    def _to_stored(self, xy: np.ndarray, hw, hwr) -> np.ndarray:
+        """Network pixels -> the stored image's: ``T^-1`` (float64, rounded once to float32)."""
+        return xy if hw == hwr else (xy.astype(np.float64) / self._scale(hw, hwr)).astype(np.float32)
+
+    def _to_network(self, xy: np.ndarray, hw, hwr) -> np.ndarray:
+        """The stored image's pixels -> the network's: ``T``."""
+        return xy.astype(np.float32) if hw == hwr else (xy.astype(np.float64) * self._scale(hw, hwr)).astype(np.float32)
+
+    def _pad_error(self, hw) -> DataError:
+        return DataError(f"{self.where}.pad_if_not_divisible: false, but the network input is {hw[0]} x {hw[1]} px, not "
+                         "multiples of 16 (DISK's U-Net needs them); fix: pad_if_not_divisible: true (glue-factory's "
+                         "default) or a resize that gives multiples of 16")
+
+    def detect(self, image_path: Path, gray: np.ndarray | None = None) -> tuple[ImageKeypoints, np.ndarray]:
+        """The network's keypoints (its order; ``source_index`` = row) and their float32 rows."""
+        torch, p = self.torch, self.params
+        x, hw, hwr = self._image(image_path, gray)
+        with torch.inference_mode():
+            if self.net == "disk":
+                if not p["pad_if_not_divisible"] and (hwr[0] % 16 or hwr[1] % 16):
+                    raise self._pad_error(hwr)
+                f = self.module(x, n=p["max_num_keypoints"], window_size=p["nms_window_size"],
+                                score_threshold=p["detection_threshold"], pad_if_not_divisible=p["pad_if_not_divisible"])[0]
+                xy, score, rows = f.keypoints, f.detection_scores, f.descriptors
+            elif self.net == "aliked":
+                f = self.module(x)[0]
+                xy, score, rows = f.keypoints, f.keypoint_scores, f.descriptors
+            else:
+                f = self.module.detectAndCompute(x, top_k=p["top_k"], detection_threshold=p["detection_threshold"])[0]
+                xy, score, rows = f["keypoints"], f["scores"], f["descriptors"]
+        xy = self._to_stored(xy.cpu().numpy().astype(np.float32), hw, hwr)
+        n = xy.shape[0]
+        kps = ImageKeypoints(
+            x=np.ascontiguousarray(xy[:, 0]), y=np.ascontiguousarray(xy[:, 1]),
+            size=np.full(n, p["default_size_px"], dtype=np.float32), angle=np.full(n, -1.0, dtype=np.float32),
+            response=score.cpu().numpy().astype(np.float32).reshape(n), octave=np.zeros(n, dtype=np.int32),
+            class_id=np.full(n, -1, dtype=np.int32), source_index=np.arange(n, dtype=np.int32))
+        return kps, rows.cpu().numpy().astype(np.float32).reshape(n, dim_of(self.net, p))
+
+    def describe(self, image_path: Path, gray: np.ndarray | None, kps: ImageKeypoints) -> np.ndarray:
+        """float32 ``[N, D]`` rows of the network at given keypoints (module docstring, "on other keypoints")."""
+        torch, p = self.torch, self.params
+        F = torch.nn.functional
+        n = len(kps)
+        if n == 0:
+            return np.zeros((0, dim_of(self.net, p)), dtype=np.float32)
+        x, hw, hwr = self._image(image_path, gray)
+        xy = torch.from_numpy(self._to_network(np.stack([kps.x, kps.y], axis=1), hw, hwr)).to(self.device)
+        with torch.inference_mode():
+            if self.net == "disk":
+                if not p["pad_if_not_divisible"] and (hwr[0] % 16 or hwr[1] % 16):
+                    raise self._pad_error(hwr)
+                h, w = hwr
+                if p["pad_if_not_divisible"]:
+                    x = F.pad(x, (0, (16 - w % 16) % 16, 0, (16 - h % 16) % 16), value=0.0)
+                _, dense = self.module.heatmap_and_dense_descriptors(x)
+                rows = F.normalize(bilinear_columns(torch, dense[0, :, :h, :w], xy).T, dim=-1)
+            elif self.net == "aliked":
+                feature_map, _ = self.module.extract_dense_map(x)
+                h, w = hwr
+                wh = torch.tensor([w - 1, h - 1], device=self.device, dtype=torch.float32)
+                rows = self.module.desc_head(feature_map, [2.0 * xy / wh - 1.0])[0][0]
+            else:
+                m = self.module
+                xr, rh, rw = m._preprocess_tensor(x)
+                _, _, h1, w1 = xr.shape
+                dense = F.normalize(m.net(xr)[0], dim=1)
+                pos = xy / torch.tensor([rw, rh], device=self.device, dtype=torch.float32)
+                rows = F.normalize(m.interpolator(dense, pos[None], H=h1, W=w1), dim=-1)[0]
+        return rows.cpu().numpy().astype(np.float32).reshape(n, dim_of(self.net, p))
+
+
+def bilinear_columns(torch, dense, xy):
+    """``[D, N]``: the ``[D, H, W]`` map read bilinearly at ``xy`` (``[N, 2]`` float32 pixels,
+    centres at integers): neighbours ``floor`` and ``floor + 1`` clamped to the map, weights
+    ``1 - f`` and ``f``; summed as ``(w00 a + w10 b) + (w01 c + w11 d)`` so that an integer
+    position returns the map's value exactly (weights 1, 0, 0, 0)."""
+    _, h, w = dense.shape
+    x, y = xy[:, 0], xy[:, 1]
+    x0f, y0f = torch.floor(x), torch.floor(y)
+    fx, fy = x - x0f, y - y0f
+    x0 = x0f.long().clamp(0, w - 1)
+    y0 = y0f.long().clamp(0, h - 1)
+    x1 = (x0f.long() + 1).clamp(0, w - 1)
+    y1 = (y0f.long() + 1).clamp(0, h - 1)
+    top = dense[:, y0, x0] * ((1 - fx) * (1 - fy)) + dense[:, y0, x1] * (fx * (1 - fy))
+    bottom = dense[:, y1, x0] * ((1 - fx) * fy) + dense[:, y1, x1] * (fx * fy)
+    return top + bottom
+
+
+@functools.lru_cache(maxsize=4)
+def _runner(net: str, params_json: str) -> JointRunner:
+    return JointRunner(net, json.loads(params_json))
+
+
+def runner(net: str, params: dict, detection: bool = True) -> JointRunner:
+    """The runner of (filled) params, built once per process (weights loaded once): the network's
+    keys, and with ``detection`` the detection keys (a detector's params; a descriptor's have none)."""
+    spec = NETS[net]
+    keys = [*spec.net_keys, *(spec.detect_keys if detection else ())]
+    return _runner(net, json.dumps({k: params[k] for k in keys}, sort_keys=True))
+
+
+# ----------------------------------------------------------------------------- side files
+
+
+def side_path(keypoint_file: Path | str) -> Path:
+    """The side file next to a scene's keypoint file: ``<scene>.joint.npz``."""
+    p = Path(keypoint_file)
+    return p.with_name(p.name.removesuffix(".parquet") + "." + SIDE_KIND)
+
+
+def write_side_file(path: Path | str, per_image: dict[int, tuple[ImageKeypoints, np.ndarray]], meta: dict) -> None:
+    """Per image ``k``: ``source_index_k``, ``x_k``, ``y_k`` of the kept keypoints and their rows
+    ``rows_k``; ``meta`` (JSON: version, identity) in ``meta``. Written atomically."""
+    import io as _io
+
+    from descbench.fileops import write_bytes_atomic
+
+    arrays = {"meta": np.array(json.dumps({"version": SIDE_VERSION, **meta}, sort_keys=True))}
+    for k, (kps, rows) in per_image.items():
+        arrays.update({f"source_index_{k}": kps.source_index.astype(np.int32), f"x_{k}": kps.x, f"y_{k}": kps.y,
+                       f"rows_{k}": np.ascontiguousarray(rows, dtype=np.float32)})
+    buf = _io.BytesIO()
+    np.savez(buf, **arrays)
+    write_bytes_atomic(Path(path), buf.getvalue())
+
+
+def read_side_file(path: Path | str) -> tuple[dict, dict]:
+    """``(meta, arrays)`` of a side file (DataError naming it when missing or unreadable)."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(str(arrays.pop("meta")))
+    except (OSError, ValueError, KeyError) as exc:
+        raise DataError(f"{path}: the joint network's side file is missing or unreadable ({exc}); fix: rerun the "
+                        "keypoint job of its set (snakemake --forcerun keypoints)") from exc
+    return meta, arrays
+
+
+def subset_side_file(source_keypoints: Path | str, out_keypoints: Path | str, per_image: dict[int, ImageKeypoints]) -> None:
+    """A derived set's side file: the source set's rows of the keypoints it keeps (by
+    ``source_index``). No side file at the source: nothing is written."""
+    src = side_path(source_keypoints)
+    if not src.exists():
+        return
+    meta, arrays = read_side_file(src)
+    out = {}
+    for k, kps in per_image.items():
+        rows = lookup_rows(arrays, k, kps, src)
+        out[k] = (kps, rows)
+    write_side_file(side_path(out_keypoints), out, {key: v for key, v in meta.items() if key != "version"})
+
+
+def lookup_rows(arrays: dict, k: int, kps: ImageKeypoints, path: Path) -> np.ndarray:
+    """Image ``k``'s rows of ``kps`` from a side file's arrays, found by ``source_index`` and checked
+    equal in ``x`` and ``y``; DataError naming the file otherwise."""
+    try:
+        si, xs, ys, rows = (arrays[f"{f}_{k}"] for f in ("source_index", "x", "y", "rows"))
+    except KeyError:
+        raise DataError(f"{path}: no rows for image {k}; fix: rerun the keypoint job of its set "
+                        "(snakemake --forcerun keypoints)") from None
+    order = np.argsort(si, kind="stable")
+    pos = np.searchsorted(si[order], kps.source_index)
+    pos = np.minimum(pos, max(len(si) - 1, 0))
+    found = order[pos] if len(si) else np.zeros(0, dtype=np.int64)
+    if len(kps) and (len(si) == 0 or not np.array_equal(si[found], kps.source_index)
+                     or not np.array_equal(xs[found], kps.x) or not np.array_equal(ys[found], kps.y)):
+        raise DataError(f"{path}: image {k}'s rows do not match the keypoint file (other keypoints or positions: the "
+                        "files were written by different runs); fix: rerun the keypoint jobs of the set and its "
+                        "sources (snakemake --forcerun keypoints)")
+    return rows[found] if len(kps) else np.zeros((0, rows.shape[1] if rows.ndim == 2 else 0), dtype=np.float32)
+
+
+def reads_own_rows(net: str, params: dict, kpset: dict) -> bool:
+    """Whether descriptor family ``net`` with (filled) ``params`` reads the side file of a set whose
+    root detector spec is ``kpset``: the same network with the same identity (weights compared by
+    their label: the file's sha256, or the random seed)."""
+    if kpset.get("detector") != net or kpset.get("mode", "independent") == "projected":
+        return False  # (projected: images 2..n hold image 1's keypoints mapped, not the network's)
+    from descbench.params import fragment_defaults
+
+    d = fragment_defaults(descriptor_params_schema(net))
+    kp = {**d, **{k: v for k, v in (kpset.get("params") or {}).items() if k in NETS[net].net_keys}}
+    return identity(net, kp) == identity(net, params)
+
+
+def weights_key(params: dict) -> str:
+    """The weights as the identity compares them without loading: ``random(seed=N)`` or the file's
+    ``sha256:`` (read once per process and file version)."""
+    w = params["weights"]
+    if w == "random":
+        return f"random(seed={params['weights_seed']})"
+    st = Path(w).stat()
+    return _sha256(str(w), st.st_mtime_ns, st.st_size)
+
+
+@functools.lru_cache(maxsize=16)
+def _sha256(path: str, mtime_ns: int, size: int) -> str:
+    return f"sha256:{file_sha256(path)}"
+
+
+def side_rows(keypoint_file: Path | str, k: int, kps: ImageKeypoints, net: str, params: dict) -> np.ndarray:
+    """Image ``k``'s rows of ``kps`` read from the side file next to ``keypoint_file``, whose recorded
+    network identity must be the descriptor's (else DataError: the files are stale)."""
+    path = side_path(keypoint_file)
+    meta, arrays = read_side_file(path)
+    want, got = identity(net, params), meta.get("identity")
+    if got != want:
+        raise DataError(f"{path}: written by network {meta.get('identity')}, but descriptor family '{net}' with these "
+                        f"params is {want}; fix: rerun the keypoint job of its set (snakemake --forcerun keypoints)")
+    return lookup_rows(arrays, k, kps, path)
