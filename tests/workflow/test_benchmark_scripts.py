@@ -133,3 +133,21 @@ def test_scene_data_upscales_or_copies_and_keeps_what_is_there(tmp_path, distrac
     (up / br.BIG / "1.ppm").write_bytes(b"kept")
     br.scene_data(src, tmp_path / "up", 2 * br.SRC_SIDE, distractor_scene)
     assert (up / br.BIG / "1.ppm").read_bytes() == b"kept"
+
+
+# ----------------------------------------------------------------------------- bench_pipelines
+
+
+def test_bench_pipelines_measures_a_network_and_a_matcher(tmp_path):
+    """One tiny run through descbench's own paths: a joint network's images/s and keypoints, a
+    matcher's pairs/s on that network's features, every line also in the JSON file."""
+    import json
+
+    bp = load("bench_pipelines")
+    out = tmp_path / "b.json"
+    assert bp.main(["--nets", "xfeat", "--matchers", "mnn", "--size", "128x96", "--repeats", "1", "--json", str(out)]) == 0
+    res = json.loads(out.read_text())["results"]
+    net = next(r for r in res if r.get("net") == "xfeat")
+    mnn = next(r for r in res if r.get("matcher") == "mnn")
+    assert net["images_per_s"] > 0 and net["keypoints"] > 0 and net["dim"] == 64
+    assert mnn["pairs_per_s"] > 0 and 0 < mnn["matches"] <= min(mnn["keypoints"])
