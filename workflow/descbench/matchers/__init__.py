@@ -108,7 +108,7 @@ class Matcher(RuntimeFacts):
 
 
 # The matcher modules (``descbench.matchers.<module>``), each with ``PARAMS_SCHEMA`` and ``MATCHERS``.
-MATCHER_MODULES = ("nearest", "kornia_matching")
+MATCHER_MODULES = ("nearest", "kornia_matching", "lightglue")
 
 
 @functools.cache
