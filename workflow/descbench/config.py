@@ -430,6 +430,7 @@ def _check_consistency(cfg: dict) -> None:
         fam = get_family(spec["family"])
         if fam.check_in_config is not None:
             fam.check_in_config(name, spec, cfg["descriptors"], kpsets)
+    from descbench.jobresources import descriptor_width
     from descbench.matchers import get_matcher
 
     for name, spec in cfg["matchers"].items():
@@ -439,7 +440,7 @@ def _check_consistency(cfg: dict) -> None:
                                   f"{', '.join(sorted(cfg['descriptors']))}")
         matcher = get_matcher(spec["matcher"])
         if matcher.check_in_config is not None:
-            matcher.check_in_config(name, spec, cfg["descriptors"])
+            matcher.check_in_config(name, spec, cfg["descriptors"], lambda d: descriptor_width(cfg, d))
 
 
 def _check_pipelines(cfg: dict) -> None:

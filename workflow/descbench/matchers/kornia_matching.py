@@ -103,7 +103,7 @@ def float_descriptors(side: MatchSide, matcher: str) -> np.ndarray:
     return np.ascontiguousarray(d, dtype=np.float32)
 
 
-def check_float_descriptors(name: str, spec: dict, descriptors: dict) -> None:
+def check_float_descriptors(name: str, spec: dict, descriptors: dict, width=None) -> None:
     """Config-time check of a kornia matcher: every descriptor it applies to (``matchers.<name>.descriptors``,
     null: all) that is packed binary by its family is a ConfigError naming the key."""
     from descbench.descriptors import get_family

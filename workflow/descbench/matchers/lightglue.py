@@ -198,14 +198,14 @@ def check(params: dict, where: str) -> dict:
     return params
 
 
-def check_in_config(name: str, spec: dict, descriptors: dict) -> None:
+def check_in_config(name: str, spec: dict, descriptors: dict, width) -> None:
     """``matchers.<name>.descriptors`` given (LightGlue's weights take one kind of descriptor), none
     of them packed binary, and each whose family declares a width other than the 128 it assumes by
-    default (a function of its params, or another number) of the features' ``input_dim`` columns.
+    default (a function of its params, or another number; ``width(descriptor)`` gives it) of the
+    features' ``input_dim`` columns.
     (A family's ``width`` is the score job's estimate, 128 unless declared: a 128-D one is checked
     in the job, before the network runs.)"""
     from descbench.descriptors import DescriptorFamily, get_family
-    from descbench.jobresources import descriptor_width
 
     key = f"matchers.{name}.descriptors"
     feats = spec["params"]["features"]
@@ -219,7 +219,7 @@ def check_in_config(name: str, spec: dict, descriptors: dict) -> None:
             raise ConfigError(f"{key}: descriptor '{d}' (family {fam.name}) is packed binary, LightGlue takes float "
                               f"descriptors; fix: remove it from {key}")
         if callable(fam.width) or fam.width != default_width:
-            w = descriptor_width({"descriptors": descriptors}, d)
+            w = width(d)
             if w != input_dim(feats):
                 raise ConfigError(f"{key}: descriptor '{d}' has {w} columns, but LightGlue for features '{feats}' takes "
                                   f"{input_dim(feats)}; fix: set matchers.{name}.params.features to features of {w}-D "
