@@ -164,6 +164,13 @@ def test_weights_of_other_features_refused(weight_files):
                   "matchers.lg.params.weights", "'sift'", exc=ConfigError)
 
 
+def test_config_check_reads_the_file_on_the_cpu(weight_files, monkeypatch):
+    """device: cuda is the job's (a cluster's GPU node); the config check reads the weights without a GPU."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    p = check_matcher_params("lightglue", {"features": "sift", "weights": str(weight_files["sift"]), "device": "cuda"}, "m")
+    assert p["device"] == "cuda"
+
+
 @pytest.mark.bad_input
 def test_weights_of_another_model_refused(tmp_path):
     path = tmp_path / "hardnet.pth"

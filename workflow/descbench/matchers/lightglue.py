@@ -193,8 +193,8 @@ def check(params: dict, where: str) -> dict:
     values for the features, and the weights file (if any) read and checked against the network."""
     torchrt.check_installed("torch", "kornia", what=f"the matcher at {where.removesuffix('.params')}")
     params = {**params, **{k: kornia_value(params["features"], k) if params[k] is None else params[k] for k in KORNIA_DEFAULTED}}
-    if params["weights"] != torchrt.RANDOM_WEIGHTS:
-        loaded_net(*net_key(params), where)
+    if params["weights"] != torchrt.RANDOM_WEIGHTS:  # read on the CPU: the config may be checked on a node without the job's GPU
+        loaded_net(*net_key({**params, "device": "cpu"}), where)
     return params
 
 
