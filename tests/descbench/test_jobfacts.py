@@ -144,8 +144,10 @@ def test_a_family_declaring_an_unknown_runtime_is_named(toy_family):
 
 @pytest.mark.bad_input
 def test_naming_both_a_family_and_a_detector_is_refused():
-    with pytest.raises(ValueError, match="not both"):
+    with pytest.raises(ValueError, match="not several"):
         model_files({}, family="sift", detector="sift")
+    with pytest.raises(ValueError, match="not several"):
+        model_files({}, family="sift", matcher="mnn")
 
 
 # ----------------------------------------------------------------------------- the real families' facts

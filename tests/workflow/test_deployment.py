@@ -455,9 +455,10 @@ export PATH="PYBIN:$PATH"
 @pytest.mark.e2e
 @pytest.mark.skipif(not Path("/proc/self/cmdline").exists(), reason="reads the job's command line from /proc")
 def test_each_job_runs_in_its_env(tmp_path):
-    """Per-job conda envs (workflow/rules/common.smk descriptor_env / keypoint_env): under
-    `--software-deployment-method conda`, a learned family's job (hardnet) and a learned detector's
-    (keynet) run in envs/learned.yaml's env, every other job (sift's) in envs/descbench.yaml's; seen by
+    """Per-job conda envs (workflow/rules/common.smk descriptor_env / keypoint_env / matcher_env):
+    under `--software-deployment-method conda`, a learned family's job (hardnet), a learned
+    detector's (keynet) and a torch matcher's (fginn) run in envs/learned.yaml's env, every other
+    job (sift's, mnn's) in envs/descbench.yaml's; seen by
     Snakemake's own activation of each job (a stand-in conda and activate script), on one scene."""
     base = tmp_path / "conda"
     (base / "bin").mkdir(parents=True)
@@ -476,10 +477,11 @@ def test_each_job_runs_in_its_env(tmp_path):
                                    "params": {"weights": "random", "weights_seed": 1, "num_features": 300}}}
     cfg["descriptors"] = {"sift": {"family": "sift", "keypoint_sets": ["sift"]},
                           "hardnet": {"family": "hardnet", "keypoint_sets": ["kn"], "params": {"weights": "random"}}}
+    cfg["matchers"] = {"mn": {"matcher": "mnn", "descriptors": ["sift"]}, "fg": {"matcher": "fginn", "descriptors": ["sift", "hardnet"]}}
     (work / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     env = {**os.environ, "PATH": f"{base / 'bin'}{os.pathsep}{os.environ['PATH']}"}
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(work), "--cores", "2",
-           "--software-deployment-method", "conda", "--until", "descriptors"]
+           "--software-deployment-method", "conda", "--until", "match"]
     res = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=900)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
     env_files = {p.read_bytes(): p.name for p in ENVS.glob("*.yaml")}
@@ -487,10 +489,11 @@ def test_each_job_runs_in_its_env(tmp_path):
     for line in activations.read_text().splitlines():
         prefix, job = line.split("\t", 1)
         command = re.search(r"-m descbench (?:--error-fd \d+ )?(\S+)", job).group(1)
-        name = re.search(r"--name (\S+)", job)
-        kind = f"{command}:{name.group(1)}" if command in ("keypoints", "descriptors") else command
+        name = re.search(r"--(?:name|matcher) (\S+)", job)
+        kind = f"{command}:{name.group(1)}" if command in ("keypoints", "descriptors", "match") else command
         used.setdefault(kind, set()).add(env_files[Path(prefix + ".yaml").read_bytes()])
     assert used["keypoints:kn"] == {"learned.yaml"} and used["descriptors:hardnet"] == {"learned.yaml"}, used
     assert used["keypoints:sift"] == {"descbench.yaml"} and used["descriptors:sift"] == {"descbench.yaml"}, used
-    others = {k: v for k, v in used.items() if not k.startswith(("keypoints:", "descriptors:"))}
+    assert used["match:fg"] == {"learned.yaml"} and used["match:mn"] == {"descbench.yaml"}, used
+    others = {k: v for k, v in used.items() if not k.startswith(("keypoints:", "descriptors:", "match:"))}
     assert others and all(v == {"descbench.yaml"} for v in others.values()), used

@@ -430,11 +430,17 @@ def _check_consistency(cfg: dict) -> None:
         fam = get_family(spec["family"])
         if fam.check_in_config is not None:
             fam.check_in_config(name, spec, cfg["descriptors"], kpsets)
+    from descbench.jobresources import descriptor_width
+    from descbench.matchers import get_matcher
+
     for name, spec in cfg["matchers"].items():
         for d in spec.get("descriptors") or []:
             if d not in cfg["descriptors"]:
                 raise ConfigError(f"matchers.{name}.descriptors names unknown descriptor '{d}'; defined descriptors: "
                                   f"{', '.join(sorted(cfg['descriptors']))}")
+        matcher = get_matcher(spec["matcher"])
+        if matcher.check_in_config is not None:
+            matcher.check_in_config(name, spec, cfg["descriptors"], lambda d: descriptor_width(cfg, d))
 
 
 def _check_pipelines(cfg: dict) -> None:
@@ -572,11 +578,15 @@ def check_folders(folders: dict[str, Path | str]) -> None:
 # (descbench.jobfacts.conventional_*).
 
 
-def _runs(params: dict, family: str | None, detector: str | None) -> list[tuple[object | None, dict]]:
-    """(family or detector, its params) of everything a job with ``params`` runs; ``None`` for params
-    of no named family."""
-    if family is not None and detector is not None:
-        raise ValueError("name the job's descriptor family or its detector, not both")
+def _runs(params: dict, family: str | None, detector: str | None, matcher: str | None = None) -> list[tuple[object | None, dict]]:
+    """(family, detector or matcher, its params) of everything a job with ``params`` runs; ``None``
+    for params of no named family."""
+    if sum(x is not None for x in (family, detector, matcher)) > 1:
+        raise ValueError("name the job's descriptor family, its detector or its matcher, not several")
+    if matcher is not None:
+        from descbench.matchers import get_matcher
+
+        return [(get_matcher(matcher), params)]
     if family is not None:
         from descbench.descriptors import spec_families
 
@@ -595,37 +605,40 @@ def _torch_params(runs) -> list[dict]:
     return [tp for who, p in runs for tp in (who.torch_params_of(p) if who else conventional_torch_params(p))]
 
 
-def job_resources(params: dict, *, family: str | None = None, detector: str | None = None) -> dict:
+def job_resources(params: dict, *, family: str | None = None, detector: str | None = None,
+                  matcher: str | None = None) -> dict:
     """Snakemake ``threads`` and ``gpu`` of a job whose spec holds ``params``: each torch network it
-    runs (its family's or detector's ``torch_params``: descbench.torchrt's ``device`` and
+    runs (its family's, detector's or matcher's ``torch_params``: descbench.torchrt's ``device`` and
     ``threads``; a pooled or stacked base included) asks for ``threads`` CPU threads (the largest)
     and one GPU when a ``device`` is ``cuda`` (``auto`` asks for none: it uses a GPU where the job's
     node has one; set ``cuda`` to have a cluster give the job one: the SLURM executor plugin reads
     ``gpu``)."""
     from descbench.jobfacts import torch_gpu, torch_threads
 
-    torch = _torch_params(_runs(params, family, detector))
+    torch = _torch_params(_runs(params, family, detector, matcher))
     return {"threads": max([1, *(torch_threads(n) for n in torch)]), "gpu": int(any(torch_gpu(n) for n in torch))}
 
 
-def needs_learned_extra(params: dict, *, family: str | None = None, detector: str | None = None) -> bool:
+def needs_learned_extra(params: dict, *, family: str | None = None, detector: str | None = None,
+                        matcher: str | None = None) -> bool:
     """Whether a job whose spec holds ``params`` imports the ``learned`` extra (pyproject.toml): a
-    family or detector it runs (a nested one included) declares a torch or onnxruntime runtime.
+    family, detector or matcher it runs (a nested one included) declares a torch or onnxruntime runtime.
     Picks the job's conda env (``envs/learned.yaml`` instead of ``envs/descbench.yaml``;
     workflow/rules/common.smk)."""
     from descbench.jobfacts import LEARNED_RUNTIMES, conventional_runtime
 
     return any((who.runtime_of(p) if who else conventional_runtime(p)) in LEARNED_RUNTIMES
-               for who, p in _runs(params, family, detector))
+               for who, p in _runs(params, family, detector, matcher))
 
 
-def model_files(params: dict, *, family: str | None = None, detector: str | None = None) -> list[str]:
+def model_files(params: dict, *, family: str | None = None, detector: str | None = None,
+                matcher: str | None = None) -> list[str]:
     """The model and weight files a job's params name (each family's or detector's ``files``, a
     nested one's included; ``random`` is no file), sorted, as rule inputs: a replaced file reruns
     the job (Snakemake sees files, not a path string's contents)."""
     from descbench.jobfacts import conventional_files
 
-    return sorted({f for who, p in _runs(params, family, detector) for f in (who.files_of(p) if who else conventional_files(p))})
+    return sorted({f for who, p in _runs(params, family, detector, matcher) for f in (who.files_of(p) if who else conventional_files(p))})
 
 
 # ----------------------------------------------------------------------------- learned weights

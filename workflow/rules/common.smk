@@ -499,6 +499,31 @@ def descriptor_env(wildcards):
     return _env(_descriptor_run(wildcards.descriptor))
 
 
+def _matcher_run(matcher):
+    """{params, matcher} of a configured matcher, the arguments of descbench.config's job facts."""
+    spec = CFG["matchers"][matcher]
+    return {"params": spec.get("params", {}), "matcher": spec["matcher"]}
+
+
+def matcher_job_spec(wildcards):
+    """A matcher job's spec file: the matcher's config entry (a GPU it asks for checked first)."""
+    check_local_gpu(f"matchers.{wildcards.matcher}.params", _matcher_run(wildcards.matcher))
+    return spec_file("matchers", wildcards.matcher, CFG["matchers"][wildcards.matcher])
+
+
+def matcher_resources(wildcards):
+    return job_resources(**_matcher_run(wildcards.matcher))
+
+
+def matcher_env(wildcards):
+    return _env(_matcher_run(wildcards.matcher))
+
+
+def matcher_model_files(wildcards):
+    """The weight files a matcher's params name (its matcher's facts), by content."""
+    return tracked(model_files(**_matcher_run(wildcards.matcher)))
+
+
 def keypoint_env(wildcards):
     return _env(_keypoint_run(wildcards.kpset))
 

@@ -8,7 +8,9 @@ rule match:
         keypoints=lambda wc: PATHS.keypoints_dir(wc.kpset, wc.batch),
         descriptors=lambda wc: PATHS.descriptors_dir(wc.kpset, features_of(wc.descriptor), wc.batch),
         batch_spec=lambda wc: batch_spec(wc.batch),
-        spec=lambda wc: spec_file("matchers", wc.matcher, CFG["matchers"][wc.matcher]),
+        spec=matcher_job_spec,
+        # the weight files its params name, by content (digest files)
+        models=matcher_model_files,
         pairs_spec=lambda wc: pairs_spec(),
     output:
         directory(PATHS.matches_dir("{kpset}", "{descriptor}", "{matcher}", "{batch}")),
@@ -20,18 +22,20 @@ rule match:
         pairs=PAIRS_MODE,
     log:
         str(RES / "logs" / "match" / "{kpset}" / "{descriptor}" / "{matcher}" / "{batch}.log"),
-    threads: 1
+    # a torch matcher (kornia's, LightGlue): its params.threads and a GPU for device: cuda
+    threads: lambda wc: matcher_resources(wc)["threads"]
     resources:
         # one scene's features at a time; nearest-neighbour matchers: one screen block (scoring.chunk_mb)
         mem_mb=2000,
         runtime=30,
+        gpu=lambda wc: matcher_resources(wc)["gpu"],
     conda:
-        ENV
+        matcher_env
     shell:
         "{params.descbench} match --results-root {params.results_root} --scene-root {params.scene_root} "
         "--batches @{input.batch_spec:q} --batch {wildcards.batch} --keypoint-set {wildcards.kpset} "
         "--descriptor {wildcards.descriptor} --matcher {wildcards.matcher} --spec @{input.spec:q} {params.features} "
-        "--pairs {params.pairs} > {log} 2>&1"
+        "--pairs {params.pairs} --threads {threads} > {log} 2>&1"
 
 
 # The pipelines task (descbench.tasks.pipelines): each (keypoint set, descriptor, matcher)'s matches

@@ -137,3 +137,14 @@ def test_score_pipelines_refuses_another_matchers_file(tmp_path, capsys):
                      "--matcher", "other", "--spec", json.dumps({"matcher": "mnn"}), "--sections", json.dumps(sections)]) == 1
     err = capsys.readouterr().err
     assert "holds the matches of matcher 'mnn'" in err and "not 'other'" in err and "rerun the matcher stage" in err
+
+
+def test_torch_matcher_records_its_runtime(tmp_path):
+    pytest.importorskip("kornia")
+    run = features(tmp_path)
+    match(run, "fg", {"matcher": "fginn", "params": {"device": "cpu"}})
+    t, meta = io.read_table(run.paths.matches("kp", "desc", "fg", SCENES[0]), MATCHES_SCHEMA)
+    rec = meta["params"]
+    assert rec["score_kind"] == "distance" and rec["params"]["ratio"] == 0.8
+    assert rec["runtime"]["device"] == "cpu" and rec["runtime"]["deterministic_algorithms"] is True
+    assert "runtime" not in io.read_table(run.paths.matches("kp", "desc", "fg", SCENES[0]))[1]["params"]["params"]

@@ -27,8 +27,10 @@ def match_scene(scene_dir: Path, keypoints: Path, descriptors: Path, name: str, 
     for p in load_pairs(scene_files(Path(scene_dir)), pairs):
         where = f"matcher '{name}', scene {f.scene}, pair ({p.a}, {p.b})"
         per_pair.append((p.a, p.b, run_matcher(spec["matcher"], params, sides[p.a], sides[p.b], where)))
-    prov = io.provenance("matches", {"matcher_name": name, "matcher": spec["matcher"], "params": params,
-                                     "score_kind": matcher.score_kind},
+    record = {"matcher_name": name, "matcher": spec["matcher"], "params": params, "score_kind": matcher.score_kind}
+    if matcher.provenance is not None:  # how it ran (a torch matcher: device, versions, threads, weights)
+        record["runtime"] = matcher.provenance(params)
+    prov = io.provenance("matches", record,
                          scene=f.scene, descriptor=f.dmeta["descriptor"], keypoint_set=kpset or f.kmeta["params"]["keypoint_set"],
                          empty_images=f.kmeta["empty_images"], image_sizes=f.kmeta["image_sizes"])
     io.write_table(matches_table(f.scene, per_pair), out, prov)

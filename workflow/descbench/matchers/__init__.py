@@ -80,7 +80,12 @@ class Matcher(RuntimeFacts):
     """A matcher: ``match(a, b, params) -> Matches`` on two :class:`MatchSide`, its params fragment
     and its facts (as a descriptor family's: ``runtime``, ``files``, ``weights_labels``,
     ``torch_params``; ``check(params, where)`` for config-time rules across keys or against files,
-    raising :class:`~descbench.errors.ConfigError` naming ``where.<key>``)."""
+    raising :class:`~descbench.errors.ConfigError` naming ``where.<key>``;
+    ``check_in_config(name, spec, descriptors, width)`` for config-time rules against the config's
+    descriptors it applies to (``spec``: its ``matchers.<name>`` entry, params filled;
+    ``width(descriptor)``: the width its family declares, :func:`descbench.jobresources.descriptor_width`), raising
+    ConfigError naming ``matchers.<name>...``; ``provenance(params)``: what the matches file records
+    under ``runtime`` about how it ran, e.g. the torch runtime)."""
 
     name: str
     match: Callable[[MatchSide, MatchSide, dict], Matches]
@@ -91,6 +96,8 @@ class Matcher(RuntimeFacts):
     weights_labels: Callable[[dict], list[str]] | None = None
     torch_params: Callable[[dict], list[dict]] | None = None
     check: Callable[[dict, str], dict] | None = None
+    check_in_config: Callable[[str, dict, dict, Callable[[str], int]], None] | None = None
+    provenance: Callable[[dict], dict] | None = None
 
     def __post_init__(self):
         if self.score_kind not in SCORE_KINDS:
@@ -102,7 +109,7 @@ class Matcher(RuntimeFacts):
 
 
 # The matcher modules (``descbench.matchers.<module>``), each with ``PARAMS_SCHEMA`` and ``MATCHERS``.
-MATCHER_MODULES = ("nearest",)
+MATCHER_MODULES = ("nearest", "kornia_matching", "lightglue")
 
 
 @functools.cache
