@@ -38,7 +38,7 @@ def test_one_row_per_pipeline_and_mnn_equals_the_comparison_table(run):
                                                                   ("sift", "sift", "ratio")]
     comp = pd.read_parquet(report / "comparison.parquet").set_index("descriptor")
     for _, r in t[t.matcher == "mnn"].iterrows():
-        for c in ("mean_precision", "mma_at_3", "matching_score", "mean_matches"):
+        for c in ("mean_precision", "mma_at_3", "matching_score", "mean_matches", "true_map_micro"):
             assert r[c] == comp.loc[r.descriptor, c], c
     assert np.all((t.ransac_auc_at_5 > 0.5) & (t.ransac_auc_at_5 <= 1)) and set(t.ransac_ransac_th) <= {1.0, 3.0}
     assert (report / "pipelines.md").read_text().count("| sift |") == 3

@@ -79,6 +79,7 @@ rule pipelines_report:
         [PATHS.match_task_dir("pipelines", ks, d, m, b) for ks, d, m in MATCH_COMBOS for b in BATCHES],
         batches_spec=lambda wc: all_batches_spec(),
         combos=lambda wc: spec_file("report", "pipelines", MATCH_COMBOS),
+        comparison=PATHS.report("comparison.parquet"),  # its descriptor metrics join each row
         config=lambda wc: spec_file("report", "config", CFG_REPORT),
     output:
         [PATHS.report(f"pipelines.{ext}") for ext in ("parquet", "csv", "md")],
@@ -96,4 +97,4 @@ rule pipelines_report:
         ENV
     shell:
         "{params.descbench} pipelines-report --results-root {params.root} --batches @{input.batches_spec:q} "
-        "--combos @{input.combos:q} --config @{input.config:q} --out-dir {params.out_dir} > {log} 2>&1"
+        "--combos @{input.combos:q} --config @{input.config:q} --comparison {input.comparison:q} --out-dir {params.out_dir} > {log} 2>&1"
