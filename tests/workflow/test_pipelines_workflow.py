@@ -42,6 +42,8 @@ def test_one_row_per_pipeline_and_mnn_equals_the_comparison_table(run):
             assert r[c] == comp.loc[r.descriptor, c], c
     assert np.all((t.ransac_auc_at_5 > 0.5) & (t.ransac_auc_at_5 <= 1)) and set(t.ransac_ransac_th) <= {1.0, 3.0}
     assert (report / "pipelines.md").read_text().count("| sift |") == 3
+    assert (report / "plots" / "pipelines_corner_error.png").stat().st_size > 10_000
+    assert "pipelines          " in out  # the end of the run names the table
 
 
 def test_estimator_change_reruns_only_the_pipelines(run):

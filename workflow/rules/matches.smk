@@ -83,10 +83,14 @@ rule pipelines_report:
         config=lambda wc: spec_file("report", "config", CFG_REPORT),
     output:
         [PATHS.report(f"pipelines.{ext}") for ext in ("parquet", "csv", "md")],
+        report(PATHS.report("plots/pipelines_corner_error.png"), caption=str(CAPTIONS_DIR / "pipelines_corner_error.rst"),
+               category="Plots"),
+        PATHS.report("plots/pipelines_corner_error.svg"),
     params:
         descbench=DESCBENCH,  # how the job starts descbench (common.smk)
         root=results_root(1),  # <root>/report/pipelines.parquet
         out_dir=lambda wc, output: str(Path(output[0]).parent),
+        plots_dir=lambda wc, output: str(Path(output[3]).parent),
     log:
         str(RES / "logs" / "pipelines_report.log"),
     threads: 1
@@ -97,4 +101,4 @@ rule pipelines_report:
         ENV
     shell:
         "{params.descbench} pipelines-report --results-root {params.root} --batches @{input.batches_spec:q} "
-        "--combos @{input.combos:q} --config @{input.config:q} --comparison {input.comparison:q} --out-dir {params.out_dir} > {log} 2>&1"
+        "--combos @{input.combos:q} --config @{input.config:q} --comparison {input.comparison:q} --out-dir {params.out_dir} --plots-dir {params.plots_dir} > {log} 2>&1"

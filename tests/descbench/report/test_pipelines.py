@@ -26,8 +26,9 @@ def test_same_input_same_bytes(tmp_path):
     ok("match", *run.batch_args(), "--keypoint-set", "kp", "--descriptor", "desc", "--matcher", "s", "--spec", json.dumps(run.cfg["matchers"]["s"]))
     ok("score-pipelines", *run.batch_args(), "--keypoint-set", "kp", "--descriptor", "desc", "--matcher", "s",
        "--spec", json.dumps(run.cfg["matchers"]["s"]), "--sections", json.dumps(sections))
-    a = write(run.paths, [("kp", "desc", "s")], run.cfg, tmp_path / "a", {})
-    write(run.paths, [("kp", "desc", "s")], run.cfg, tmp_path / "b", {})
-    for f in ("pipelines.parquet", "pipelines.csv", "pipelines.md"):
+    a = write(run.paths, [("kp", "desc", "s")], run.cfg, tmp_path / "a", {}, plots_dir=tmp_path / "a" / "plots")
+    write(run.paths, [("kp", "desc", "s")], run.cfg, tmp_path / "b", {}, plots_dir=tmp_path / "b" / "plots")
+    for f in ("pipelines.parquet", "pipelines.csv", "pipelines.md", "plots/pipelines_corner_error.svg"):
         assert (tmp_path / "a" / f).read_bytes() == (tmp_path / "b" / f).read_bytes()
+    assert (tmp_path / "a" / "plots" / "pipelines_corner_error.png").stat().st_size > 10_000
     assert len(a) == 1 and a.matcher_type[0] == "snn" and 0 < a.ransac_auc_at_5[0] <= 1

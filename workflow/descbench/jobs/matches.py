@@ -110,6 +110,7 @@ def add_pipeline_commands(sub) -> dict:
     r.add_argument("--config", required=True, help="the validated config (JSON)")
     r.add_argument("--out-dir", type=Path, required=True)
     r.add_argument("--comparison", type=Path, default=None, help="the comparison table (Parquet): its descriptor metrics join each row")
+    r.add_argument("--plots-dir", type=Path, default=None, help="also draw the cumulative corner-error figure there")
     return {"score-pipelines": run_pipelines, "pipelines-report": run_report}
 
 
@@ -123,4 +124,4 @@ def run_report(a: argparse.Namespace) -> None:
 
     cfg = json_arg(a.config)
     paths = ResultPaths(a.results_root, json_arg(a.batches))
-    write(paths, [tuple(c) for c in json_arg(a.combos)], cfg, a.out_dir, {}, a.comparison)
+    write(paths, [tuple(c) for c in json_arg(a.combos)], cfg, a.out_dir, {}, a.comparison, a.plots_dir)

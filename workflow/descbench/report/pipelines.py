@@ -5,13 +5,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 
 from descbench import io
 from descbench.paths import ResultPaths
 from descbench.report.patches import markdown
+from descbench.tasks.base import load_rows
 from descbench.tasks.pipelines import KINDS, NAME, summarize_pipeline
+
+FIGURE = "pipelines_corner_error"  # report/plots/<FIGURE>.{png,svg}; caption captions/<FIGURE>.rst
+CUMULATIVE_MAX_PX = 10.0  # the figure's x range, as glue-factory's plot_cumulative([0, 10])
 
 # The descriptor metrics of the comparison table (one row per keypoint set + descriptor) shown
 # beside each pipeline of that keypoint set + descriptor (the matcher does not change them).
@@ -44,14 +49,65 @@ def markdown_columns(table: pd.DataFrame, cfg: dict) -> list[str]:
     return cols
 
 
+def corner_errors(paths: ResultPaths, ks: str, d: str, m: str, estimator: str, ransac_th: float) -> np.ndarray:
+    """One pipeline's corner errors (px; inf failed, NaN no data) of ``estimator`` at ``ransac_th``
+    (NaN: the DLT), every pair of every scene."""
+    est = load_rows([Path(paths.match_task_file(NAME, ks, d, m, s, "estimates.parquet")) for s in paths.scenes], None)
+    rows = est[(est.estimator == estimator) & ((est.ransac_th == ransac_th) | (est.ransac_th.isna() & np.isnan(ransac_th)))]
+    return rows.corner_error.to_numpy(np.float64)
+
+
+def draw_cumulative(paths: ResultPaths, table: pd.DataFrame, cfg: dict, plt):
+    """glue-factory's cumulative plot of the corner errors (``plot_cumulative``): per estimator (one
+    panel), per pipeline (one line), the fraction of pairs whose error is at most x px, at the
+    estimator's best RANSAC threshold for that pipeline (the table's ``<estimator>_ransac_th``):
+    :func:`descbench.metrics.matching.homography_accuracy` (failures never reach x; pairs without
+    data left out)."""
+    from descbench.metrics.matching import homography_accuracy
+
+    estimators = list(cfg["pipelines"]["estimators"])
+    fig, axes = plt.subplots(1, len(estimators), figsize=(4.5 * len(estimators) + 1.5, 3.8), sharey=True, squeeze=False)
+    grid = np.linspace(0.0, CUMULATIVE_MAX_PX, 201)
+    cmap = plt.get_cmap("tab10" if len(table) <= 10 else "tab20")
+    for ax, e in zip(axes[0], estimators):
+        for i, r in enumerate(table.itertuples(index=False)):
+            th = float(getattr(r, f"{e}_ransac_th"))
+            err = corner_errors(paths, r.keypoint_set, r.descriptor, r.matcher, e, th)
+            label = f"{r.descriptor} / {r.keypoint_set} + {r.matcher}"
+            ax.plot(grid, homography_accuracy(err, grid), color=cmap(i % cmap.N), label=label)
+        title = e if e == "dlt" else f"{e} (best ransac_th per pipeline)"
+        ax.set(title=title, xlabel="corner error threshold (px, image-edge corners)", ylim=(0, 1.02), xlim=(0, CUMULATIVE_MAX_PX))
+        ax.title.set_fontsize(9)
+    axes[0][0].set_ylabel("fraction of image pairs within the threshold")
+    if len(table):
+        axes[0][-1].legend(fontsize=7, title="descriptor / keypoint set + matcher", title_fontsize=7, loc="upper left",
+                           bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    fig.suptitle("Homography from each pipeline's matches: cumulative corner error (glue-factory's protocol)", y=1.0,
+                 va="bottom", fontsize=10)
+    return fig
+
+
 def write(paths: ResultPaths, combos: list, cfg: dict, out_dir: Path, provenance: dict,
-          comparison: Path | None = None) -> pd.DataFrame:
-    """Write the pipelines table's three files into ``out_dir``; returns the table. ``comparison``:
-    the comparison table's Parquet file, whose descriptor metrics join each row."""
+          comparison: Path | None = None, plots_dir: Path | None = None) -> pd.DataFrame:
+    """Write the pipelines table's three files into ``out_dir`` (and, with ``plots_dir``, its
+    figure :data:`FIGURE`); returns the table. ``comparison``: the comparison table's Parquet
+    file, whose descriptor metrics join each row."""
     table = build(paths, combos, cfg, None if comparison is None else pd.read_parquet(comparison))
     out_dir = Path(out_dir)
     io.write_table(pa.Table.from_pandas(table, preserve_index=False), out_dir / "pipelines.parquet",
                    io.provenance("pipelines_report", {"pipelines": cfg["pipelines"], "matchers": cfg["matchers"]}, **provenance))
     io.write_text(out_dir / "pipelines.csv", table.to_csv(index=False))
     io.write_text(out_dir / "pipelines.md", markdown(table[markdown_columns(table, cfg)]))
+    if plots_dir is not None:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        from descbench.report.drawing import save
+
+        Path(plots_dir).mkdir(parents=True, exist_ok=True)
+        fig = draw_cumulative(paths, table, cfg, plt)
+        save(fig, Path(plots_dir), FIGURE)
+        plt.close(fig)
     return table
