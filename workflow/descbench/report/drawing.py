@@ -45,6 +45,18 @@ def line_styles(table: pd.DataFrame) -> dict[tuple[str, str], dict]:
             for d, k in zip(table.descriptor, table.keypoint_set)}
 
 
+def pyplot():
+    """matplotlib's pyplot on the Agg backend (no display), with SVG ids that depend on the figure
+    alone (``svg.hashsalt``), so that the same data gives the same SVG bytes."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    plt.rcParams["svg.hashsalt"] = "descbench"
+    return plt
+
+
 def save(fig, out_dir: Path, name: str) -> None:
     """``<out_dir>/<name>.png`` and ``.svg``."""
     for ext in ("png", "svg"):

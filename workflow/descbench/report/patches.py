@@ -176,13 +176,9 @@ def draw(hb: pd.DataFrame, hp: pd.DataFrame, names: list[str], out_dir: Path, wb
     """Grouped bars: HBench matching mAP per task and retrieval mAP per jitter (left),
     hpatches-benchmark's three task averages on the first split (right), and when ``wb`` has rows
     the workbench's mAP overall and per split and its accuracy (third panel)."""
-    import matplotlib
+    from descbench.report.drawing import descriptor_colours, pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "descbench"
-    from descbench.report.drawing import descriptor_colours
+    plt = pyplot()
 
     colours = descriptor_colours(names)
     panels = []

@@ -99,12 +99,9 @@ def write(paths: ResultPaths, combos: list, cfg: dict, out_dir: Path, provenance
     io.write_text(out_dir / "pipelines.csv", table.to_csv(index=False))
     io.write_text(out_dir / "pipelines.md", markdown(table[markdown_columns(table, cfg)]))
     if plots_dir is not None:
-        import matplotlib
+        from descbench.report.drawing import pyplot, save
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-
-        from descbench.report.drawing import save
+        plt = pyplot()
 
         Path(plots_dir).mkdir(parents=True, exist_ok=True)
         fig = draw_cumulative(paths, table, cfg, plt)

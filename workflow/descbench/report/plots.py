@@ -42,12 +42,9 @@ DRAW = {**{name: draw for t in SCORING_TASKS.values() for name, draw in t.figure
 
 def make_figures(paths: ResultPaths, combos: list[tuple[str, str]], cfg: dict, report_dir: Path, out_dir: Path) -> list[Path]:
     """Write every figure of :data:`FIGURES` (PNG + SVG) into ``out_dir``; returns the PNG paths."""
-    import matplotlib
+    from descbench.report.drawing import pyplot
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    plt.rcParams["svg.hashsalt"] = "descbench"  # deterministic SVG ids
+    plt = pyplot()
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     table = pd.read_csv(Path(report_dir) / "comparison.csv")
