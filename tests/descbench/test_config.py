@@ -138,3 +138,17 @@ def test_snakefile_elsewhere_with_a_one_line_config(tmp_path):
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 0, (res.stdout + res.stderr)[-3000:]
     assert "keypoints" in res.stdout + res.stderr
+
+
+def test_a_pipelines_weights_name_its_matchers_network():
+    """learned_weights with a matcher: its network's label joins the descriptor's and the sets'
+    (a pipeline row of LightGlue on random weights says RANDOM); a matcher without a network adds nothing."""
+    from descbench.config import learned_weights
+
+    cfg = validate_config({"dataset": "folder", "folder": {"path": "data"}, "descriptors": {"sift": {"family": "sift"}},
+                           "matchers": {"lg": {"matcher": "lightglue", "descriptors": ["sift"],
+                                               "params": {"features": "sift", "weights": "random", "weights_seed": 3}},
+                                        "mnn": {"matcher": "mnn"}}}, SCHEMA)
+    assert learned_weights(cfg, "sift", "sift") == ""
+    assert learned_weights(cfg, "sift", "sift", "mnn") == ""
+    assert learned_weights(cfg, "sift", "sift", "lg") == "matcher lg: RANDOM(seed=3)"

@@ -644,13 +644,14 @@ def model_files(params: dict, *, family: str | None = None, detector: str | None
 # ----------------------------------------------------------------------------- learned weights
 
 
-def learned_weights(cfg: dict, kpset: str | None, descriptor: str) -> str:
+def learned_weights(cfg: dict, kpset: str | None, descriptor: str, matcher: str | None = None) -> str:
     """What the learned networks behind one (keypoint set, descriptor) row were loaded with, for
     every table row: ``'<what>: RANDOM(seed=N)'`` (randomly initialised: not a published model, said
     in capitals) or ``'<what>: <file name>'`` for each network of the descriptor (its family's
     ``weights_labels``; a pooled or stacked base and, with a keypoint set, the descriptors a family
     combines included) and of the detectors its keypoints come from; ``''`` when no network is
-    involved. ``kpset`` None: the descriptor's alone (patch benchmarks)."""
+    involved. ``kpset`` None: the descriptor's alone (patch benchmarks); ``matcher`` (a name of the
+    config's ``matchers``): its network's too (a pipeline's row, ``'matcher <name>: ...'``)."""
     from descbench.descriptors import get_family, spec_families
     from descbench.keypoints.detectors import DETECTORS
 
@@ -682,4 +683,9 @@ def learned_weights(cfg: dict, kpset: str | None, descriptor: str) -> str:
         # scored set's detectors are already every component's: only its descriptor is new
         for c in get_family(spec["family"]).components_of(spec.get("params") or {}):
             walk_descriptor(c)
+    if matcher is not None:
+        from descbench.matchers import get_matcher
+
+        m = cfg["matchers"][matcher]
+        add(f"matcher {matcher}", get_matcher(m["matcher"]).weights_labels_of(m.get("params") or {}))
     return "; ".join(found)

@@ -10,6 +10,7 @@ import pandas as pd
 import pyarrow as pa
 
 from descbench import io
+from descbench.config import learned_weights
 from descbench.paths import ResultPaths
 from descbench.report.patches import markdown
 from descbench.tasks.base import load_rows
@@ -20,11 +21,12 @@ CUMULATIVE_MAX_PX = 10.0  # the figure's x range, as glue-factory's plot_cumulat
 
 # The descriptor metrics of the comparison table (one row per keypoint set + descriptor) shown
 # beside each pipeline of that keypoint set + descriptor (the matcher does not change them).
-DESCRIPTOR_COLUMNS = ("true_map_micro", "keypoint_verification_ap", "weights")
+DESCRIPTOR_COLUMNS = ("true_map_micro", "keypoint_verification_ap")
 # The Markdown table's columns (the Parquet and CSV files have every column).
 MARKDOWN_LEAD = ("keypoint_set", "descriptor", "matcher", "true_map_micro", "mean_matches", "mean_prec_at_1", "mean_prec_at_3", "mma_at_3",
                  "matching_score")
 MARKDOWN_PER_ESTIMATOR = ("auc_at_1", "auc_at_3", "auc_at_5", "ransac_th")
+MARKDOWN_TAIL = ("weights",)
 
 
 def build(paths: ResultPaths, combos: list, cfg: dict, comparison: pd.DataFrame | None = None) -> pd.DataFrame:
@@ -38,7 +40,8 @@ def build(paths: ResultPaths, combos: list, cfg: dict, comparison: pd.DataFrame 
             hit = comparison[(comparison.keypoint_set == ks) & (comparison.descriptor == d)]
             extra = {c: hit[c].iloc[0] for c in DESCRIPTOR_COLUMNS if c in hit.columns and len(hit) == 1}
         rows.append({"keypoint_set": ks, "descriptor": d, "matcher": m, "matcher_type": cfg["matchers"][m]["matcher"],
-                     **extra, **summarize_pipeline(files["pairs.parquet"], files["estimates.parquet"], cfg)})
+                     "weights": learned_weights(cfg, ks, d, m), **extra,
+                     **summarize_pipeline(files["pairs.parquet"], files["estimates.parquet"], cfg)})
     return pd.DataFrame(rows)
 
 
@@ -46,7 +49,8 @@ def markdown_columns(table: pd.DataFrame, cfg: dict) -> list[str]:
     cols = [c for c in MARKDOWN_LEAD if c in table.columns]
     for e in cfg["pipelines"]["estimators"]:
         cols += [f"{e}_{c}" for c in MARKDOWN_PER_ESTIMATOR if f"{e}_{c}" in table.columns and not (e == "dlt" and c == "ransac_th")]
-    return cols
+    # the networks' weights, when a row has any (RANDOM in capitals: not a published model)
+    return cols + [c for c in MARKDOWN_TAIL if c in table.columns and table[c].astype(bool).any()]
 
 
 def corner_errors(paths: ResultPaths, ks: str, d: str, m: str, estimator: str, ransac_th: float) -> np.ndarray:
