@@ -52,7 +52,7 @@ def test_registry_covers_the_schema_enum():
     assert sorted(enum) == sorted([*DETECTORS, "precomputed", "locked"])
     # SURF is descbench's own (OpenCV's is non-free; tests/descbench/keypoints/test_surf.py checks it)
     # and KeyNet is kornia's (tests/descbench/keypoints/test_keynet.py checks it against kornia)
-    assert set(OPENCV_DEFAULT) == set(DETECTORS) - {"surf", "keynet", "disk", "aliked", "xfeat"}
+    assert set(OPENCV_DEFAULT) == set(DETECTORS) - {"surf", "keynet", "disk", "aliked", "xfeat", "superpoint"}
 
 
 @pytest.mark.parametrize("name", sorted(OPENCV_DEFAULT))

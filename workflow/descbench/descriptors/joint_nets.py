@@ -1,10 +1,10 @@
-"""Joint detect-and-describe networks as descriptor families: ``disk``, ``aliked``, ``xfeat``.
+"""Joint detect-and-describe networks as descriptor families: ``disk``, ``aliked``, ``xfeat``, ``superpoint``.
 
 Each is the descriptor half of the network of the same name in
 :mod:`descbench.keypoints.joint` (whose docstring defines the input image, the padding, the
 defaults, the weights and the interpolation conventions). Its params are the network's own
 (``weights``, ``weights_seed``, ``device``, ``threads``, ``resize``; DISK's ``desc_dim`` and
-``pad_if_not_divisible``; ALIKED's ``model_name``), defined once, in the detector's definition in
+``pad_if_not_divisible``; ALIKED's ``model_name``; SuperPoint's ``layout`` and ``sampling``), defined once, in the detector's definition in
 ``workflow/schemas/config.schema.yaml``.
 
 * **On the network's own keypoint set** (the set's root detector is the same network with the
@@ -13,11 +13,11 @@ defaults, the weights and the interpolation conventions). Its params are the net
   Its descriptor file's runtime record says ``rows: keypoint_job`` with that run's record.
 * **On any other keypoints** (SIFT's, an intersection kept from another set, the same network
   with other weights), ``compute`` runs the network on the image and describes the given
-  keypoints: DISK and XFeat sample their dense descriptor map, ALIKED runs its SDDH head
+  keypoints: DISK, XFeat and SuperPoint sample their dense descriptor map, ALIKED runs its SDDH head
   (:meth:`descbench.keypoints.joint.JointRunner.describe`); ``rows: network``.
 
 Rows are float32 ``[N, D]``, unit L2 (DISK ``desc_dim``, ALIKED 64 for t16 and 128 otherwise,
-XFeat 64). These networks describe keypoints on a whole image: they do not describe HPatches'
+XFeat 64, SuperPoint 256). These networks describe keypoints on a whole image: they do not describe HPatches'
 65 x 65 patches.
 """
 

@@ -11,7 +11,7 @@ there first, then in ``cv2``. SURF is non-free in every OpenCV wheel; ``precompu
 come from files (:mod:`descbench.precomputed`) and are handled by the keypoint stage itself.
 ``keynet`` is kornia's KeyNet (:mod:`descbench.keypoints.keynet`, torch): not an OpenCV
 Feature2D, but an object with the same ``detect(gray, mask) -> list[cv2.KeyPoint]``. ``disk``,
-``aliked`` and ``xfeat`` are joint detect-and-describe networks (:mod:`descbench.keypoints.joint`,
+``aliked``, ``xfeat`` and ``superpoint`` are joint detect-and-describe networks (:mod:`descbench.keypoints.joint`,
 ``Detector.network``): their keypoint job runs them on the image file (RGB for DISK and ALIKED)
 and keeps their descriptors of the kept keypoints in a side file; ``create`` gives their runner.
 
@@ -163,7 +163,7 @@ def _keynet_check(p: dict, where: str) -> None:
     check_weight_files(p, where)
 
 
-def _joint(net: str) -> dict:
+def _joint(net: str, cap_key: str | None = None) -> dict:
     """The Detector fields of joint network ``net`` (descbench.keypoints.joint)."""
 
     def create(p: dict):
@@ -176,7 +176,8 @@ def _joint(net: str) -> dict:
 
         check_params(net, p, where)
 
-    cap = _positive("top_k" if net == "xfeat" else "max_num_keypoints")  # (DISK: null, ALIKED: -1 = no budget)
+    # the param that caps its keypoints (DISK: null, ALIKED and SuperPoint: -1 = no budget)
+    cap = _positive(cap_key or ("top_k" if net == "xfeat" else "max_num_keypoints"))
     from descbench.keypoints.joint import NETS
 
     return dict(name=net, create=create, schema_definition=f"{net}_detector_params", network=net, cap=cap,
@@ -214,6 +215,9 @@ DETECTORS: dict[str, Detector] = {
         Detector(**_joint("disk"), density=40000),
         Detector(**_joint("aliked"), density=8000),
         Detector(**_joint("xfeat"), density=5000),
+        # descbench's own SuperPoint (descbench.keypoints.superpoint): random weights keep about one
+        # pixel per NMS window (9 x 9: 12k per MP), published ones a few thousand
+        Detector(**_joint("superpoint", cap_key="max_keypoints"), density=10000),
     )
 }
 

@@ -1,5 +1,6 @@
-"""Joint detect-and-describe networks: kornia's ``DISK``, ``ALIKED`` and ``XFeat`` as keypoint
-sets (``detector: disk | aliked | xfeat``) and descriptor families of the same names.
+"""Joint detect-and-describe networks: kornia's ``DISK``, ``ALIKED`` and ``XFeat``, and descbench's
+own SuperPoint (:mod:`descbench.keypoints.superpoint`), as keypoint sets (``detector: disk | aliked
+| xfeat | superpoint``) and descriptor families of the same names.
 
 **One network run, two results.** A keypoint job of such a set runs the network once per image
 (:meth:`JointRunner.detect`): its keypoints, then descbench's border rule and cap
@@ -27,7 +28,7 @@ agree to float32 rounding, not bit for bit.
 
 **Input image** (:func:`network_input`): DISK and ALIKED take the RGB image (``cv2`` colour read,
 BGR -> RGB) as float32 ``[1, 3, H, W]`` in ``[0, 1]`` (``/ 255``), as glue-factory feeds them;
-XFeat takes the keypoint set's grey image (``grey`` of the set: OpenCV's decode by default) as
+XFeat and SuperPoint take the keypoint set's grey image (``grey`` of the set: OpenCV's decode by default) as
 ``[1, 1, H, W] / 255``, the image every grey detector of descbench sees (XFeatModel averages the
 channels it is given: an RGB input would give it the plain channel mean instead).
 ``resize`` (default null: the image as stored) is glue-factory's ``ImagePreprocessor`` with
@@ -65,17 +66,34 @@ network's, so keypoints go back by ``x = x' W / W'`` (and ``y``) and other keypo
   ``InterpolateSparse2d``. **On other keypoints**: the same map and interpolator at ``p (W' / W,
   H' / H)``: bit for bit the network's rows on its own keypoints when ``H`` and ``W`` are multiples
   of 32 (tested), to float32 rounding otherwise (the ratio's round trip).
+* ``superpoint``: not a kornia module (kornia 0.9 has none): descbench's ``SuperPointNet``
+  (:func:`~descbench.keypoints.superpoint.superpoint_net`) through a :class:`Backend`; the
+  network input as a 2-D grey image in [0, 1] (clipped to it after ``resize``) to
+  :func:`~descbench.keypoints.superpoint.detect_and_describe` with the post-processing params
+  ``nms``, ``nms_radius``, ``detection_threshold``, ``remove_borders``, ``max_keypoints`` (the
+  network's own top-k, before descbench's border rule and the set's ``max_keypoints``) and
+  ``sampling``, whose defaults are :data:`~descbench.keypoints.superpoint.DEFAULTS` (maxpool NMS of
+  radius 4, threshold 0.005, borders 4, all keypoints, each layout's own sampling). The network is
+  defined by ``layout`` (``auto``: recognised from the file's keys; for ``weights: random``,
+  ``auto`` builds ``magicleap``) and ``sampling`` (its rows), with the common keys. Keypoints are
+  integer pixels in decreasing score order; ``response`` is the softmax score. **On other
+  keypoints**: :func:`~descbench.keypoints.superpoint.describe`, the same dense map and sampling:
+  on its own keypoints the network's rows bit for bit (tested). Needs torch only (kornia for
+  ``resize``). No padding: the 1/8 maps floor (the module's docstring).
 
 Every keypoint: ``size = default_size_px`` (none of these networks gives a scale; 12 px as for
 ``precomputed`` keypoints), ``angle = -1`` (unset), ``response`` = the network's score (DISK: the
-heatmap logit; ALIKED: the score map read bilinearly; XFeat: heatmap x reliability),
-``octave = 0``, ``class_id = -1``.
+heatmap logit; ALIKED: the score map read bilinearly; XFeat: heatmap x reliability; SuperPoint:
+the softmax score at the pixel), ``octave = 0``, ``class_id = -1``.
 
 **Weights** are never downloaded: ``weights`` is a file or ``random``. ``random``: the module
 built under ``torch.manual_seed(random_seed(weights_seed, <net>))`` (its constructor's own
-initialisation, ALIKED's SDDH ``agg_weights`` included), in evaluation mode (BatchNorm with its
-initial running statistics); label ``random(seed=N, key=<net>)``. A file: ``torch.load(...,
-weights_only=True)``, in the layouts the published checkpoints use (:attr:`JointNet.layouts`);
+initialisation, ALIKED's SDDH ``agg_weights`` included; SuperPoint: ``superpoint_net(layout)``), in
+evaluation mode (BatchNorm with its initial running statistics); label ``random(seed=N, key=<net>)``.
+A file: ``torch.load(..., weights_only=True)``, in the layouts the published checkpoints use
+(:attr:`JointNet.layouts`; SuperPoint: MagicLeap's ``superpoint_v1.pth`` or rpautrat's
+``superpoint_v6_from_tf.pth``, read by :func:`~descbench.keypoints.superpoint.load_superpoint`,
+whose DataError for another model's file or a layout that does not fit becomes the ConfigError);
 checked at config time (:func:`check_params`, the workflow's DAG build) against the module's keys
 and shapes: another network's file, another ``model_name``'s or an unrecognised layout is a
 ConfigError naming the key, the file, what differs and the fix.
@@ -87,6 +105,7 @@ import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
@@ -94,14 +113,32 @@ from descbench.errors import ConfigError, DataError
 from descbench.fileops import file_sha256
 from descbench.jobfacts import Model
 from descbench.keypoints import ImageKeypoints
+from descbench.keypoints import superpoint as SP
 
 SIDE_KIND = "joint.npz"
 SIDE_VERSION = 1
 
 
 @dataclass(frozen=True)
+class Backend:
+    """How a joint network that is not a kornia module is built, loaded and run (kornia's are
+    :func:`load_module`'s and :class:`JointRunner`'s own code). ``construct(params)``: the module
+    with its constructor's initialisation (called under the ``random`` seed); ``load(params, path,
+    where)``: the module holding a weights file, ConfigError naming ``<where>.weights`` otherwise;
+    ``detect(module, x, params)``: ``(xy, scores, rows)`` of the network input ``x`` (torch ``[1, C,
+    H, W]``, :func:`network_input`, resized); ``describe(module, x, xy, params)``: rows at ``xy``
+    (float32 torch ``[N, 2]``, the network's pixels); ``network``: its name in the runtime record."""
+
+    construct: Callable
+    load: Callable
+    detect: Callable
+    describe: Callable
+    network: str
+
+
+@dataclass(frozen=True)
 class JointNet:
-    """A joint network: its kornia class, its input, its parameters and its published weights."""
+    """A joint network: its kornia class (or :class:`Backend`), its input, its parameters and its published weights."""
 
     name: str
     kornia_class: str
@@ -117,9 +154,63 @@ class JointNet:
     # 2-core shared machine) at 0.12 MP (303 x 384) and 0.79 MP (768 x 1024), slopes rounded up:
     # DISK 2,062 MB and 8.5 s at 0.79 MP, ALIKED 1,625 MB and 3.3 s, XFeat 424 MB and 0.3 s
     model: Model = Model(base_mb=600)
+    backend: Backend | None = None  # a network that is not a kornia module (descbench's SuperPoint)
+    requires: tuple[str, ...] = ("torch", "kornia")  # modules it needs (kornia too whenever ``resize`` is set)
 
 
 COMMON_KEYS = ("weights", "weights_seed", "device", "threads", "resize")
+
+
+# ----------------------------------------------------------------------------- superpoint (descbench's own network)
+
+
+def _superpoint_layout(params: dict) -> str:
+    """The layout ``weights: random`` builds: ``layout``, with ``auto`` meaning ``magicleap``."""
+    return "magicleap" if params["layout"] == "auto" else params["layout"]
+
+
+def _superpoint_construct(params: dict):
+    return SP.superpoint_net(_superpoint_layout(params))
+
+
+def _superpoint_load(params: dict, path: Path, where: str):
+    """:func:`descbench.keypoints.superpoint.load_superpoint` (either layout, ``layout`` checked);
+    its DataError (another model's file, a layout not recognised or not the one asked for) as a
+    ConfigError naming ``<where>.weights`` (its message names the file and the fix)."""
+    try:
+        return SP.load_superpoint(path, params["layout"])[0]
+    except DataError as exc:
+        raise ConfigError(f"{where}.weights (with {where}.layout: {params['layout']}): {exc}") from exc
+
+
+def _superpoint_post(params: dict) -> dict:
+    """The post-processing params :func:`~descbench.keypoints.superpoint.detect_and_describe` reads
+    (the keys of :data:`~descbench.keypoints.superpoint.DEFAULTS` the params hold; a descriptor's: ``sampling``)."""
+    return {k: params[k] for k in SP.DEFAULTS if k in params}
+
+
+def _superpoint_grey(x) -> np.ndarray:
+    """The network input ``[1, 1, H, W]`` as the 2-D float32 grey image SuperPoint reads, clipped to
+    [0, 1] (a no-op on the stored image ``/ 255``; after ``resize``, the antialias filter's float32
+    rounding may step past 1)."""
+    return np.clip(x[0, 0].cpu().numpy(), 0.0, 1.0)
+
+
+def _superpoint_detect(module, x, params: dict):
+    return SP.detect_and_describe(_superpoint_grey(x), module, _superpoint_post(params))
+
+
+def _superpoint_describe(module, x, xy, params: dict):
+    return SP.describe(_superpoint_grey(x), module, xy.cpu().numpy(), _superpoint_post(params))
+
+
+# peak RSS and CPU time of one forward and post-processing (random weights, 1 thread, this 2-core
+# shared machine): 325 MB and 0.24 s at 0.12 MP (303 x 384), 819 MB and 2.2 s at 0.79 MP (768 x 1024,
+# 12k keypoints), both layouts; slopes rounded up
+SUPERPOINT_MODEL = Model(base_mb=600, mb_per_mp=800, mb_per_kkp=4.0, base_s=5, s_per_mp=3.5, s_per_kkp=0.1)
+SUPERPOINT = Backend(_superpoint_construct, _superpoint_load, _superpoint_detect, _superpoint_describe,
+                     "descbench.keypoints.superpoint.SuperPointNet")
+
 NETS = {n.name: n for n in (
     JointNet("disk", "DISK", "rgb", (*COMMON_KEYS, "desc_dim", "pad_if_not_divisible"),
              ("max_num_keypoints", "nms_window_size", "detection_threshold", "default_size_px"),
@@ -137,6 +228,11 @@ NETS = {n.name: n for n in (
              "kornia.feature.XFeat.weights_url: https://github.com/verlab/accelerated_features/raw/main/weights/xfeat.pt",
              "XFeat's published xfeat.pt (XFeatModel's state dict) or kornia XFeat's (keys under 'net.')", dim=64,
              model=Model(base_mb=600, mb_per_mp=300, mb_per_kkp=4.0, base_s=5, s_per_mp=1, s_per_kkp=0.1)),
+    JointNet("superpoint", "SuperPoint", "grey", (*COMMON_KEYS, "layout", "sampling"),
+             ("nms", "nms_radius", "detection_threshold", "remove_borders", "max_keypoints", "default_size_px"),
+             f"{SP.PUBLISHED['magicleap']}; {SP.PUBLISHED['rpautrat']}",
+             "a SuperPoint checkpoint in layout magicleap or rpautrat (descbench.keypoints.superpoint)", dim=SP.DESCRIPTOR_DIM,
+             model=SUPERPOINT_MODEL, backend=SUPERPOINT, requires=("torch",)),
 )}
 ALIKED_DIMS = {"aliked-t16": 64, "aliked-n16": 128, "aliked-n16rot": 128, "aliked-n32": 128}
 
@@ -172,7 +268,10 @@ def where_of(net: str) -> str:
 
 
 def _construct(kf, net: str, params: dict):
-    """The kornia module for the params (detection params as given; descbench passes them again at each call)."""
+    """The kornia module for the params (detection params as given; descbench passes them again at each
+    call); a :class:`Backend`'s ``construct`` for a network that is not kornia's."""
+    if NETS[net].backend is not None:
+        return NETS[net].backend.construct(params)
     if net == "disk":
         return kf.DISK(desc_dim=int(params["desc_dim"]))
     if net == "aliked":
@@ -226,17 +325,20 @@ def load_module(net: str, params: dict, where: str):
     missing, unreadable, of another network or another ``model_name``."""
     from descbench import torchrt
 
-    torch, kornia = torchrt.require("torch", "kornia", what=f"'{net}'")
+    mods = _modules(net, params)
+    torch, kornia = mods["torch"], mods.get("kornia")
     spec = NETS[net]
     weights = params["weights"]
     if weights == torchrt.RANDOM_WEIGHTS:
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(torchrt.random_seed(params["weights_seed"], net))
-            module = _construct(kornia.feature, net, params)
+            module = _construct(getattr(kornia, "feature", None), net, params)
         return module.eval(), torchrt.random_label(params["weights_seed"], net)
     torchrt.check_weights_file(f"{where}.weights", weights, spec.published)
-    module = _construct(kornia.feature, net, params)
     path = Path(weights)
+    if spec.backend is not None:
+        return spec.backend.load(params, path, where).eval(), f"sha256:{file_sha256(path)}"
+    module = _construct(kornia.feature, net, params)
     try:
         state = torch.load(path, map_location="cpu", weights_only=True)
     except Exception as exc:  # torch raises several types for a file it cannot read
@@ -257,12 +359,27 @@ def load_module(net: str, params: dict, where: str):
     return module.eval(), f"sha256:{file_sha256(path)}"
 
 
+def required_modules(net: str, params: dict) -> tuple[str, ...]:
+    """The modules the network of these params needs: :attr:`JointNet.requires`, and kornia for ``resize``."""
+    need = NETS[net].requires
+    return need if "kornia" in need or not params.get("resize") else (*need, "kornia")
+
+
+def _modules(net: str, params: dict) -> dict:
+    """:func:`required_modules`, imported (ConfigError naming the network when one is missing)."""
+    from descbench import torchrt
+
+    need = required_modules(net, params)
+    mods = torchrt.require(*need, what=f"'{net}'")
+    return dict(zip(need, mods if len(need) > 1 else (mods,)))
+
+
 def check_params(net: str, params: dict, where: str) -> dict:
     """Config time (DAG build): torch and kornia importable, the weights ``random`` or a file that
     loads into the network of these params (:func:`load_module`, on the CPU), ``resize`` sensible."""
     from descbench import torchrt
 
-    torchrt.check_installed("torch", "kornia", what=f"{where} ('{net}')")
+    torchrt.check_installed(*required_modules(net, params), what=f"{where} ('{net}')")
     torchrt.check_weights_file(f"{where}.weights", params["weights"], NETS[net].published)
     if params["weights"] != torchrt.RANDOM_WEIGHTS:
         load_module(net, params, where)
@@ -283,7 +400,7 @@ def network_input(net: str, image_path: Path, gray: np.ndarray | None):
     """float32 ``[1, C, H, W]`` numpy image in [0, 1] the network reads (module docstring)."""
     if NETS[net].image == "grey":
         if gray is None:
-            raise ValueError("xfeat needs the grey image")
+            raise ValueError(f"{net} needs the grey image")
         return (gray.astype(np.float32) / np.float32(255.0))[None, None]
     import cv2
 
@@ -310,7 +427,8 @@ class JointRunner:
 
         self.net, self.params = net, params
         self.where = where_of(net)
-        self.torch, self.kornia = torchrt.require("torch", "kornia", what=f"'{net}'")
+        mods = _modules(net, params)
+        self.torch, self.kornia = mods["torch"], mods.get("kornia")
         self.device = torchrt.resolve_device(params["device"], self.where)
         self.runtime = torchrt.configure(self.device, params["threads"])
         module, self.label = load_module(net, params, self.where)
@@ -318,7 +436,9 @@ class JointRunner:
         self.identity = identity(net, params)
 
     def provenance(self) -> dict:
-        return {**self.runtime, "network": f"kornia.feature.{NETS[self.net].kornia_class}", "weights": self.label,
+        spec = NETS[self.net]
+        network = spec.backend.network if spec.backend is not None else f"kornia.feature.{spec.kornia_class}"
+        return {**self.runtime, "network": network, "weights": self.label,
                 "weights_file": None if self.params["weights"] == "random" else str(self.params["weights"]),
                 "identity": self.identity}
 
@@ -355,8 +475,11 @@ class JointRunner:
         """The network's keypoints (its order; ``source_index`` = row) and their float32 rows."""
         torch, p = self.torch, self.params
         x, hw, hwr = self._image(image_path, gray)
+        backend = NETS[self.net].backend
         with torch.inference_mode():
-            if self.net == "disk":
+            if backend is not None:
+                xy, score, rows = backend.detect(self.module, x, p)
+            elif self.net == "disk":
                 if not p["pad_if_not_divisible"] and (hwr[0] % 16 or hwr[1] % 16):
                     raise self._pad_error(hwr)
                 f = self.module(x, n=p["max_num_keypoints"], window_size=p["nms_window_size"],
@@ -368,14 +491,14 @@ class JointRunner:
             else:
                 f = self.module.detectAndCompute(x, top_k=p["top_k"], detection_threshold=p["detection_threshold"])[0]
                 xy, score, rows = f["keypoints"], f["scores"], f["descriptors"]
-        xy = self._to_stored(xy.cpu().numpy().astype(np.float32), hw, hwr)
+        xy = self._to_stored(_numpy(xy).astype(np.float32), hw, hwr)
         n = xy.shape[0]
         kps = ImageKeypoints(
             x=np.ascontiguousarray(xy[:, 0]), y=np.ascontiguousarray(xy[:, 1]),
             size=np.full(n, p["default_size_px"], dtype=np.float32), angle=np.full(n, -1.0, dtype=np.float32),
-            response=score.cpu().numpy().astype(np.float32).reshape(n), octave=np.zeros(n, dtype=np.int32),
+            response=_numpy(score).astype(np.float32).reshape(n), octave=np.zeros(n, dtype=np.int32),
             class_id=np.full(n, -1, dtype=np.int32), source_index=np.arange(n, dtype=np.int32))
-        return kps, rows.cpu().numpy().astype(np.float32).reshape(n, dim_of(self.net, p))
+        return kps, _numpy(rows).astype(np.float32).reshape(n, dim_of(self.net, p))
 
     def describe(self, image_path: Path, gray: np.ndarray | None, kps: ImageKeypoints) -> np.ndarray:
         """float32 ``[N, D]`` rows of the network at given keypoints (module docstring, "on other keypoints")."""
@@ -386,8 +509,11 @@ class JointRunner:
             return np.zeros((0, dim_of(self.net, p)), dtype=np.float32)
         x, hw, hwr = self._image(image_path, gray)
         xy = torch.from_numpy(self._to_network(np.stack([kps.x, kps.y], axis=1), hw, hwr)).to(self.device)
+        backend = NETS[self.net].backend
         with torch.inference_mode():
-            if self.net == "disk":
+            if backend is not None:
+                rows = backend.describe(self.module, x, xy, p)
+            elif self.net == "disk":
                 if not p["pad_if_not_divisible"] and (hwr[0] % 16 or hwr[1] % 16):
                     raise self._pad_error(hwr)
                 h, w = hwr
@@ -407,7 +533,12 @@ class JointRunner:
                 dense = F.normalize(m.net(xr)[0], dim=1)
                 pos = xy / torch.tensor([rw, rh], device=self.device, dtype=torch.float32)
                 rows = F.normalize(m.interpolator(dense, pos[None], H=h1, W=w1), dim=-1)[0]
-        return rows.cpu().numpy().astype(np.float32).reshape(n, dim_of(self.net, p))
+        return _numpy(rows).astype(np.float32).reshape(n, dim_of(self.net, p))
+
+
+def _numpy(a) -> np.ndarray:
+    """A torch tensor's values as numpy (a :class:`Backend` may return numpy already)."""
+    return a.cpu().numpy() if hasattr(a, "cpu") else np.asarray(a)
 
 
 def bilinear_columns(torch, dense, xy):
