@@ -10,51 +10,26 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import cv2
 import numpy as np
 import pytest
 import torch
 
 from conftest import raises_naming
-from descbench.config import validate_config
 from descbench.errors import ConfigError
 from descbench.keypoints import joint as J
 from descbench.keypoints import superpoint as SP
 from descbench.keypoints.detectors import DETECTORS
 from descbench.params import config_schema
 from descbench.torchrt import random_seed
+from tests.descbench.keypoints.test_joint import grey, image, odd_image, write_image  # noqa: F401 (fixtures)
+from tests.descbench.keypoints.test_joint import params as joint_params
 
-SCHEMA = Path(__file__).resolve().parents[3] / "workflow" / "schemas" / "config.schema.yaml"
 LAYOUTS = ("magicleap", "rpautrat")
 
 
 def params(**given) -> dict:
-    """The detector's params validated by the config schema (defaults filled), on 1 CPU thread."""
-    cfg = {"keypoint_sets": {"k": {"detector": "superpoint",
-                                   "params": {"weights": "random", "device": "cpu", "threads": 1, **given}}},
-           "descriptors": {"d": {"family": "sift"}}}
-    return validate_config(cfg, SCHEMA)["keypoint_sets"]["k"]["params"]
-
-
-def write_image(tmp: Path, h: int, w: int, seed: int = 0) -> Path:
-    coarse = np.random.default_rng(seed).integers(0, 256, (h // 4, w // 4, 3)).astype(np.uint8)
-    path = tmp / f"img_{h}x{w}_{seed}.png"
-    cv2.imwrite(str(path), cv2.resize(coarse, (w, h), interpolation=cv2.INTER_CUBIC))
-    return path
-
-
-@pytest.fixture(scope="module")
-def image(tmp_path_factory) -> Path:
-    return write_image(tmp_path_factory.mktemp("sp"), 96, 128)
-
-
-@pytest.fixture(scope="module")
-def odd_image(tmp_path_factory) -> Path:
-    return write_image(tmp_path_factory.mktemp("sp_odd"), 101, 133, seed=1)
-
-
-def grey(path: Path) -> np.ndarray:
-    return cv2.imread(str(path), cv2.IMREAD_GRAYSCALE)
+    """SuperPoint's detector params validated by the config schema (test_joint's helper)."""
+    return joint_params("superpoint", **given)
 
 
 def random_net(layout: str, seed: int = 0):
