@@ -176,12 +176,12 @@ def _joint(net: str) -> dict:
 
         check_params(net, p, where)
 
-    cap = _positive("top_k" if net == "xfeat" else "max_num_keypoints")  # (DISK: null, ALIKED: -1 = no budget)
-    from descbench.keypoints.joint import NETS
+    cap = _positive({"xfeat": "top_k", "keynet_affnet_hardnet": "num_features"}.get(net, "max_num_keypoints"))
+    from descbench.keypoints.joint import NETS  # (DISK: null, ALIKED: -1 = no budget)
 
     return dict(name=net, create=create, schema_definition=f"{net}_detector_params", network=net, cap=cap,
                 model=NETS[net].model, runtime="torch",
-                files=lambda p: named_files(p, ("weights",)), weights_labels=lambda p: [weights_label(p)], check=check)
+                files=lambda p: named_files(p, NETS[net].weight_keys), weights_labels=lambda p: [weights_label(p)], check=check)
 
 
 # Keypoint job models: the keypoint term is descbench.jobfacts.OPENCV_DETECTOR's. sift (that model)
@@ -214,6 +214,7 @@ DETECTORS: dict[str, Detector] = {
         Detector(**_joint("disk"), density=40000),
         Detector(**_joint("aliked"), density=8000),
         Detector(**_joint("xfeat"), density=5000),
+        Detector(**_joint("keynet_affnet_hardnet"), density=8000),
     )
 }
 

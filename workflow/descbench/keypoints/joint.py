@@ -1,5 +1,6 @@
-"""Joint detect-and-describe networks: kornia's ``DISK``, ``ALIKED`` and ``XFeat`` as keypoint
-sets (``detector: disk | aliked | xfeat``) and descriptor families of the same names.
+"""Joint detect-and-describe networks: kornia's ``DISK``, ``ALIKED``, ``XFeat`` and
+``KeyNetAffNetHardNet`` as keypoint sets (``detector: disk | aliked | xfeat |
+keynet_affnet_hardnet``) and descriptor families of the same names.
 
 **One network run, two results.** A keypoint job of such a set runs the network once per image
 (:meth:`JointRunner.detect`): its keypoints, then descbench's border rule and cap
@@ -19,7 +20,8 @@ file that should be there and is not, or rows that no longer match, is a DataErr
 file and the fix (rerun the keypoint job).
 
 **Identity** = the network's own parameters (:attr:`JointNet.net_keys` minus ``device`` and
-``threads``) plus the weights (:func:`weights_key`: ``sha256:`` of the file, or ``random(seed=N)``).
+``threads``) plus the weights (:func:`weights_key` of each of :attr:`JointNet.weight_keys`:
+``sha256:`` of the file, or ``random(seed=N)``).
 Detection parameters (thresholds, NMS, keypoint budget) are not part of it: they choose
 keypoints, not descriptors. ``device`` and ``threads`` are how, not what: rows read from a side
 file are the keypoint job's device's (recorded in the keypoint file's runtime); CPU and CUDA
@@ -66,7 +68,27 @@ network's, so keypoints go back by ``x = x' W / W'`` (and ``y``) and other keypo
   H' / H)``: bit for bit the network's rows on its own keypoints when ``H`` and ``W`` are multiples
   of 32 (tested), to float32 rounding otherwise (the ratio's round trip).
 
-Every keypoint: ``size = default_size_px`` (none of these networks gives a scale; 12 px as for
+* ``keynet_affnet_hardnet``: kornia's ``KeyNetAffNetHardNet(num_features, upright, scale_laf,
+  score_threshold)`` (defaults its constructor's: 8000, false, 1.0, 0.0), built as that constructor
+  builds it but with ``pretrained=False`` (the constructor downloads): ``LocalFeature(KeyNetDetector(
+  num_features, ori_module=PassLAF() if upright else LAFOrienter(angle_detector=OriNet),
+  aff_module=LAFAffNetShapeEstimator(preserve_orientation=False), score_threshold),
+  LAFDescriptor(HardNet, patch_size=32, grayscale_descriptor=True), scale_laf)``, on the set's grey
+  image ``[1, 1, H, W] / 255`` (as the ``keynet`` detector); weights per sub-network: ``weights``
+  (KeyNet), ``orinet_weights`` (null exactly when ``upright``), ``affnet_weights``,
+  ``hardnet_weights``, each a file (the published checkpoints hold the state dict under
+  ``state_dict``: :func:`descbench.torchrt.load_weights`) or ``random``; null is ``random`` when
+  ``weights`` is, else a ConfigError. kornia's empty slots (``laf_is_filled`` false) are dropped.
+  Keypoints are its LAFs (scaled by ``scale_laf``, as ``LocalFeature`` returns and describes them)
+  by the ``keynet`` detector's rule (:func:`descbench.keypoints.keynet.keypoints_from_lafs`:
+  centre, ``size`` = sum of the two column norms, OpenCV ``angle`` of the x axis), ``response`` its
+  response; rows its HardNet descriptors (128, unit L2). With ``resize`` the whole frame goes back
+  by ``T^-1``. **On other keypoints**: HardNet (kornia's ``LAFDescriptor``) on the isotropic LAF of
+  each keypoint, ``laf_from_center_scale_ori(xy, size / 2, -angle)`` (angle -1 as 0; then ``T``),
+  the inverse of that rule for an isotropic frame; AffNet's anisotropic shape is not a keypoint
+  field, so on the network's own keypoints this is not its row (the side file keeps those).
+
+Every keypoint (DISK, ALIKED, XFeat): ``size = default_size_px`` (none of these networks gives a scale; 12 px as for
 ``precomputed`` keypoints), ``angle = -1`` (unset), ``response`` = the network's score (DISK: the
 heatmap logit; ALIKED: the score map read bilinearly; XFeat: heatmap x reliability),
 ``octave = 0``, ``class_id = -1``.
@@ -115,8 +137,11 @@ class JointNet:
     # the memory/runtime model of a job that runs it on every image (keypoint job, and descriptor job
     # on other keypoints): peak RSS and time of one CPU forward (random weights, 1 thread, this
     # 2-core shared machine) at 0.12 MP (303 x 384) and 0.79 MP (768 x 1024), slopes rounded up:
-    # DISK 2,062 MB and 8.5 s at 0.79 MP, ALIKED 1,625 MB and 3.3 s, XFeat 424 MB and 0.3 s
+    # DISK 2,062 MB and 8.5 s at 0.79 MP, ALIKED 1,625 MB and 3.3 s, XFeat 424 MB and 0.3 s;
+    # KeyNetAffNetHardNet 19 s CPU at 0.26 MP (512 x 512, 2,840 keypoints: its per-keypoint networks)
     model: Model = Model(base_mb=600)
+    # the params naming weights files (``random`` or a path); the first is ``weights``
+    weight_keys: tuple[str, ...] = ("weights",)
 
 
 COMMON_KEYS = ("weights", "weights_seed", "device", "threads", "resize")
@@ -137,6 +162,15 @@ NETS = {n.name: n for n in (
              "kornia.feature.XFeat.weights_url: https://github.com/verlab/accelerated_features/raw/main/weights/xfeat.pt",
              "XFeat's published xfeat.pt (XFeatModel's state dict) or kornia XFeat's (keys under 'net.')", dim=64,
              model=Model(base_mb=600, mb_per_mp=300, mb_per_kkp=4.0, base_s=5, s_per_mp=1, s_per_kkp=0.1)),
+    JointNet("keynet_affnet_hardnet", "KeyNetAffNetHardNet", "grey",
+             (*COMMON_KEYS, "orinet_weights", "affnet_weights", "hardnet_weights", "upright", "scale_laf"),
+             ("num_features", "score_threshold"),
+             "weights: KeyNet (kornia.feature.keynet.KeyNet_URL); orinet_weights: OriNet (kornia.feature.orientation.urls"
+             "['orinet']); affnet_weights: AffNet (kornia.feature.affine_shape.urls['affnet']); hardnet_weights: HardNet "
+             "(kornia.feature.hardnet.urls['liberty_aug'])",
+             "each network's published checkpoint (its state dict under 'state_dict') or its own state dict", dim=128,
+             model=Model(base_mb=600, mb_per_mp=600, mb_per_kkp=4.0, base_s=5, s_per_mp=20, s_per_kkp=6),
+             weight_keys=("weights", "orinet_weights", "affnet_weights", "hardnet_weights")),
 )}
 ALIKED_DIMS = {"aliked-t16": 64, "aliked-n16": 128, "aliked-n16rot": 128, "aliked-n32": 128}
 
@@ -228,6 +262,8 @@ def load_module(net: str, params: dict, where: str):
 
     torch, kornia = torchrt.require("torch", "kornia", what=f"'{net}'")
     spec = NETS[net]
+    if net == "keynet_affnet_hardnet":
+        return _load_kah(torch, kornia.feature, params, where)
     weights = params["weights"]
     if weights == torchrt.RANDOM_WEIGHTS:
         with torch.random.fork_rng(devices=[]):
@@ -257,12 +293,72 @@ def load_module(net: str, params: dict, where: str):
     return module.eval(), f"sha256:{file_sha256(path)}"
 
 
+def _kah_weights(params: dict, where: str) -> dict:
+    """KeyNetAffNetHardNet's weights per sub-network key: a file or ``random``; ``null`` is ``random``
+    when ``weights`` is (else a ConfigError: a network without weights), ``orinet_weights`` is null
+    exactly when ``upright`` (kornia's ``PassLAF``: no OriNet)."""
+    out = {}
+    for key in NETS["keynet_affnet_hardnet"].weight_keys:
+        value = params.get(key)
+        if key == "orinet_weights" and params["upright"]:
+            if value is not None:
+                raise ConfigError(f"{where}.orinet_weights: {value!r}, but upright: true runs no OriNet (kornia's PassLAF); "
+                                  "fix: remove orinet_weights, or set upright: false")
+            continue
+        if value is None:
+            if params["weights"] != "random":
+                raise ConfigError(f"{where}.{key}: not given, but weights is a file; fix: give {key} (the published "
+                                  f"checkpoint: {NETS['keynet_affnet_hardnet'].published}) or 'random'")
+            value = "random"
+        out[key] = value
+    return out
+
+
+def _load_kah(torch, kf, params: dict, where: str):
+    """KeyNetAffNetHardNet as kornia's constructor builds it (``LocalFeature(KeyNetDetector(num_features,
+    ori_module=PassLAF() if upright else LAFOrienter(angle_detector=OriNet), aff_module=
+    LAFAffNetShapeEstimator(preserve_orientation=False), score_threshold), LAFDescriptor(HardNet,
+    patch_size=32, grayscale_descriptor=True), scale_laf)``, the sub-networks constructed in kornia's
+    order) with ``pretrained=False`` under ``torch.manual_seed(random_seed(weights_seed, net))``;
+    each sub-network given a file then loads it (:func:`descbench.torchrt.load_weights`)."""
+    from descbench import torchrt
+
+    net = "keynet_affnet_hardnet"
+    weights = _kah_weights(params, where)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(torchrt.random_seed(params["weights_seed"], net))
+        ori = kf.PassLAF() if params["upright"] else kf.LAFOrienter(angle_detector=kf.OriNet(False))
+        aff = kf.LAFAffNetShapeEstimator(False, preserve_orientation=False)
+        det = kf.KeyNetDetector(False, num_features=int(params.get("num_features", 8000)), ori_module=ori,
+                                aff_module=aff, score_threshold=float(params.get("score_threshold", 0.0)))
+        module = kf.LocalFeature(det, kf.LAFDescriptor(kf.HardNet(False), patch_size=32, grayscale_descriptor=True),
+                                 float(params["scale_laf"]))
+    parts = {"weights": det.model, "affnet_weights": aff, "hardnet_weights": module.descriptor.descriptor}
+    if not params["upright"]:
+        parts["orinet_weights"] = ori.angle_detector
+    labels = {}
+    for key, value in weights.items():
+        if value == torchrt.RANDOM_WEIGHTS:
+            labels[key] = torchrt.random_label(params["weights_seed"], net)
+        else:
+            torchrt.check_weights_file(f"{where}.{key}", value, NETS[net].published)
+            labels[key] = torchrt.load_weights(parts[key], value, params["weights_seed"],
+                                               f"{where}.{key} ({type(parts[key]).__name__})", NETS[net].published)
+    label = labels["weights"] if set(labels.values()) == {labels["weights"]} else \
+        "; ".join(f"{k}={v}" for k, v in labels.items())
+    return module.eval(), label
+
+
 def check_params(net: str, params: dict, where: str) -> dict:
     """Config time (DAG build): torch and kornia importable, the weights ``random`` or a file that
     loads into the network of these params (:func:`load_module`, on the CPU), ``resize`` sensible."""
     from descbench import torchrt
 
     torchrt.check_installed("torch", "kornia", what=f"{where} ('{net}')")
+    if net == "keynet_affnet_hardnet":
+        if any(v != torchrt.RANDOM_WEIGHTS for v in _kah_weights(params, where).values()):
+            load_module(net, params, where)
+        return params
     torchrt.check_weights_file(f"{where}.weights", params["weights"], NETS[net].published)
     if params["weights"] != torchrt.RANDOM_WEIGHTS:
         load_module(net, params, where)
@@ -272,8 +368,9 @@ def check_params(net: str, params: dict, where: str) -> dict:
 def identity(net: str, params: dict) -> dict:
     """What makes two runs' descriptors the same network's (module docstring): the network, its
     weights (:func:`weights_key`) and its own params."""
-    return {"network": net, "weights": weights_key(params),
-            **{k: params[k] for k in NETS[net].net_keys if k not in ("weights", "weights_seed", "device", "threads")}}
+    keys = NETS[net].weight_keys
+    return {"network": net, **{k: weights_key(params, k) for k in keys},
+            **{k: params[k] for k in NETS[net].net_keys if k not in (*keys, "weights_seed", "device", "threads")}}
 
 
 # ----------------------------------------------------------------------------- running
@@ -283,7 +380,7 @@ def network_input(net: str, image_path: Path, gray: np.ndarray | None):
     """float32 ``[1, C, H, W]`` numpy image in [0, 1] the network reads (module docstring)."""
     if NETS[net].image == "grey":
         if gray is None:
-            raise ValueError("xfeat needs the grey image")
+            raise ValueError(f"{net} needs the grey image")
         return (gray.astype(np.float32) / np.float32(255.0))[None, None]
     import cv2
 
@@ -346,6 +443,20 @@ class JointRunner:
         """The stored image's pixels -> the network's: ``T``."""
         return xy.astype(np.float32) if hw == hwr else (xy.astype(np.float64) * self._scale(hw, hwr)).astype(np.float32)
 
+    def _lafs(self, kps: ImageKeypoints, hw, hwr):
+        """``[1, N, 2, 3]`` LAFs of keypoints in the network's pixels: kornia's ``laf_from_center_scale_ori``
+        with centre ``(x, y)``, scale ``size / 2`` and ``ori = -angle`` (``angle`` -1, unset, as 0): the
+        inverse of :func:`descbench.keypoints.keynet.keypoints_from_lafs` for isotropic frames; then
+        ``T`` on both rows."""
+        torch = self.torch
+        xy = torch.from_numpy(np.stack([kps.x, kps.y], axis=1).astype(np.float32))[None]
+        scale = torch.from_numpy((kps.size.astype(np.float32) / np.float32(2.0)).reshape(1, -1, 1, 1))
+        ori = torch.from_numpy(np.where(kps.angle == -1, 0.0, -kps.angle.astype(np.float32)).astype(np.float32).reshape(1, -1, 1))
+        lafs = self.kornia.feature.laf_from_center_scale_ori(xy, scale, ori)
+        if hw != hwr:
+            lafs = lafs * torch.from_numpy(self._scale(hw, hwr).astype(np.float32)).view(1, 1, 2, 1)
+        return lafs.to(self.device)
+
     def _pad_error(self, hw) -> DataError:
         return DataError(f"{self.where}.pad_if_not_divisible: false, but the network input is {hw[0]} x {hw[1]} px, not "
                          "multiples of 16 (DISK's U-Net needs them); fix: pad_if_not_divisible: true (glue-factory's "
@@ -365,6 +476,16 @@ class JointRunner:
             elif self.net == "aliked":
                 f = self.module(x)[0]
                 xy, score, rows = f.keypoints, f.keypoint_scores, f.descriptors
+            elif self.net == "keynet_affnet_hardnet":
+                lafs, score, rows = self.module(x)
+                filled = self.kornia.feature.laf_is_filled(lafs)[0]  # kornia's empty slots are no detections
+                lafs, score, rows = lafs[0, filled].cpu().numpy(), score[0, filled], rows[0, filled]
+                if hw != hwr:  # T^-1 on the whole frame (both rows of [A | c])
+                    lafs = (lafs.astype(np.float64) / self._scale(hw, hwr)[None, :, None]).astype(np.float32)
+                from descbench.keypoints.keynet import keypoints_from_lafs
+
+                kps = keypoints_from_lafs(lafs, score.cpu().numpy())
+                return kps, rows.cpu().numpy().astype(np.float32).reshape(len(kps), dim_of(self.net, p))
             else:
                 f = self.module.detectAndCompute(x, top_k=p["top_k"], detection_threshold=p["detection_threshold"])[0]
                 xy, score, rows = f["keypoints"], f["scores"], f["descriptors"]
@@ -400,6 +521,8 @@ class JointRunner:
                 h, w = hwr
                 wh = torch.tensor([w - 1, h - 1], device=self.device, dtype=torch.float32)
                 rows = self.module.desc_head(feature_map, [2.0 * xy / wh - 1.0])[0][0]
+            elif self.net == "keynet_affnet_hardnet":
+                rows = self.module.descriptor(x, self._lafs(kps, hw, hwr))[0]
             else:
                 m = self.module
                 xr, rh, rw = m._preprocess_tensor(x)
@@ -526,10 +649,13 @@ def reads_own_rows(net: str, params: dict, kpset: dict) -> bool:
     return identity(net, kp) == identity(net, params)
 
 
-def weights_key(params: dict) -> str:
-    """The weights as the identity compares them without loading: ``random(seed=N)`` or the file's
-    ``sha256:`` (read once per process and file version)."""
-    w = params["weights"]
+def weights_key(params: dict, key: str = "weights") -> str | None:
+    """The weights of ``key`` as the identity compares them without loading: ``random(seed=N)`` or the
+    file's ``sha256:`` (read once per process and file version); a null key (KeyNetAffNetHardNet's
+    sub-networks) is ``weights``'s when that is ``random``, else None."""
+    w = params.get(key)
+    if w is None:
+        return weights_key(params) if key != "weights" and params["weights"] == "random" else None
     if w == "random":
         return f"random(seed={params['weights_seed']})"
     st = Path(w).stat()
