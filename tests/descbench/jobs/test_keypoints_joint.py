@@ -137,3 +137,20 @@ def test_keynet_affnet_hardnet_side_rows_equal_a_recompute_of_the_network(scene,
         assert 0 < len(kps) <= 40 < len(raw)
         assert np.array_equal(feats.by_image[k], rows[kps.source_index]), k
         assert np.array_equal(kps.size, raw.size[kps.source_index]) and np.array_equal(kps.angle, raw.angle[kps.source_index])
+
+
+def test_dedode_side_rows_equal_a_recompute_of_the_network(scene, tmp_path):
+    dd = {**NET, "resize": 128}
+    cfg = validate_config({"keypoint_sets": {"dd": {"detector": "dedode", "max_keypoints": 40, "border_px": 0, "params": {**dd, "n": 3000}}},
+                           "descriptors": {"dd": {"family": "dedode", "params": dd}}}, SCHEMA)
+    kspec, dspec = cfg["keypoint_sets"]["dd"], cfg["descriptors"]["dd"]
+    kp = Path(ResultPaths(tmp_path / "res", {"b0": [scene.name]}).keypoints("dd", scene.name))
+    detect_scene(scene, "dd", kspec, kp)
+    out = tmp_path / "dd.parquet"
+    describe_scene(scene, kp, "dd", dspec, kspec, out)
+    feats = read_features(kp, out)
+    assert read_meta(out)["runtime"]["rows"] == "keypoint_job"
+    for k, kps in feats.per_image.items():
+        raw, rows = J.runner("dedode", kspec["params"]).detect(scene / f"{k}.ppm", None)
+        assert 0 < len(kps) <= 40 < len(raw)
+        assert np.array_equal(feats.by_image[k], rows[kps.source_index]), k

@@ -1,11 +1,12 @@
 """Joint detect-and-describe networks as descriptor families: ``disk``, ``aliked``, ``xfeat``,
-``keynet_affnet_hardnet``.
+``dedode``, ``keynet_affnet_hardnet``.
 
 Each is the descriptor half of the network of the same name in
 :mod:`descbench.keypoints.joint` (whose docstring defines the input image, the padding, the
 defaults, the weights and the interpolation conventions). Its params are the network's own
 (``weights``, ``weights_seed``, ``device``, ``threads``, ``resize``; DISK's ``desc_dim`` and
-``pad_if_not_divisible``; ALIKED's ``model_name``; KeyNetAffNetHardNet's sub-network weights,
+``pad_if_not_divisible``; ALIKED's ``model_name``; DeDoDe's ``descriptor_weights``, models, ``amp_dtype`` and
+``pad_if_not_divisible``; KeyNetAffNetHardNet's sub-network weights,
 ``upright`` and ``scale_laf``), defined once, in the detector's definition in
 ``workflow/schemas/config.schema.yaml``.
 
@@ -15,12 +16,14 @@ defaults, the weights and the interpolation conventions). Its params are the net
   Its descriptor file's runtime record says ``rows: keypoint_job`` with that run's record.
 * **On any other keypoints** (SIFT's, an intersection kept from another set, the same network
   with other weights), ``compute`` runs the network on the image and describes the given
-  keypoints: DISK and XFeat sample their dense descriptor map, ALIKED runs its SDDH head,
+  keypoints: DISK and XFeat sample their dense descriptor map, ALIKED runs its SDDH head, DeDoDe
+  its ``describe`` at the keypoints,
   KeyNetAffNetHardNet runs HardNet on each keypoint's isotropic LAF (from its ``size`` and
   ``angle``) (:meth:`descbench.keypoints.joint.JointRunner.describe`); ``rows: network``.
 
 Rows are float32 ``[N, D]``, unit L2 (DISK ``desc_dim``, ALIKED 64 for t16 and 128 otherwise,
-XFeat 64, KeyNetAffNetHardNet 128). These networks describe keypoints on a whole image: they do not describe HPatches'
+XFeat 64, KeyNetAffNetHardNet 128), except DeDoDe's: 256, as kornia returns them (not
+normalised). These networks describe keypoints on a whole image: they do not describe HPatches'
 65 x 65 patches.
 """
 

@@ -176,7 +176,7 @@ def _joint(net: str) -> dict:
 
         check_params(net, p, where)
 
-    cap = _positive({"xfeat": "top_k", "keynet_affnet_hardnet": "num_features"}.get(net, "max_num_keypoints"))
+    cap = _positive({"xfeat": "top_k", "keynet_affnet_hardnet": "num_features", "dedode": "n"}.get(net, "max_num_keypoints"))
     from descbench.keypoints.joint import NETS  # (DISK: null, ALIKED: -1 = no budget)
 
     return dict(name=net, create=create, schema_definition=f"{net}_detector_params", network=net, cap=cap,
@@ -214,6 +214,7 @@ DETECTORS: dict[str, Detector] = {
         Detector(**_joint("disk"), density=40000),
         Detector(**_joint("aliked"), density=8000),
         Detector(**_joint("xfeat"), density=5000),
+        Detector(**_joint("dedode"), density=10000),
         Detector(**_joint("keynet_affnet_hardnet"), density=8000),
     )
 }

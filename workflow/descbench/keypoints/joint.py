@@ -1,5 +1,5 @@
-"""Joint detect-and-describe networks: kornia's ``DISK``, ``ALIKED``, ``XFeat`` and
-``KeyNetAffNetHardNet`` as keypoint sets (``detector: disk | aliked | xfeat |
+"""Joint detect-and-describe networks: kornia's ``DISK``, ``ALIKED``, ``XFeat``, ``DeDoDe`` and
+``KeyNetAffNetHardNet`` as keypoint sets (``detector: disk | aliked | xfeat | dedode |
 keynet_affnet_hardnet``) and descriptor families of the same names.
 
 **One network run, two results.** A keypoint job of such a set runs the network once per image
@@ -68,6 +68,21 @@ network's, so keypoints go back by ``x = x' W / W'`` (and ``y``) and other keypo
   H' / H)``: bit for bit the network's rows on its own keypoints when ``H`` and ``W`` are multiples
   of 32 (tested), to float32 rounding otherwise (the ratio's round trip).
 
+* ``dedode``: ``DeDoDe(detector_model, descriptor_model, amp_dtype)`` ``.forward(image, n,
+  pad_if_not_divisible)`` on the RGB image (it applies ImageNet normalisation itself); defaults
+  kornia's: ``detector_model: L`` (its only kind; ``L-upright``, ``L-C4``, ``L-SO2``, ``L-C4-v2`` are
+  weights files of it), ``n: 10000`` (null: every pixel), ``pad_if_not_divisible: true`` (pad to
+  multiples of 14 with the ImageNet mean colour), ``amp_dtype: float16`` (CUDA autocast only: on
+  the CPU every part runs in float32); ``descriptor_model: B`` (kornia's default ``G`` builds
+  DINOv2 ViT-L/14, whose weights its constructor downloads: refused with a ConfigError, not
+  supported). Two weights keys: ``weights`` (the detector's state dict, e.g.
+  ``dedode_detector_L.pth``) and ``descriptor_weights`` (e.g. ``dedode_descriptor_B.pth``); null is
+  ``random`` when ``weights`` is. kornia reports pixel ``i`` at ``i + 0.5``; descbench's keypoint is
+  kornia's minus 0.5 (float32; within 2e-6 of the integer ``i``, its normalised grid's rounding);
+  ``response`` is its score (the softmax score map after its coverage reweighting); rows are
+  kornia's, 256 wide and **not normalised**. **On other keypoints**: kornia's ``describe(image,
+  keypoints=2 (p + 0.5) / (W, H) - 1)`` (bilinear ``grid_sample``, ``align_corners=False``): on its
+  own keypoints equal to its rows to float32 rounding (the round trip through pixels).
 * ``keynet_affnet_hardnet``: kornia's ``KeyNetAffNetHardNet(num_features, upright, scale_laf,
   score_threshold)`` (defaults its constructor's: 8000, false, 1.0, 0.0), built as that constructor
   builds it but with ``pretrained=False`` (the constructor downloads): ``LocalFeature(KeyNetDetector(
@@ -88,7 +103,7 @@ network's, so keypoints go back by ``x = x' W / W'`` (and ``y``) and other keypo
   the inverse of that rule for an isotropic frame; AffNet's anisotropic shape is not a keypoint
   field, so on the network's own keypoints this is not its row (the side file keeps those).
 
-Every keypoint (DISK, ALIKED, XFeat): ``size = default_size_px`` (none of these networks gives a scale; 12 px as for
+Every keypoint (DISK, ALIKED, XFeat, DeDoDe): ``size = default_size_px`` (none of these networks gives a scale; 12 px as for
 ``precomputed`` keypoints), ``angle = -1`` (unset), ``response`` = the network's score (DISK: the
 heatmap logit; ALIKED: the score map read bilinearly; XFeat: heatmap x reliability),
 ``octave = 0``, ``class_id = -1``.
@@ -138,7 +153,8 @@ class JointNet:
     # on other keypoints): peak RSS and time of one CPU forward (random weights, 1 thread, this
     # 2-core shared machine) at 0.12 MP (303 x 384) and 0.79 MP (768 x 1024), slopes rounded up:
     # DISK 2,062 MB and 8.5 s at 0.79 MP, ALIKED 1,625 MB and 3.3 s, XFeat 424 MB and 0.3 s;
-    # KeyNetAffNetHardNet 19 s CPU at 0.26 MP (512 x 512, 2,840 keypoints: its per-keypoint networks)
+    # KeyNetAffNetHardNet 19 s CPU at 0.26 MP (512 x 512, 2,840 keypoints: its per-keypoint networks);
+    # DeDoDe L + B 8.5 s CPU at 0.26 MP (n 10000)
     model: Model = Model(base_mb=600)
     # the params naming weights files (``random`` or a path); the first is ``weights``
     weight_keys: tuple[str, ...] = ("weights",)
@@ -162,6 +178,17 @@ NETS = {n.name: n for n in (
              "kornia.feature.XFeat.weights_url: https://github.com/verlab/accelerated_features/raw/main/weights/xfeat.pt",
              "XFeat's published xfeat.pt (XFeatModel's state dict) or kornia XFeat's (keys under 'net.')", dim=64,
              model=Model(base_mb=600, mb_per_mp=300, mb_per_kkp=4.0, base_s=5, s_per_mp=1, s_per_kkp=0.1)),
+    JointNet("dedode", "DeDoDe", "rgb",
+             (*COMMON_KEYS, "descriptor_weights", "detector_model", "descriptor_model", "amp_dtype", "pad_if_not_divisible"),
+             ("n", "default_size_px"),
+             "kornia.feature.dedode.urls: weights (detector) 'L-upright' dedode_detector_L.pth, 'L-C4' "
+             "dedode_detector_C4.pth, 'L-SO2' dedode_detector_SO2.pth, 'L-C4-v2' dedode_detector_L_v2.pth; "
+             "descriptor_weights 'B-upright' dedode_descriptor_B.pth, 'B-C4' B_C4_Perm_descriptor_setting_C.pth, 'B-SO2' "
+             "B_SO2_Spread_descriptor_setting_C.pth (github.com/Parskatt/DeDoDe and georg-bn/rotation-steerers releases, "
+             "or kornia's Hugging Face mirror https://huggingface.co/kornia/dedode)",
+             "DeDoDe's published detector / descriptor state dicts (module.detector's and module.descriptor's)", dim=256,
+             model=Model(base_mb=900, mb_per_mp=3000, mb_per_kkp=4.0, base_s=5, s_per_mp=40, s_per_kkp=0.1),
+             weight_keys=("weights", "descriptor_weights")),
     JointNet("keynet_affnet_hardnet", "KeyNetAffNetHardNet", "grey",
              (*COMMON_KEYS, "orinet_weights", "affnet_weights", "hardnet_weights", "upright", "scale_laf"),
              ("num_features", "score_threshold"),
@@ -262,8 +289,8 @@ def load_module(net: str, params: dict, where: str):
 
     torch, kornia = torchrt.require("torch", "kornia", what=f"'{net}'")
     spec = NETS[net]
-    if net == "keynet_affnet_hardnet":
-        return _load_kah(torch, kornia.feature, params, where)
+    if len(spec.weight_keys) > 1:
+        return _load_parts(torch, kornia.feature, net, params, where)
     weights = params["weights"]
     if weights == torchrt.RANDOM_WEIGHTS:
         with torch.random.fork_rng(devices=[]):
@@ -293,12 +320,18 @@ def load_module(net: str, params: dict, where: str):
     return module.eval(), f"sha256:{file_sha256(path)}"
 
 
-def _kah_weights(params: dict, where: str) -> dict:
-    """KeyNetAffNetHardNet's weights per sub-network key: a file or ``random``; ``null`` is ``random``
-    when ``weights`` is (else a ConfigError: a network without weights), ``orinet_weights`` is null
-    exactly when ``upright`` (kornia's ``PassLAF``: no OriNet)."""
+def _part_weights(net: str, params: dict, where: str) -> dict:
+    """A network's weights per :attr:`JointNet.weight_keys` (DeDoDe: detector and descriptor;
+    KeyNetAffNetHardNet: KeyNet, OriNet, AffNet, HardNet): a file or ``random``; null is ``random``
+    when ``weights`` is (else a ConfigError: a network without weights); KeyNetAffNetHardNet's
+    ``orinet_weights`` is null exactly when ``upright`` (kornia's ``PassLAF``: no OriNet); DeDoDe's
+    ``descriptor_model: G`` is refused (module docstring)."""
+    if net == "dedode" and params["descriptor_model"] == "G":
+        raise ConfigError(f"{where}.descriptor_model: 'G' builds DINOv2 ViT-L/14, whose weights kornia's DeDoDe "
+                          "constructor downloads (kornia.feature.dedode.encoder.VGG_DINOv2: urls['dinov2_vitl14']); "
+                          "descbench never downloads and does not support G; fix: descriptor_model: B")
     out = {}
-    for key in NETS["keynet_affnet_hardnet"].weight_keys:
+    for key in NETS[net].weight_keys:
         value = params.get(key)
         if key == "orinet_weights" and params["upright"]:
             if value is not None:
@@ -308,34 +341,49 @@ def _kah_weights(params: dict, where: str) -> dict:
         if value is None:
             if params["weights"] != "random":
                 raise ConfigError(f"{where}.{key}: not given, but weights is a file; fix: give {key} (the published "
-                                  f"checkpoint: {NETS['keynet_affnet_hardnet'].published}) or 'random'")
+                                  f"checkpoint: {NETS[net].published}) or 'random'")
             value = "random"
         out[key] = value
     return out
 
 
-def _load_kah(torch, kf, params: dict, where: str):
-    """KeyNetAffNetHardNet as kornia's constructor builds it (``LocalFeature(KeyNetDetector(num_features,
-    ori_module=PassLAF() if upright else LAFOrienter(angle_detector=OriNet), aff_module=
-    LAFAffNetShapeEstimator(preserve_orientation=False), score_threshold), LAFDescriptor(HardNet,
-    patch_size=32, grayscale_descriptor=True), scale_laf)``, the sub-networks constructed in kornia's
-    order) with ``pretrained=False`` under ``torch.manual_seed(random_seed(weights_seed, net))``;
-    each sub-network given a file then loads it (:func:`descbench.torchrt.load_weights`)."""
-    from descbench import torchrt
+def _build_parts(torch, kf, net: str, params: dict):
+    """``(module, {weights key: sub-network})``, built as kornia builds it, without its downloads:
 
-    net = "keynet_affnet_hardnet"
-    weights = _kah_weights(params, where)
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(torchrt.random_seed(params["weights_seed"], net))
-        ori = kf.PassLAF() if params["upright"] else kf.LAFOrienter(angle_detector=kf.OriNet(False))
-        aff = kf.LAFAffNetShapeEstimator(False, preserve_orientation=False)
-        det = kf.KeyNetDetector(False, num_features=int(params.get("num_features", 8000)), ori_module=ori,
-                                aff_module=aff, score_threshold=float(params.get("score_threshold", 0.0)))
-        module = kf.LocalFeature(det, kf.LAFDescriptor(kf.HardNet(False), patch_size=32, grayscale_descriptor=True),
-                                 float(params["scale_laf"]))
+    * DeDoDe: ``DeDoDe(detector_model, descriptor_model, amp_dtype)`` (its constructor downloads
+      nothing for ``B``); ``weights`` -> ``.detector``, ``descriptor_weights`` -> ``.descriptor``.
+    * KeyNetAffNetHardNet as kornia's constructor builds it (``LocalFeature(KeyNetDetector(
+      num_features, ori_module=PassLAF() if upright else LAFOrienter(angle_detector=OriNet),
+      aff_module=LAFAffNetShapeEstimator(preserve_orientation=False), score_threshold),
+      LAFDescriptor(HardNet, patch_size=32, grayscale_descriptor=True), scale_laf)``, the
+      sub-networks constructed in kornia's order) with ``pretrained=False``."""
+    if net == "dedode":
+        module = kf.DeDoDe(detector_model=params["detector_model"], descriptor_model=params["descriptor_model"],
+                           amp_dtype=getattr(torch, params["amp_dtype"]))
+        return module, {"weights": module.detector, "descriptor_weights": module.descriptor}
+    ori = kf.PassLAF() if params["upright"] else kf.LAFOrienter(angle_detector=kf.OriNet(False))
+    aff = kf.LAFAffNetShapeEstimator(False, preserve_orientation=False)
+    det = kf.KeyNetDetector(False, num_features=int(params.get("num_features", 8000)), ori_module=ori,
+                            aff_module=aff, score_threshold=float(params.get("score_threshold", 0.0)))
+    module = kf.LocalFeature(det, kf.LAFDescriptor(kf.HardNet(False), patch_size=32, grayscale_descriptor=True),
+                             float(params["scale_laf"]))
     parts = {"weights": det.model, "affnet_weights": aff, "hardnet_weights": module.descriptor.descriptor}
     if not params["upright"]:
         parts["orinet_weights"] = ori.angle_detector
+    return module, parts
+
+
+def _load_parts(torch, kf, net: str, params: dict, where: str):
+    """A network of several weights keys (:func:`_build_parts`) built under
+    ``torch.manual_seed(random_seed(weights_seed, net))``; each sub-network given a file then loads
+    it (:func:`descbench.torchrt.load_weights`: the state dict, or the one under ``state_dict``).
+    The label: the one label of all, else ``key=label; ...``."""
+    from descbench import torchrt
+
+    weights = _part_weights(net, params, where)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(torchrt.random_seed(params["weights_seed"], net))
+        module, parts = _build_parts(torch, kf, net, params)
     labels = {}
     for key, value in weights.items():
         if value == torchrt.RANDOM_WEIGHTS:
@@ -355,8 +403,8 @@ def check_params(net: str, params: dict, where: str) -> dict:
     from descbench import torchrt
 
     torchrt.check_installed("torch", "kornia", what=f"{where} ('{net}')")
-    if net == "keynet_affnet_hardnet":
-        if any(v != torchrt.RANDOM_WEIGHTS for v in _kah_weights(params, where).values()):
+    if len(NETS[net].weight_keys) > 1:
+        if any(v != torchrt.RANDOM_WEIGHTS for v in _part_weights(net, params, where).values()):
             load_module(net, params, where)
         return params
     torchrt.check_weights_file(f"{where}.weights", params["weights"], NETS[net].published)
@@ -476,6 +524,9 @@ class JointRunner:
             elif self.net == "aliked":
                 f = self.module(x)[0]
                 xy, score, rows = f.keypoints, f.keypoint_scores, f.descriptors
+            elif self.net == "dedode":  # kornia reports pixel i at i + 0.5: descbench's frame is i
+                xy, score, rows = self.module(x, n=p["n"], pad_if_not_divisible=p["pad_if_not_divisible"])
+                xy, score, rows = xy[0] - 0.5, score[0], rows[0]
             elif self.net == "keynet_affnet_hardnet":
                 lafs, score, rows = self.module(x)
                 filled = self.kornia.feature.laf_is_filled(lafs)[0]  # kornia's empty slots are no detections
@@ -521,6 +572,10 @@ class JointRunner:
                 h, w = hwr
                 wh = torch.tensor([w - 1, h - 1], device=self.device, dtype=torch.float32)
                 rows = self.module.desc_head(feature_map, [2.0 * xy / wh - 1.0])[0][0]
+            elif self.net == "dedode":  # kornia's describe at its normalised form (2 (p + 0.5) / (W, H) - 1)
+                wh = torch.tensor([hwr[1], hwr[0]], device=self.device, dtype=torch.float32)
+                rows = self.module.describe(x, keypoints=(2.0 * (xy + 0.5) / wh - 1.0)[None],
+                                            pad_if_not_divisible=p["pad_if_not_divisible"])[0]
             elif self.net == "keynet_affnet_hardnet":
                 rows = self.module.descriptor(x, self._lafs(kps, hw, hwr))[0]
             else:
