@@ -161,17 +161,18 @@ OLD_COLOUR = {"rgbsift", "dsprgbsift"}
 NEW_COLOUR = {"honc": (1.0, 3.0), "howh": (1.0, 3.0)}
 NEW_LEARNED = {"l2net": 1.0}  # per_keypoint relative to HardNet's (measured 0.8 x its time, left at 1)
 # joint detect-and-describe networks (descbench.keypoints.joint): a full-image forward per image
-NEW_JOINT = {"disk": 128, "aliked": 128, "xfeat": 64, "superpoint": 256}  # their default widths
+NEW_JOINT = {"disk": 128, "aliked": 128, "xfeat": 64, "superpoint": 256, "dedode": 256,
+             "keynet_affnet_hardnet": 128}  # their default widths
 OLD_KAZE = {"kaze": (520, 2.0), "akaze_kaze": (520, 2.0), "akaze": (120, 0.6)}  # (mb_per_mp, s_per_mp)
 OLD_DENSITY = {"sift": 10000, "surf": 3000, "orb": 6000, "brisk": 16000, "akaze": 8000, "kaze": 9000,
                "gftt": 8000, "fast": 50000, "keynet": 10000, "disk": 40000, "aliked": 8000, "xfeat": 5000,
-               "superpoint": 10000}
+               "superpoint": 10000, "dedode": 10000, "keynet_affnet_hardnet": 8000}
 OLD_DETECTOR_MODELS = {
     "sift": (160, 230, 0.2, 2, 0.7), "keynet": (460, 580, 0.2, 5, 20), "kaze": (160, 520, 0.2, 2, 2.0),
     "akaze": (160, 120, 0.2, 2, 0.6), "surf": (250, 130, 0.2, 5, 1.5), "orb": (160, 40, 0.2, 2, 0.2),
     "brisk": (160, 40, 0.2, 2, 0.2), "gftt": (160, 40, 0.2, 2, 0.2), "fast": (160, 40, 0.2, 2, 0.2),
     "disk": (600, 2500, 4.0, 5, 15), "aliked": (600, 1800, 4.0, 5, 8), "xfeat": (600, 300, 4.0, 5, 1),
-    "superpoint": (600, 800, 4.0, 5, 3.5)}
+    "superpoint": (600, 800, 4.0, 5, 3.5), "dedode": (900, 3000, 4.0, 5, 40), "keynet_affnet_hardnet": (600, 600, 4.0, 5, 20)}
 LEAF_FAMILIES = sorted(set(family_names()) - {"stack", "dsp"})
 
 
@@ -266,7 +267,7 @@ def test_each_detectors_facts_are_the_tables_jobresources_and_config_held(name, 
     assert (m.base_mb, m.mb_per_mp, m.mb_per_kkp, m.base_s, m.s_per_mp) == OLD_DETECTOR_MODELS[name]
     key = {"sift": "n_features", "orb": "n_features", "gftt": "max_corners", "keynet": "num_features",
            "disk": "max_num_keypoints", "aliked": "max_num_keypoints", "xfeat": "top_k",
-           "superpoint": "max_keypoints"}.get(name)
+           "superpoint": "max_keypoints", "dedode": "n", "keynet_affnet_hardnet": "num_features"}.get(name)
     assert det.cap_of({}) is None
     if key:
         assert det.cap_of({key: 300}) == 300

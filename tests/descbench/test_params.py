@@ -223,7 +223,8 @@ class Reads(dict):
 
 EXAMPLE = {"python": {"callable": "my_descriptors:mean_patch"}, "stack": {"parts": [{"family": "sift"}, {"family": "rootsift"}]},
            "dsp": {"base": {"family": "sift"}},
-           **{f: {"weights": "random"} for f in ("hardnet", "hardnet8", "sosnet", "hynet", "tfeat", "l2net", "disk", "aliked", "xfeat", "superpoint")}}
+           **{f: {"weights": "random"} for f in ("hardnet", "hardnet8", "sosnet", "hynet", "tfeat", "l2net", "disk", "aliked", "xfeat",
+                                                     "superpoint", "dedode", "keynet_affnet_hardnet")}}
 # precomputed reads only its keypoint set's params (the precomputed detector's definition), never its
 # own; composite is computed by its job from its components' files (tests/descbench/descriptors/test_composite.py reads
 # every one of its keys through descbench.descriptors.composite.aggregate)

@@ -15,7 +15,7 @@ from descbench.keypoints.detectors import detect
 from descbench.params import config_schema
 from conftest import raises_naming
 
-NETS = ("disk", "aliked", "xfeat")
+NETS = ("disk", "aliked", "xfeat", "dedode", "keynet_affnet_hardnet")
 
 
 def params(net: str, **given) -> dict:
@@ -41,9 +41,10 @@ def test_on_sift_keypoints_the_rows_are_the_network_at_those_keypoints(net, pris
     p = params(net)
     kpset = {"detector": "sift", "params": {}}
     rows = compute_descriptors(net, p, img, kps, kpset, "w")
-    gray = cv2.imread(str(img), cv2.IMREAD_GRAYSCALE) if net == "xfeat" else None
+    gray = cv2.imread(str(img), cv2.IMREAD_GRAYSCALE) if J.NETS[net].image == "grey" else None
     assert np.array_equal(rows, J.runner(net, p, detection=False).describe(img, gray, kps))
-    assert rows.shape == (len(kps), J.dim_of(net, p)) and np.allclose(np.linalg.norm(rows, axis=1), 1, atol=1e-5)
+    assert rows.shape == (len(kps), J.dim_of(net, p))
+    assert np.allclose(np.linalg.norm(rows, axis=1), 1, atol=1e-5) != (net == "dedode")  # (DeDoDe's: not normalised)
     assert compute_descriptors(net, p, img, kps.take(np.arange(0)), kpset, "w").shape == (0, J.dim_of(net, p))
 
 

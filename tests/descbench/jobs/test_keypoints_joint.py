@@ -114,3 +114,43 @@ def test_other_keypoints_are_described_by_the_network(scene, built, tmp_path):
     fam = get_family("disk")
     assert fam.own_rows(cfg["descriptors"]["disk"]["params"], cfg["keypoint_sets"]["sift"], Path("x.parquet")) is None
     assert fam.not_on_patches and fam.runtime_of({}) == "torch"
+
+
+def test_keynet_affnet_hardnet_side_rows_equal_a_recompute_of_the_network(scene, tmp_path):
+    kah = {**NET, "num_features": 300, "resize": 160}
+    cfg = validate_config({"keypoint_sets": {"kah": {"detector": "keynet_affnet_hardnet", "max_keypoints": 40, "params": kah}},
+                           "descriptors": {"kah": {"family": "keynet_affnet_hardnet",
+                                                   "params": {k: v for k, v in kah.items() if k != "num_features"}}}},
+                          SCHEMA)
+    kspec, dspec = cfg["keypoint_sets"]["kah"], cfg["descriptors"]["kah"]
+    kp = Path(ResultPaths(tmp_path / "res", {"b0": [scene.name]}).keypoints("kah", scene.name))
+    detect_scene(scene, "kah", kspec, kp)
+    out = tmp_path / "kah.parquet"
+    describe_scene(scene, kp, "kah", dspec, kspec, out)
+    feats = read_features(kp, out)
+    assert read_meta(out)["runtime"]["rows"] == "keypoint_job"
+    for k, kps in feats.per_image.items():
+        import cv2
+
+        raw, rows = J.runner("keynet_affnet_hardnet", kspec["params"]).detect(
+            scene / f"{k}.ppm", cv2.imread(str(scene / f"{k}.ppm"), cv2.IMREAD_GRAYSCALE))
+        assert 0 < len(kps) <= 40 < len(raw)
+        assert np.array_equal(feats.by_image[k], rows[kps.source_index]), k
+        assert np.array_equal(kps.size, raw.size[kps.source_index]) and np.array_equal(kps.angle, raw.angle[kps.source_index])
+
+
+def test_dedode_side_rows_equal_a_recompute_of_the_network(scene, tmp_path):
+    dd = {**NET, "resize": 128}
+    cfg = validate_config({"keypoint_sets": {"dd": {"detector": "dedode", "max_keypoints": 40, "border_px": 0, "params": {**dd, "n": 3000}}},
+                           "descriptors": {"dd": {"family": "dedode", "params": dd}}}, SCHEMA)
+    kspec, dspec = cfg["keypoint_sets"]["dd"], cfg["descriptors"]["dd"]
+    kp = Path(ResultPaths(tmp_path / "res", {"b0": [scene.name]}).keypoints("dd", scene.name))
+    detect_scene(scene, "dd", kspec, kp)
+    out = tmp_path / "dd.parquet"
+    describe_scene(scene, kp, "dd", dspec, kspec, out)
+    feats = read_features(kp, out)
+    assert read_meta(out)["runtime"]["rows"] == "keypoint_job"
+    for k, kps in feats.per_image.items():
+        raw, rows = J.runner("dedode", kspec["params"]).detect(scene / f"{k}.ppm", None)
+        assert 0 < len(kps) <= 40 < len(raw)
+        assert np.array_equal(feats.by_image[k], rows[kps.source_index]), k

@@ -51,8 +51,11 @@ def test_registry_covers_the_schema_enum():
     enum = schema["properties"]["keypoint_sets"]["additionalProperties"]["properties"]["detector"]["enum"]
     assert sorted(enum) == sorted([*DETECTORS, "precomputed", "locked"])
     # SURF is descbench's own (OpenCV's is non-free; tests/descbench/keypoints/test_surf.py checks it)
-    # and KeyNet is kornia's (tests/descbench/keypoints/test_keynet.py checks it against kornia)
-    assert set(OPENCV_DEFAULT) == set(DETECTORS) - {"surf", "keynet", "disk", "aliked", "xfeat", "superpoint"}
+    # and KeyNet is kornia's (tests/descbench/keypoints/test_keynet.py checks it against kornia), as are
+    # the joint networks (descbench.keypoints.joint.NETS; tests/descbench/keypoints/test_joint*.py)
+    from descbench.keypoints.joint import NETS
+
+    assert set(OPENCV_DEFAULT) == set(DETECTORS) - {"surf", "keynet", *NETS}
 
 
 @pytest.mark.parametrize("name", sorted(OPENCV_DEFAULT))

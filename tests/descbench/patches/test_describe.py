@@ -324,7 +324,8 @@ def test_every_registered_family_declares_its_patch_behaviour():
     from descbench.descriptors import family_names, get_family
 
     refused = {n for n in family_names() if get_family(n).patch_problem()}
-    assert refused == {"rgbsift", "dsprgbsift", "howh", "precomputed", "composite", "disk", "aliked", "xfeat", "superpoint"}
+    assert refused == {"rgbsift", "dsprgbsift", "howh", "precomputed", "composite", "disk", "aliked", "xfeat", "superpoint",
+                       "dedode", "keynet_affnet_hardnet"}
     for n in refused:
         assert get_family(n).not_on_patches
 

@@ -1,10 +1,13 @@
-"""Joint detect-and-describe networks as descriptor families: ``disk``, ``aliked``, ``xfeat``, ``superpoint``.
+"""Joint detect-and-describe networks as descriptor families: ``disk``, ``aliked``, ``xfeat``,
+``superpoint``, ``dedode``, ``keynet_affnet_hardnet``.
 
 Each is the descriptor half of the network of the same name in
 :mod:`descbench.keypoints.joint` (whose docstring defines the input image, the padding, the
 defaults, the weights and the interpolation conventions). Its params are the network's own
 (``weights``, ``weights_seed``, ``device``, ``threads``, ``resize``; DISK's ``desc_dim`` and
-``pad_if_not_divisible``; ALIKED's ``model_name``; SuperPoint's ``layout`` and ``sampling``), defined once, in the detector's definition in
+``pad_if_not_divisible``; ALIKED's ``model_name``; SuperPoint's ``layout`` and ``sampling``; DeDoDe's
+``descriptor_weights``, models, ``amp_dtype`` and ``pad_if_not_divisible``; KeyNetAffNetHardNet's
+sub-network weights, ``upright`` and ``scale_laf``), defined once, in the detector's definition in
 ``workflow/schemas/config.schema.yaml``.
 
 * **On the network's own keypoint set** (the set's root detector is the same network with the
@@ -13,11 +16,14 @@ defaults, the weights and the interpolation conventions). Its params are the net
   Its descriptor file's runtime record says ``rows: keypoint_job`` with that run's record.
 * **On any other keypoints** (SIFT's, an intersection kept from another set, the same network
   with other weights), ``compute`` runs the network on the image and describes the given
-  keypoints: DISK, XFeat and SuperPoint sample their dense descriptor map, ALIKED runs its SDDH head
+  keypoints: DISK, XFeat and SuperPoint sample their dense descriptor map, ALIKED runs its SDDH
+  head, DeDoDe its ``describe`` at the keypoints, KeyNetAffNetHardNet runs HardNet on each
+  keypoint's isotropic LAF (from its ``size`` and ``angle``)
   (:meth:`descbench.keypoints.joint.JointRunner.describe`); ``rows: network``.
 
 Rows are float32 ``[N, D]``, unit L2 (DISK ``desc_dim``, ALIKED 64 for t16 and 128 otherwise,
-XFeat 64, SuperPoint 256). These networks describe keypoints on a whole image: they do not describe HPatches'
+XFeat 64, SuperPoint 256, KeyNetAffNetHardNet 128), except DeDoDe's: 256, as kornia returns them
+(not normalised). These networks describe keypoints on a whole image: they do not describe HPatches'
 65 x 65 patches.
 """
 
@@ -81,7 +87,7 @@ FAMILIES = tuple(
     DescriptorFamily(
         net, compute(net), PARAMS_SCHEMA[net], check=check(net), own_rows=own_rows(net),
         runtime_provenance=functools.partial(runtime_provenance, net), runtime="torch",
-        files=lambda p: named_files(p, ("weights",)), weights_labels=lambda p: [weights_label(p)],
+        files=lambda p, net=net: named_files(p, J.NETS[net].weight_keys), weights_labels=lambda p: [weights_label(p)],
         # a full-image forward per image: the network's model (descbench.keypoints.joint.JointNet.model;
         # an upper bound for a run that reads the keypoint job's rows)
         cost=Cost(J.NETS[net].model),

@@ -176,13 +176,14 @@ def _joint(net: str, cap_key: str | None = None) -> dict:
 
         check_params(net, p, where)
 
-    # the param that caps its keypoints (DISK: null, ALIKED and SuperPoint: -1 = no budget)
-    cap = _positive(cap_key or ("top_k" if net == "xfeat" else "max_num_keypoints"))
+    # the param that caps its keypoints (DISK: null, ALIKED and SuperPoint: -1 = no budget; DeDoDe: n;
+    # KeyNetAffNetHardNet: num_features)
+    cap = _positive(cap_key or {"xfeat": "top_k", "keynet_affnet_hardnet": "num_features", "dedode": "n"}.get(net, "max_num_keypoints"))
     from descbench.keypoints.joint import NETS
 
     return dict(name=net, create=create, schema_definition=f"{net}_detector_params", network=net, cap=cap,
                 model=NETS[net].model, runtime="torch",
-                files=lambda p: named_files(p, ("weights",)), weights_labels=lambda p: [weights_label(p)], check=check)
+                files=lambda p: named_files(p, NETS[net].weight_keys), weights_labels=lambda p: [weights_label(p)], check=check)
 
 
 # Keypoint job models: the keypoint term is descbench.jobfacts.OPENCV_DETECTOR's. sift (that model)
@@ -218,6 +219,8 @@ DETECTORS: dict[str, Detector] = {
         # descbench's own SuperPoint (descbench.keypoints.superpoint): random weights keep about one
         # pixel per NMS window (9 x 9: 12k per MP), published ones a few thousand
         Detector(**_joint("superpoint", cap_key="max_keypoints"), density=10000),
+        Detector(**_joint("dedode"), density=10000),
+        Detector(**_joint("keynet_affnet_hardnet"), density=8000),
     )
 }
 

@@ -1,6 +1,7 @@
-"""Joint detect-and-describe networks: kornia's ``DISK``, ``ALIKED`` and ``XFeat``, and descbench's
-own SuperPoint (:mod:`descbench.keypoints.superpoint`), as keypoint sets (``detector: disk | aliked
-| xfeat | superpoint``) and descriptor families of the same names.
+"""Joint detect-and-describe networks: kornia's ``DISK``, ``ALIKED``, ``XFeat``, ``DeDoDe`` and
+``KeyNetAffNetHardNet``, and descbench's own SuperPoint (:mod:`descbench.keypoints.superpoint`), as
+keypoint sets (``detector: disk | aliked | xfeat | superpoint | dedode | keynet_affnet_hardnet``) and
+descriptor families of the same names.
 
 **One network run, two results.** A keypoint job of such a set runs the network once per image
 (:meth:`JointRunner.detect`): its keypoints, then descbench's border rule and cap
@@ -20,7 +21,8 @@ file that should be there and is not, or rows that no longer match, is a DataErr
 file and the fix (rerun the keypoint job).
 
 **Identity** = the network's own parameters (:attr:`JointNet.net_keys` minus ``device`` and
-``threads``) plus the weights (:func:`weights_key`: ``sha256:`` of the file, or ``random(seed=N)``).
+``threads``) plus the weights (:func:`weights_key` of each of :attr:`JointNet.weight_keys`:
+``sha256:`` of the file, or ``random(seed=N)``).
 Detection parameters (thresholds, NMS, keypoint budget) are not part of it: they choose
 keypoints, not descriptors. ``device`` and ``threads`` are how, not what: rows read from a side
 file are the keypoint job's device's (recorded in the keypoint file's runtime); CPU and CUDA
@@ -81,7 +83,42 @@ network's, so keypoints go back by ``x = x' W / W'`` (and ``y``) and other keypo
   on its own keypoints the network's rows bit for bit (tested). Needs torch only (kornia for
   ``resize``). No padding: the 1/8 maps floor (the module's docstring).
 
-Every keypoint: ``size = default_size_px`` (none of these networks gives a scale; 12 px as for
+* ``dedode``: ``DeDoDe(detector_model, descriptor_model, amp_dtype)`` ``.forward(image, n,
+  pad_if_not_divisible)`` on the RGB image (it applies ImageNet normalisation itself); defaults
+  kornia's: ``detector_model: L`` (its only kind; ``L-upright``, ``L-C4``, ``L-SO2``, ``L-C4-v2`` are
+  weights files of it), ``n: 10000`` (null: every pixel), ``pad_if_not_divisible: true`` (pad to
+  multiples of 14 with the ImageNet mean colour), ``amp_dtype: float16`` (CUDA autocast only: on
+  the CPU every part runs in float32); ``descriptor_model: B`` (kornia's default ``G`` builds
+  DINOv2 ViT-L/14, whose weights its constructor downloads: refused with a ConfigError, not
+  supported). Two weights keys: ``weights`` (the detector's state dict, e.g.
+  ``dedode_detector_L.pth``) and ``descriptor_weights`` (e.g. ``dedode_descriptor_B.pth``); null is
+  ``random`` when ``weights`` is. kornia reports pixel ``i`` at ``i + 0.5``; descbench's keypoint is
+  kornia's minus 0.5 (float32; within 2e-6 of the integer ``i``, its normalised grid's rounding);
+  ``response`` is its score (the softmax score map after its coverage reweighting); rows are
+  kornia's, 256 wide and **not normalised**. **On other keypoints**: kornia's ``describe(image,
+  keypoints=2 (p + 0.5) / (W, H) - 1)`` (bilinear ``grid_sample``, ``align_corners=False``): on its
+  own keypoints equal to its rows to float32 rounding (the round trip through pixels).
+* ``keynet_affnet_hardnet``: kornia's ``KeyNetAffNetHardNet(num_features, upright, scale_laf,
+  score_threshold)`` (defaults its constructor's: 8000, false, 1.0, 0.0), built as that constructor
+  builds it but with ``pretrained=False`` (the constructor downloads): ``LocalFeature(KeyNetDetector(
+  num_features, ori_module=PassLAF() if upright else LAFOrienter(angle_detector=OriNet),
+  aff_module=LAFAffNetShapeEstimator(preserve_orientation=False), score_threshold),
+  LAFDescriptor(HardNet, patch_size=32, grayscale_descriptor=True), scale_laf)``, on the set's grey
+  image ``[1, 1, H, W] / 255`` (as the ``keynet`` detector); weights per sub-network: ``weights``
+  (KeyNet), ``orinet_weights`` (null exactly when ``upright``), ``affnet_weights``,
+  ``hardnet_weights``, each a file (the published checkpoints hold the state dict under
+  ``state_dict``: :func:`descbench.torchrt.load_weights`) or ``random``; null is ``random`` when
+  ``weights`` is, else a ConfigError. kornia's empty slots (``laf_is_filled`` false) are dropped.
+  Keypoints are its LAFs (scaled by ``scale_laf``, as ``LocalFeature`` returns and describes them)
+  by the ``keynet`` detector's rule (:func:`descbench.keypoints.keynet.keypoints_from_lafs`:
+  centre, ``size`` = sum of the two column norms, OpenCV ``angle`` of the x axis), ``response`` its
+  response; rows its HardNet descriptors (128, unit L2). With ``resize`` the whole frame goes back
+  by ``T^-1``. **On other keypoints**: HardNet (kornia's ``LAFDescriptor``) on the isotropic LAF of
+  each keypoint, ``laf_from_center_scale_ori(xy, size / 2, -angle)`` (angle -1 as 0; then ``T``),
+  the inverse of that rule for an isotropic frame; AffNet's anisotropic shape is not a keypoint
+  field, so on the network's own keypoints this is not its row (the side file keeps those).
+
+Every keypoint (DISK, ALIKED, XFeat, DeDoDe): ``size = default_size_px`` (none of these networks gives a scale; 12 px as for
 ``precomputed`` keypoints), ``angle = -1`` (unset), ``response`` = the network's score (DISK: the
 heatmap logit; ALIKED: the score map read bilinearly; XFeat: heatmap x reliability; SuperPoint:
 the softmax score at the pixel), ``octave = 0``, ``class_id = -1``.
@@ -152,10 +189,14 @@ class JointNet:
     # the memory/runtime model of a job that runs it on every image (keypoint job, and descriptor job
     # on other keypoints): peak RSS and time of one CPU forward (random weights, 1 thread, this
     # 2-core shared machine) at 0.12 MP (303 x 384) and 0.79 MP (768 x 1024), slopes rounded up:
-    # DISK 2,062 MB and 8.5 s at 0.79 MP, ALIKED 1,625 MB and 3.3 s, XFeat 424 MB and 0.3 s
+    # DISK 2,062 MB and 8.5 s at 0.79 MP, ALIKED 1,625 MB and 3.3 s, XFeat 424 MB and 0.3 s;
+    # KeyNetAffNetHardNet 19 s CPU at 0.26 MP (512 x 512, 2,840 keypoints: its per-keypoint networks);
+    # DeDoDe L + B 8.5 s CPU at 0.26 MP (n 10000)
     model: Model = Model(base_mb=600)
     backend: Backend | None = None  # a network that is not a kornia module (descbench's SuperPoint)
     requires: tuple[str, ...] = ("torch", "kornia")  # modules it needs (kornia too whenever ``resize`` is set)
+    # the params naming weights files (``random`` or a path); the first is ``weights``
+    weight_keys: tuple[str, ...] = ("weights",)
 
 
 COMMON_KEYS = ("weights", "weights_seed", "device", "threads", "resize")
@@ -233,6 +274,26 @@ NETS = {n.name: n for n in (
              f"{SP.PUBLISHED['magicleap']}; {SP.PUBLISHED['rpautrat']}",
              "a SuperPoint checkpoint in layout magicleap or rpautrat (descbench.keypoints.superpoint)", dim=SP.DESCRIPTOR_DIM,
              model=SUPERPOINT_MODEL, backend=SUPERPOINT, requires=("torch",)),
+    JointNet("dedode", "DeDoDe", "rgb",
+             (*COMMON_KEYS, "descriptor_weights", "detector_model", "descriptor_model", "amp_dtype", "pad_if_not_divisible"),
+             ("n", "default_size_px"),
+             "kornia.feature.dedode.urls: weights (detector) 'L-upright' dedode_detector_L.pth, 'L-C4' "
+             "dedode_detector_C4.pth, 'L-SO2' dedode_detector_SO2.pth, 'L-C4-v2' dedode_detector_L_v2.pth; "
+             "descriptor_weights 'B-upright' dedode_descriptor_B.pth, 'B-C4' B_C4_Perm_descriptor_setting_C.pth, 'B-SO2' "
+             "B_SO2_Spread_descriptor_setting_C.pth (github.com/Parskatt/DeDoDe and georg-bn/rotation-steerers releases, "
+             "or kornia's Hugging Face mirror https://huggingface.co/kornia/dedode)",
+             "DeDoDe's published detector / descriptor state dicts (module.detector's and module.descriptor's)", dim=256,
+             model=Model(base_mb=900, mb_per_mp=3000, mb_per_kkp=4.0, base_s=5, s_per_mp=40, s_per_kkp=0.1),
+             weight_keys=("weights", "descriptor_weights")),
+    JointNet("keynet_affnet_hardnet", "KeyNetAffNetHardNet", "grey",
+             (*COMMON_KEYS, "orinet_weights", "affnet_weights", "hardnet_weights", "upright", "scale_laf"),
+             ("num_features", "score_threshold"),
+             "weights: KeyNet (kornia.feature.keynet.KeyNet_URL); orinet_weights: OriNet (kornia.feature.orientation.urls"
+             "['orinet']); affnet_weights: AffNet (kornia.feature.affine_shape.urls['affnet']); hardnet_weights: HardNet "
+             "(kornia.feature.hardnet.urls['liberty_aug'])",
+             "each network's published checkpoint (its state dict under 'state_dict') or its own state dict", dim=128,
+             model=Model(base_mb=600, mb_per_mp=600, mb_per_kkp=4.0, base_s=5, s_per_mp=20, s_per_kkp=6),
+             weight_keys=("weights", "orinet_weights", "affnet_weights", "hardnet_weights")),
 )}
 ALIKED_DIMS = {"aliked-t16": 64, "aliked-n16": 128, "aliked-n16rot": 128, "aliked-n32": 128}
 
@@ -328,6 +389,8 @@ def load_module(net: str, params: dict, where: str):
     mods = _modules(net, params)
     torch, kornia = mods["torch"], mods.get("kornia")
     spec = NETS[net]
+    if len(spec.weight_keys) > 1:
+        return _load_parts(torch, kornia.feature, net, params, where)
     weights = params["weights"]
     if weights == torchrt.RANDOM_WEIGHTS:
         with torch.random.fork_rng(devices=[]):
@@ -372,6 +435,81 @@ def _modules(net: str, params: dict) -> dict:
     need = required_modules(net, params)
     mods = torchrt.require(*need, what=f"'{net}'")
     return dict(zip(need, mods if len(need) > 1 else (mods,)))
+def _part_weights(net: str, params: dict, where: str) -> dict:
+    """A network's weights per :attr:`JointNet.weight_keys` (DeDoDe: detector and descriptor;
+    KeyNetAffNetHardNet: KeyNet, OriNet, AffNet, HardNet): a file or ``random``; null is ``random``
+    when ``weights`` is (else a ConfigError: a network without weights); KeyNetAffNetHardNet's
+    ``orinet_weights`` is null exactly when ``upright`` (kornia's ``PassLAF``: no OriNet); DeDoDe's
+    ``descriptor_model: G`` is refused (module docstring)."""
+    if net == "dedode" and params["descriptor_model"] == "G":
+        raise ConfigError(f"{where}.descriptor_model: 'G' builds DINOv2 ViT-L/14, whose weights kornia's DeDoDe "
+                          "constructor downloads (kornia.feature.dedode.encoder.VGG_DINOv2: urls['dinov2_vitl14']); "
+                          "descbench never downloads and does not support G; fix: descriptor_model: B")
+    out = {}
+    for key in NETS[net].weight_keys:
+        value = params.get(key)
+        if key == "orinet_weights" and params["upright"]:
+            if value is not None:
+                raise ConfigError(f"{where}.orinet_weights: {value!r}, but upright: true runs no OriNet (kornia's PassLAF); "
+                                  "fix: remove orinet_weights, or set upright: false")
+            continue
+        if value is None:
+            if params["weights"] != "random":
+                raise ConfigError(f"{where}.{key}: not given, but weights is a file; fix: give {key} (the published "
+                                  f"checkpoint: {NETS[net].published}) or 'random'")
+            value = "random"
+        out[key] = value
+    return out
+
+
+def _build_parts(torch, kf, net: str, params: dict):
+    """``(module, {weights key: sub-network})``, built as kornia builds it, without its downloads:
+
+    * DeDoDe: ``DeDoDe(detector_model, descriptor_model, amp_dtype)`` (its constructor downloads
+      nothing for ``B``); ``weights`` -> ``.detector``, ``descriptor_weights`` -> ``.descriptor``.
+    * KeyNetAffNetHardNet as kornia's constructor builds it (``LocalFeature(KeyNetDetector(
+      num_features, ori_module=PassLAF() if upright else LAFOrienter(angle_detector=OriNet),
+      aff_module=LAFAffNetShapeEstimator(preserve_orientation=False), score_threshold),
+      LAFDescriptor(HardNet, patch_size=32, grayscale_descriptor=True), scale_laf)``, the
+      sub-networks constructed in kornia's order) with ``pretrained=False``."""
+    if net == "dedode":
+        module = kf.DeDoDe(detector_model=params["detector_model"], descriptor_model=params["descriptor_model"],
+                           amp_dtype=getattr(torch, params["amp_dtype"]))
+        return module, {"weights": module.detector, "descriptor_weights": module.descriptor}
+    ori = kf.PassLAF() if params["upright"] else kf.LAFOrienter(angle_detector=kf.OriNet(False))
+    aff = kf.LAFAffNetShapeEstimator(False, preserve_orientation=False)
+    det = kf.KeyNetDetector(False, num_features=int(params.get("num_features", 8000)), ori_module=ori,
+                            aff_module=aff, score_threshold=float(params.get("score_threshold", 0.0)))
+    module = kf.LocalFeature(det, kf.LAFDescriptor(kf.HardNet(False), patch_size=32, grayscale_descriptor=True),
+                             float(params["scale_laf"]))
+    parts = {"weights": det.model, "affnet_weights": aff, "hardnet_weights": module.descriptor.descriptor}
+    if not params["upright"]:
+        parts["orinet_weights"] = ori.angle_detector
+    return module, parts
+
+
+def _load_parts(torch, kf, net: str, params: dict, where: str):
+    """A network of several weights keys (:func:`_build_parts`) built under
+    ``torch.manual_seed(random_seed(weights_seed, net))``; each sub-network given a file then loads
+    it (:func:`descbench.torchrt.load_weights`: the state dict, or the one under ``state_dict``).
+    The label: the one label of all, else ``key=label; ...``."""
+    from descbench import torchrt
+
+    weights = _part_weights(net, params, where)
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(torchrt.random_seed(params["weights_seed"], net))
+        module, parts = _build_parts(torch, kf, net, params)
+    labels = {}
+    for key, value in weights.items():
+        if value == torchrt.RANDOM_WEIGHTS:
+            labels[key] = torchrt.random_label(params["weights_seed"], net)
+        else:
+            torchrt.check_weights_file(f"{where}.{key}", value, NETS[net].published)
+            labels[key] = torchrt.load_weights(parts[key], value, params["weights_seed"],
+                                               f"{where}.{key} ({type(parts[key]).__name__})", NETS[net].published)
+    label = labels["weights"] if set(labels.values()) == {labels["weights"]} else \
+        "; ".join(f"{k}={v}" for k, v in labels.items())
+    return module.eval(), label
 
 
 def check_params(net: str, params: dict, where: str) -> dict:
@@ -380,6 +518,10 @@ def check_params(net: str, params: dict, where: str) -> dict:
     from descbench import torchrt
 
     torchrt.check_installed(*required_modules(net, params), what=f"{where} ('{net}')")
+    if len(NETS[net].weight_keys) > 1:
+        if any(v != torchrt.RANDOM_WEIGHTS for v in _part_weights(net, params, where).values()):
+            load_module(net, params, where)
+        return params
     torchrt.check_weights_file(f"{where}.weights", params["weights"], NETS[net].published)
     if params["weights"] != torchrt.RANDOM_WEIGHTS:
         load_module(net, params, where)
@@ -389,8 +531,9 @@ def check_params(net: str, params: dict, where: str) -> dict:
 def identity(net: str, params: dict) -> dict:
     """What makes two runs' descriptors the same network's (module docstring): the network, its
     weights (:func:`weights_key`) and its own params."""
-    return {"network": net, "weights": weights_key(params),
-            **{k: params[k] for k in NETS[net].net_keys if k not in ("weights", "weights_seed", "device", "threads")}}
+    keys = NETS[net].weight_keys
+    return {"network": net, **{k: weights_key(params, k) for k in keys},
+            **{k: params[k] for k in NETS[net].net_keys if k not in (*keys, "weights_seed", "device", "threads")}}
 
 
 # ----------------------------------------------------------------------------- running
@@ -466,6 +609,20 @@ class JointRunner:
         """The stored image's pixels -> the network's: ``T``."""
         return xy.astype(np.float32) if hw == hwr else (xy.astype(np.float64) * self._scale(hw, hwr)).astype(np.float32)
 
+    def _lafs(self, kps: ImageKeypoints, hw, hwr):
+        """``[1, N, 2, 3]`` LAFs of keypoints in the network's pixels: kornia's ``laf_from_center_scale_ori``
+        with centre ``(x, y)``, scale ``size / 2`` and ``ori = -angle`` (``angle`` -1, unset, as 0): the
+        inverse of :func:`descbench.keypoints.keynet.keypoints_from_lafs` for isotropic frames; then
+        ``T`` on both rows."""
+        torch = self.torch
+        xy = torch.from_numpy(np.stack([kps.x, kps.y], axis=1).astype(np.float32))[None]
+        scale = torch.from_numpy((kps.size.astype(np.float32) / np.float32(2.0)).reshape(1, -1, 1, 1))
+        ori = torch.from_numpy(np.where(kps.angle == -1, 0.0, -kps.angle.astype(np.float32)).astype(np.float32).reshape(1, -1, 1))
+        lafs = self.kornia.feature.laf_from_center_scale_ori(xy, scale, ori)
+        if hw != hwr:
+            lafs = lafs * torch.from_numpy(self._scale(hw, hwr).astype(np.float32)).view(1, 1, 2, 1)
+        return lafs.to(self.device)
+
     def _pad_error(self, hw) -> DataError:
         return DataError(f"{self.where}.pad_if_not_divisible: false, but the network input is {hw[0]} x {hw[1]} px, not "
                          "multiples of 16 (DISK's U-Net needs them); fix: pad_if_not_divisible: true (glue-factory's "
@@ -488,6 +645,19 @@ class JointRunner:
             elif self.net == "aliked":
                 f = self.module(x)[0]
                 xy, score, rows = f.keypoints, f.keypoint_scores, f.descriptors
+            elif self.net == "dedode":  # kornia reports pixel i at i + 0.5: descbench's frame is i
+                xy, score, rows = self.module(x, n=p["n"], pad_if_not_divisible=p["pad_if_not_divisible"])
+                xy, score, rows = xy[0] - 0.5, score[0], rows[0]
+            elif self.net == "keynet_affnet_hardnet":
+                lafs, score, rows = self.module(x)
+                filled = self.kornia.feature.laf_is_filled(lafs)[0]  # kornia's empty slots are no detections
+                lafs, score, rows = lafs[0, filled].cpu().numpy(), score[0, filled], rows[0, filled]
+                if hw != hwr:  # T^-1 on the whole frame (both rows of [A | c])
+                    lafs = (lafs.astype(np.float64) / self._scale(hw, hwr)[None, :, None]).astype(np.float32)
+                from descbench.keypoints.keynet import keypoints_from_lafs
+
+                kps = keypoints_from_lafs(lafs, score.cpu().numpy())
+                return kps, rows.cpu().numpy().astype(np.float32).reshape(len(kps), dim_of(self.net, p))
             else:
                 f = self.module.detectAndCompute(x, top_k=p["top_k"], detection_threshold=p["detection_threshold"])[0]
                 xy, score, rows = f["keypoints"], f["scores"], f["descriptors"]
@@ -526,6 +696,12 @@ class JointRunner:
                 h, w = hwr
                 wh = torch.tensor([w - 1, h - 1], device=self.device, dtype=torch.float32)
                 rows = self.module.desc_head(feature_map, [2.0 * xy / wh - 1.0])[0][0]
+            elif self.net == "dedode":  # kornia's describe at its normalised form (2 (p + 0.5) / (W, H) - 1)
+                wh = torch.tensor([hwr[1], hwr[0]], device=self.device, dtype=torch.float32)
+                rows = self.module.describe(x, keypoints=(2.0 * (xy + 0.5) / wh - 1.0)[None],
+                                            pad_if_not_divisible=p["pad_if_not_divisible"])[0]
+            elif self.net == "keynet_affnet_hardnet":
+                rows = self.module.descriptor(x, self._lafs(kps, hw, hwr))[0]
             else:
                 m = self.module
                 xr, rh, rw = m._preprocess_tensor(x)
@@ -657,10 +833,13 @@ def reads_own_rows(net: str, params: dict, kpset: dict) -> bool:
     return identity(net, kp) == identity(net, params)
 
 
-def weights_key(params: dict) -> str:
-    """The weights as the identity compares them without loading: ``random(seed=N)`` or the file's
-    ``sha256:`` (read once per process and file version)."""
-    w = params["weights"]
+def weights_key(params: dict, key: str = "weights") -> str | None:
+    """The weights of ``key`` as the identity compares them without loading: ``random(seed=N)`` or the
+    file's ``sha256:`` (read once per process and file version); a null key (KeyNetAffNetHardNet's
+    sub-networks) is ``weights``'s when that is ``random``, else None."""
+    w = params.get(key)
+    if w is None:
+        return weights_key(params) if key != "weights" and params["weights"] == "random" else None
     if w == "random":
         return f"random(seed={params['weights_seed']})"
     st = Path(w).stat()
