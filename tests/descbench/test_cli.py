@@ -47,3 +47,27 @@ def test_cli_defines_no_parser_or_stage_logic():
     assert "add_parser" not in calls  # every subcommand's parser is its job module's
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) and (n.module or "").startswith("descbench")}
     assert imported <= {"descbench", "descbench.errors", "descbench.jobs", "descbench.jobs.common"}
+
+
+def test_malloc_thresholds_are_fixed_through_mallopt():
+    """Both of glibc's thresholds are set (mmap -3, trim -1) to the same size; a C library without
+    mallopt is left alone (False), and a refusal is reported."""
+    from descbench.cli import MALLOC_THRESHOLD_BYTES, fix_malloc_thresholds
+
+    calls = []
+
+    class Libc:
+        def mallopt(self, param, value):
+            calls.append((param, value))
+            return 1
+
+    assert fix_malloc_thresholds(libc=Libc()) is True
+    assert calls == [(-3, MALLOC_THRESHOLD_BYTES), (-1, MALLOC_THRESHOLD_BYTES)] and MALLOC_THRESHOLD_BYTES == 64 * 2**20
+    assert fix_malloc_thresholds(libc=object()) is False
+
+    class Refuses:
+        def mallopt(self, param, value):
+            return 0
+
+    assert fix_malloc_thresholds(libc=Refuses()) is False
+    assert fix_malloc_thresholds(32 * 2**20) in (True, False)  # the real libc: glibc accepts, others have none

@@ -10,7 +10,9 @@ _T0 = time.perf_counter()
 # before numpy is imported; a value already in the environment wins.
 os.environ.setdefault("OPENBLAS_THREAD_TIMEOUT", "4")
 
-from descbench.cli import main  # noqa: E402
+from descbench.cli import fix_malloc_thresholds, main  # noqa: E402
+
+fix_malloc_thresholds()  # every job, whatever it imported: the same allocation behaviour (descbench.cli)
 
 code = main()  # SIGINT / SIGTERM: one line, exit 128 + signal (descbench.cli.Interrupted)
 # From here on the process only reports and exits: a late signal must not print a traceback.

@@ -76,6 +76,31 @@ def _job_name(argv: list[str] | None, a: argparse.Namespace | None) -> str:
     return f"`{cmd}`{batch}" + (f" ({', '.join(parts)})" if parts else "")
 
 
+# glibc's malloc serves blocks above its mmap threshold with mmap and returns them at free; the
+# threshold then rises by itself, but by how much depends on what the process allocated before
+# (its imports). OpenCV's SIFT allocates and frees its pyramid's buffers, tens of MB, for every
+# image: served by mmap, each image's buffers are page-faulted in again, and the SIFT keypoint job
+# of the demo spent 1.2 of its 2.6 s in the kernel (0.2 of 1.6 s with the thresholds fixed at 64 MiB;
+# docs/guide/performance.md). Fixed thresholds make that the same in every job, whatever it imported.
+MALLOC_THRESHOLD_BYTES = 64 * 1024 * 1024
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+
+
+def fix_malloc_thresholds(nbytes: int = MALLOC_THRESHOLD_BYTES, libc=None) -> bool:
+    """Fix glibc malloc's mmap and trim thresholds at ``nbytes`` for this process (``mallopt``);
+    True when both took. Elsewhere than glibc (macOS, musl) nothing is changed and False is
+    returned: the setting only moves time, never a result."""
+    import ctypes
+    import ctypes.util
+
+    try:
+        libc = libc if libc is not None else ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        mallopt = libc.mallopt
+    except (OSError, AttributeError):
+        return False
+    return bool(mallopt(_M_MMAP_THRESHOLD, int(nbytes))) and bool(mallopt(_M_TRIM_THRESHOLD, int(nbytes)))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The command line: the global options, then each job module's subcommands in
     :func:`job_modules` order; each subcommand's function is its namespace's ``job``."""
