@@ -8,7 +8,11 @@ device, rows back as float32):
   machine's cores, both the median of ``--repeats`` timed calls after one warm-up call;
 * the rows on ``cuda`` against the rows on ``cpu`` for the same keypoints: the largest absolute
   difference of any component and the largest angle between two rows (the documented tolerance
-  of a GPU run: its convolutions sum in another order).
+  of a GPU run: its convolutions sum in another order);
+* KeyNet detection (``descbench.keypoints.keynet``, ``num_features`` 8000 as the fusion study) in
+  images per second on ``cuda`` and on the CPU's cores, and the keypoints of the two compared: how
+  many, how many of the CPU's are found on the GPU at the same position (0.01 px), and the largest
+  response difference among those.
 
     python benchmarks/gpu_check.py --json gpu.json [--keypoints 20000] [--families hardnet,sosnet]
 
@@ -81,6 +85,8 @@ def main() -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--families", default=",".join(FAMILIES))
     ap.add_argument("--batch-mem-mb", default="64,256,1024")
+    ap.add_argument("--keynet-sizes", default="1024x768,1500x1200",
+                    help="KeyNet images (W x H, comma-separated; empty: skip KeyNet)")
     ap.add_argument("--json", type=Path, required=True)
     a = ap.parse_args()
 
@@ -133,8 +139,50 @@ def main() -> int:
                "rows_equal": bool(np.array_equal(on_gpu, on_cpu))}
         out["results"].append(rec)
         print(json.dumps(rec), flush=True)
+    for size in filter(None, a.keynet_sizes.split(",")):
+        w, h = map(int, size.split("x"))
+        kimage = Path(f"/tmp/gpu_check_{w}x{h}.png")
+        textured_image(kimage, w, h)
+        for rec in keynet_check(kimage, cores, a.repeats):
+            rec["image"] = size
+            out["results"].append(rec)
+            print(json.dumps(rec), flush=True)
     a.json.write_text(json.dumps(out, indent=1))
     return 0
+
+
+def keynet_params(device: str, threads: int) -> dict:
+    """The fusion study's KeyNet (random weights, seed 1, 8000 features), validated by the config schema."""
+    from descbench.config import validate_config
+
+    cfg = {"keypoint_sets": {"k": {"detector": "keynet", "params": {"device": device, "threads": threads, "weights": "random",
+                                                                      "weights_seed": 1, "num_features": 8000}}},
+           "descriptors": {"d": {"family": "sift"}}}
+    return validate_config(cfg, Path(__file__).resolve().parents[1] / "workflow" / "schemas" / "config.schema.yaml")["keypoint_sets"]["k"]["params"]
+
+
+def keynet_check(image: Path, cores: int, repeats: int) -> list[dict]:
+    """KeyNet images/s on cuda and on ``cores`` CPU threads, and the two keypoint lists compared."""
+    import cv2
+    import numpy as np
+    from descbench.keypoints.keynet import KeyNetKeypointDetector
+
+    gray = cv2.imread(str(image), cv2.IMREAD_GRAYSCALE)
+    recs, found = [], {}
+    for device, threads in (("cuda", 1), ("cpu", cores)):
+        det = KeyNetKeypointDetector(keynet_params(device, threads))
+        s, kps = timed(lambda: det.detect_keypoints(gray), repeats)
+        found[device] = kps
+        recs.append({"keynet": device, "threads": threads, "images_per_s": 1 / s, "keypoints": len(kps.x)})
+    g, c = found["cuda"], found["cpu"]
+    d = np.hypot(c.x[:, None] - g.x[None], c.y[:, None] - g.y[None]) if len(g.x) and len(c.x) else np.zeros((0, 0))
+    same = d.min(1) < 0.01 if d.size else np.zeros(0, bool)
+    nearest = d.argmin(1) if d.size else np.zeros(0, int)
+    recs.append({"keynet": "cuda_vs_cpu", "keypoints_cuda": len(g.x), "keypoints_cpu": len(c.x),
+                 "cpu_found_on_cuda": int(same.sum()),
+                 "max_response_diff": float(np.max(np.abs(c.response[same] - g.response[nearest[same]]))) if same.any() else None,
+                 "equal": bool(len(g.x) == len(c.x) and np.array_equal(g.x, c.x) and np.array_equal(g.y, c.y))})
+    return recs
 
 
 if __name__ == "__main__":

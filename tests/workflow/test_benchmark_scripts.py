@@ -151,3 +151,28 @@ def test_bench_pipelines_measures_a_network_and_a_matcher(tmp_path):
     mnn = next(r for r in res if r.get("matcher") == "mnn")
     assert net["images_per_s"] > 0 and net["keypoints"] > 0 and net["dim"] == 64
     assert mnn["pairs_per_s"] > 0 and 0 < mnn["matches"] <= min(mnn["keypoints"])
+
+
+# ----------------------------------------------------------------------------- compare_tables
+
+
+def test_compare_tables_reports_the_largest_difference_and_missing_tables(tmp_path, capsys):
+    """Equal infinities (failed estimates) and NaN on both sides are equal; a finite difference is
+    reported per column; a NaN on one side only is infinitely far; a missing table fails the run."""
+    import pandas as pd
+
+    ct = load("compare_tables")
+    a, b = tmp_path / "a", tmp_path / "b"
+    a.mkdir(), b.mkdir()
+    pd.DataFrame({"x": [1.0, np.inf, np.nan], "y": [0.5, 0.25, 0.0], "d": ["cpu"] * 3}).to_parquet(a / "t.parquet")
+    pd.DataFrame({"x": [1.0, np.inf, np.nan], "y": [0.5, 0.25 + 3e-4, 0.0], "d": ["cuda"] * 3}).to_parquet(b / "t.parquet")
+    assert ct.compare(a, b) == 0
+    out = capsys.readouterr().out
+    assert "largest differences: y 0.0003" in out and "text differs: d (3 cells)" in out and "x " not in out.split("differences:")[1].split(";")[0]
+    pd.DataFrame({"x": [1.0, 2.0, np.nan]}).to_parquet(a / "u.parquet")
+    pd.DataFrame({"x": [1.0, 2.0, 3.0]}).to_parquet(b / "u.parquet")
+    pd.DataFrame({"x": [1.0]}).to_parquet(a / "only_a.parquet")
+    assert ct.compare(a, b) == 1
+    out = capsys.readouterr().out
+    assert "u.parquet: 3 rows; largest differences: x inf" in out and "only_a.parquet: only in A" in out
+    assert "3 tables; largest numeric difference inf; 1 missing" in out
