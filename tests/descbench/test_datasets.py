@@ -54,3 +54,23 @@ def test_folder_dataset(tmp_path):
     (tmp_path / "empty").mkdir()
     with pytest.raises(ConfigError, match="holds no scene folder"):
         list_scenes(cfg(dataset="folder", folder={"path": str(tmp_path / "empty"), "name": None}))
+
+
+def test_resize_moves_the_scene_root_and_the_experiment():
+    """With resize every stage reads the copies under data_dir/resized/, listed from the source;
+    the results go to their own experiment; a named experiment stays as named."""
+    import doctest
+
+    import descbench.datasets as D
+
+    cfg = {"dataset": "demo", "demo": {"seed": 3}, "data_dir": "d", "hpatches": {"subset": "full"}}
+    assert D.scene_root(cfg) == D.source_root(cfg) == Path("d/demo/seed3") and D.experiment_name(cfg) == "demo"
+    assert D.images_note(cfg) == ""
+    r = {**cfg, "resize": {"size": 480, "side": "short"}}
+    assert D.scene_root(r) == Path("d/resized/demo-seed3/short480") and D.source_root(r) == Path("d/demo/seed3")
+    assert D.experiment_name(r) == "demo-short480" and D.experiment_name({**r, "experiment": "x"}) == "x"
+    h = {**r, "dataset": "hpatches", "resize": {"size": 640, "side": "long"}}
+    assert D.scene_root(h) == Path("d/resized/hpatches/long640") and D.experiment_name(h) == "hpatches-long640"
+    assert D.list_scenes(h) == D.list_scenes({**h, "resize": None})
+    assert D.images_note(r) == "images resized: short side 480 px, homographies adjusted."
+    assert doctest.testmod(D).failed == 0

@@ -48,6 +48,7 @@ LAYERS = {
     "descbench.report": 2,
     "descbench.tasks": 2,
     "descbench.config": 2,
+    "descbench.protocols": 2,
     "descbench.sweeps": 2,
     "descbench.jobresources": 2,
     "descbench.jobs": 3,

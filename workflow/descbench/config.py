@@ -111,7 +111,10 @@ def validate_config(config: dict | None, schema_path: Path | str) -> dict:
 def _validate(config: dict | None, schema_path: Path | str) -> dict:
     from descbench.sweeps import expand_sweeps
 
+    from descbench.protocols import apply_protocol
+
     schema = load_schema(schema_path)
+    config, _ = apply_protocol(dict(config or {}), schema)  # its preset keys, before the schema fills defaults
     sweeps = dict((config or {}).get("sweeps") or {})
     config, variants = expand_sweeps(dict(config or {}))  # variants are validated like any set/descriptor
     _check_set_kinds(config or {})
@@ -418,6 +421,12 @@ def _check_consistency(cfg: dict) -> None:
         if det is not None and det.check is not None:
             det.check(spec["params"], f"keypoint_sets.{name}.params")
         source = FILE_SOURCES.get(spec.get("detector"))
+        if source is not None and cfg.get("resize"):
+            raise ConfigError(
+                f"keypoint_sets.{name} reads its keypoints from files ({spec['detector']}), which hold positions on the "
+                f"original images, but resize {cfg['resize']} (or the protocol's) evaluates resized copies; remove resize "
+                "(and protocol), or detect the keypoints on the resized images with a detector"
+            )
         if source is not None and source.check_set is not None:
             source.check_set(name, spec)
     for name, spec in cfg["descriptors"].items():

@@ -10,7 +10,8 @@ from descbench.config import (check_folders, combinations, match_combinations, e
                               score_job_sections,
                               type_command_line_values, validate_config)
 from descbench.keypoints.sets import global_top_n, root_detector_spec, set_sources
-from descbench.datasets import dataset_tag, experiment_name, list_scenes, scene_root
+from descbench.datasets import dataset_tag, experiment_name, list_scenes, scene_root, source_root
+from descbench.datasets.resize import RESIZED_FLAG
 from descbench.datasets.hpatches import N_IMAGES  # the shape of a demo / HPatches scene not there yet
 from descbench.datasets.layout import pairs_mode, scene_files
 from descbench.paths import ResultPaths, scene_batches
@@ -87,6 +88,12 @@ def _validated_config():
             folders["execution.numba_cache_dir"] = cfg["execution"]["numba_cache_dir"]
         check_folders(folders)
         check_folders({"results_dir": Path(cfg["results_dir"]) / experiment_name(cfg)})
+        if cfg.get("protocol"):  # what the preset set, and which of its keys the config overrides
+            from descbench.config import load_schema
+            from descbench.protocols import apply_protocol, describe
+
+            schema = load_schema(Path(workflow.basedir) / "workflow" / "schemas" / "config.schema.yaml")
+            logger.info(describe(cfg["protocol"], apply_protocol(dict(config), schema)[1]))
         return cfg
     except DescbenchError as exc:
         # the message alone: a WorkflowError raised here would add Snakemake's traceback lines
@@ -96,7 +103,8 @@ def _validated_config():
 
 
 CFG = _validated_config()
-DATA = scene_root(CFG)
+SOURCE = source_root(CFG)  # the dataset's own scene folders
+DATA = scene_root(CFG)  # the scene folders every stage reads: SOURCE, or their resized copies (rule resize_scene)
 RES = Path(CFG["results_dir"]) / experiment_name(CFG)  # results/<experiment>/, default the dataset tag
 SCENES = list_scenes(CFG)
 PAIRS_MODE = pairs_mode(CFG)  # each scene's pairs without a pairs.txt (descbench.datasets.layout)
@@ -301,18 +309,24 @@ def as_json(obj):
     return json.dumps(obj, sort_keys=True)
 
 
-def _scene_inputs(scene):
-    """The 6 images and 5 homographies of a scene (stat only, no image is read).
-
-    HPatches is represented by its download rule's flag: the archive is immutable.
+def source_scene_inputs(scene):
+    """The dataset's own files of a scene: its images, homographies and pair list (stat only, no
+    image is read). HPatches is represented by its download rule's flag: the archive is immutable.
     """
     if CFG["dataset"] == "hpatches":
         return [HPATCHES_FLAG]
     try:
-        files = scene_files(DATA / scene, check_exists=CFG["dataset"] == "folder", n_images=N_IMAGES)
+        files = scene_files(SOURCE / scene, check_exists=CFG["dataset"] == "folder", n_images=N_IMAGES)
     except DescbenchError as exc:
         raise WorkflowError(str(exc))
     return [str(p) for p in files.all_paths()]
+
+
+def _scene_inputs(scene):
+    """What the stages read of a scene: its own files, or with resize its resized copy's flag."""
+    if CFG.get("resize"):
+        return [str(DATA / scene / RESIZED_FLAG)]
+    return source_scene_inputs(scene)
 
 
 # Only the keypoint jobs list the scene files (and precomputed feature files): descriptor and
@@ -328,7 +342,13 @@ def batch_scene_inputs(wildcards):
     from this workflow's own rules)."""
     if "detector" not in CFG["keypoint_sets"][wildcards.kpset]:
         return []
-    return tracked(SCENE_INPUTS[wildcards.batch]) if CFG["dataset"] == "folder" else SCENE_INPUTS[wildcards.batch]
+    return tracked(SCENE_INPUTS[wildcards.batch]) if user_files() else SCENE_INPUTS[wildcards.batch]
+
+
+def user_files():
+    """Whether the stages read the user's own scene files (a folder dataset, not resized), which
+    are tracked by content; the demo's, HPatches' and the resized copies come from rules."""
+    return CFG["dataset"] == "folder" and not CFG.get("resize")
 
 
 def has_global_filter(kpset):

@@ -1,11 +1,12 @@
-# Dataset stage: the offline demo (generated per scene) or HPatches (downloaded once).
+# Dataset stage: the offline demo (generated per scene) or HPatches (downloaded once), and with
+# `resize` each scene's resized copy, which every later stage reads.
 
 if CFG["dataset"] == "demo":
 
     rule demo_scene:
         output:
             # an HPatches-shaped scene (descbench.datasets.hpatches)
-            [str(p) for p in scene_files(DATA / "{scene}", check_exists=False, n_images=N_IMAGES).all_paths()],
+            [str(p) for p in scene_files(SOURCE / "{scene}", check_exists=False, n_images=N_IMAGES).all_paths()],
         params:
             descbench=DESCBENCH,  # how the job starts descbench (common.smk)
             out_dir=lambda wc, output: str(Path(output[0]).parent.parent),
@@ -50,3 +51,32 @@ if CFG["dataset"] == "hpatches":
         shell:
             "{params.descbench} hpatches --urls {params.urls} {params.sha256} --data-dir {params.data_dir} "
             "--flag {output} 2>&1 | tee {log}"
+
+
+if CFG.get("resize"):
+
+    # One flag output per scene (resized.json, written last): the copy's file names follow the
+    # source's, which a folder dataset only knows once it is listed.
+    rule resize_scene:
+        input:
+            lambda wc: tracked(source_scene_inputs(wc.scene)) if CFG["dataset"] == "folder" else source_scene_inputs(wc.scene),
+        output:
+            str(DATA / "{scene}" / RESIZED_FLAG),
+        params:
+            descbench=DESCBENCH,  # how the job starts descbench (common.smk)
+            source=lambda wc: str(SOURCE / wc.scene),
+            out=lambda wc: str(DATA / wc.scene),
+            size=CFG["resize"]["size"],
+            side=CFG["resize"]["side"],
+        log:
+            str(RES / "logs" / "resize_scene" / "{scene}.log"),
+        threads: 1
+        resources:
+            # a few float32 copies of one image at a time: ~0.3 GB for HPatches' largest
+            mem_mb=1000,
+            runtime=5,
+        conda:
+            ENV
+        shell:
+            "{params.descbench} resize-scene --source {params.source:q} --out {params.out:q} --size {params.size} "
+            "--side {params.side} > {log} 2>&1"

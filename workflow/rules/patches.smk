@@ -11,7 +11,7 @@ if PATCHES_ON:
         rule patch_generate:
             input:
                 # a folder dataset's files by content (the demo's come from its own rule)
-                scene=lambda wc: tracked(_scene_inputs(wc.seq)) if CFG["dataset"] == "folder" else _scene_inputs(wc.seq),
+                scene=lambda wc: tracked(_scene_inputs(wc.seq)) if user_files() else _scene_inputs(wc.seq),
                 gen=lambda wc: spec_file("patches", "generate", PATCH_CFG["generate"]),
             output:
                 [str(PATCH_ROOT / "{seq}" / f"{t}.png") for t in PATCH_TYPES] + [str(PATCH_ROOT / "{seq}" / "patches.json")],

@@ -1,4 +1,4 @@
-"""descbench.jobs.datasets: the ``demo-scene`` and ``hpatches`` commands."""
+"""descbench.jobs.datasets: the ``demo-scene``, ``hpatches`` and ``resize-scene`` commands."""
 
 from __future__ import annotations
 
@@ -31,10 +31,27 @@ def test_hpatches_passes_its_options_to_obtain(tmp_path, monkeypatch):
 def test_add_commands_and_the_run_functions(tmp_path):
     sub = argparse.ArgumentParser().add_subparsers()
     funcs = jobs_datasets.add_commands(sub)
-    assert funcs == {"demo-scene": jobs_datasets.run_demo_scene, "hpatches": jobs_datasets.run_hpatches}
+    assert funcs == {"demo-scene": jobs_datasets.run_demo_scene, "hpatches": jobs_datasets.run_hpatches,
+                     "resize-scene": jobs_datasets.run_resize_scene}
     a = sub.choices["demo-scene"].parse_args(["--scene", "i_rocket", "--out-dir", str(tmp_path)])
     assert (a.scene, a.out_dir, a.seed) == ("i_rocket", tmp_path, 0)
     jobs_datasets.run_demo_scene(a)
     assert sorted(p.name for p in (tmp_path / "i_rocket").iterdir() if p.name.startswith("H_")) == [f"H_1_{k}" for k in range(2, 7)]
     a = sub.choices["hpatches"].parse_args(["--urls", "u", "--data-dir", "d", "--flag", "f"])
     assert (a.urls, a.sha256, a.data_dir, a.flag) == (["u"], None, Path("d"), Path("f"))
+
+
+def test_resize_scene_writes_what_resize_scene_writes(tmp_path, capsys):
+    from descbench.datasets.resize import resize_scene
+
+    generate_scene("v_coins", tmp_path / "src", 0)
+    assert cli.main(["resize-scene", "--source", str(tmp_path / "src" / "v_coins"), "--out", str(tmp_path / "cli"),
+                     "--size", "200", "--side", "long"]) == 0
+    assert "1: 384x303 -> 200x157" in capsys.readouterr().out
+    resize_scene(tmp_path / "src" / "v_coins", tmp_path / "direct", 200, "long")
+    names = sorted(p.name for p in (tmp_path / "direct").iterdir())
+    assert names == sorted(p.name for p in (tmp_path / "cli").iterdir()) and "resized.json" in names
+    assert all((tmp_path / "cli" / n).read_bytes() == (tmp_path / "direct" / n).read_bytes() for n in names)
+    assert cli.main(["resize-scene", "--source", str(tmp_path / "src" / "v_coins"), "--out", str(tmp_path / "bad"),
+                     "--size", "0", "--side", "long"]) != 0
+    assert "resize.size must be a positive" in capsys.readouterr().err

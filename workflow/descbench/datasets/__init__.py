@@ -21,19 +21,51 @@ def dataset_tag(cfg: dict) -> str:
     return cfg["dataset"]
 
 
+def resize_tag(cfg: dict) -> str:
+    """``<side><size>`` of the config's ``resize`` (e.g. ``short480``), or ``""`` without one."""
+    r = cfg.get("resize")
+    return f"{r['side']}{r['size']}" if r else ""
+
+
 def experiment_name(cfg: dict) -> str:
-    """The experiment a run's results belong to: ``experiment`` if set, else the dataset tag.
-    Results live in ``<results_dir>/<experiment>/``, so two experiments never share files."""
-    return cfg.get("experiment") or dataset_tag(cfg)
+    """The experiment a run's results belong to: ``experiment`` if set, else the dataset tag, with
+    ``-<side><size>`` when the images are resized (``hpatches-short480``). Results live in
+    ``<results_dir>/<experiment>/``, so two experiments never share files."""
+    return cfg.get("experiment") or "-".join(filter(None, (dataset_tag(cfg), resize_tag(cfg))))
 
 
-def scene_root(cfg: dict) -> Path:
-    """The directory holding the scene folders."""
+def images_note(cfg: dict) -> str:
+    """One sentence on how the images were prepared (the config's ``protocol`` and ``resize``), for
+    a table's header; ``""`` when neither is set.
+
+    >>> images_note({"protocol": "gluefactory_hpatches", "resize": {"size": 480, "side": "short"}})
+    'Protocol gluefactory_hpatches; images resized: short side 480 px, homographies adjusted.'
+    """
+    parts = []
+    if cfg.get("protocol"):
+        parts.append(f"Protocol {cfg['protocol']}")
+    if cfg.get("resize"):
+        parts.append(f"images resized: {cfg['resize']['side']} side {cfg['resize']['size']} px, homographies adjusted")
+    return ("; ".join(parts) + ".") if parts else ""
+
+
+def source_root(cfg: dict) -> Path:
+    """The directory holding the dataset's own scene folders."""
     if cfg["dataset"] == "demo":
         return Path(cfg["data_dir"]) / "demo" / f"seed{cfg['demo']['seed']}"
     if cfg["dataset"] == "hpatches":
         return Path(cfg["data_dir"]) / "hpatches" / HPATCHES_ROOT
     return Path(cfg["folder"]["path"])
+
+
+def scene_root(cfg: dict) -> Path:
+    """The directory holding the scene folders every stage reads: :func:`source_root`, or with
+    ``resize`` the resized copies, ``<data_dir>/resized/<dataset tag>[-seed<n>]/<side><size>``
+    (:mod:`descbench.datasets.resize`)."""
+    if not cfg.get("resize"):
+        return source_root(cfg)
+    tag = dataset_tag(cfg) + (f"-seed{cfg['demo']['seed']}" if cfg["dataset"] == "demo" else "")
+    return Path(cfg["data_dir"]) / "resized" / tag / resize_tag(cfg)
 
 
 def available_scenes(cfg: dict) -> list[str]:
@@ -43,7 +75,7 @@ def available_scenes(cfg: dict) -> list[str]:
         return list(DEMO_SCENES)
     if cfg["dataset"] == "hpatches":
         return hpatches_scenes(cfg["hpatches"]["subset"])
-    root = scene_root(cfg)
+    root = source_root(cfg)
     if not root.is_dir():
         raise ConfigError(f"folder.path {root} is not a directory; point it at the folder that holds your scene folders")
     names = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))

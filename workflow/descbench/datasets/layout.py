@@ -551,12 +551,15 @@ def check_homography_overlap(path: Path | str, H: np.ndarray, size1: tuple[int, 
     raise DataError(msg)
 
 
-def write_homography(path: Path | str, H: np.ndarray) -> None:
-    """Write a 3x3 homography in the HPatches text format (fixed formatting: byte-reproducible)."""
+def write_homography(path: Path | str, H: np.ndarray, exact: bool = False) -> None:
+    """Write a 3x3 homography in the HPatches text format (fixed formatting: byte-reproducible):
+    11 significant digits, or with ``exact`` 17, which :func:`read_homography` reads back as the
+    same float64 values bit for bit."""
     H = np.asarray(H, dtype=np.float64)
     if H.shape != (3, 3):
         raise ValueError(f"homography must be 3x3, got {H.shape}")
-    lines = ["  ".join(f"{v:.10e}" for v in row) for row in H]
+    fmt = ".16e" if exact else ".10e"
+    lines = ["  ".join(f"{v:{fmt}}" for v in row) for row in H]
     write_text_atomic(path, "\n".join(lines) + "\n")
 
 

@@ -190,7 +190,7 @@ def limit_threads(n: int, cmd: str) -> None:
     from descbench import torchrt  # no torch import: a learned family's torch threads stay within n
 
     torchrt.set_job_threads(n)
-    if cmd in ("keypoints", "descriptors", "demo-scene", "patches"):  # patches: only `describe` takes --threads
+    if cmd in ("keypoints", "descriptors", "demo-scene", "resize-scene", "patches"):  # patches: only `describe` takes --threads
         import cv2
 
         cv2.setNumThreads(n)

@@ -1,5 +1,6 @@
-"""The dataset jobs: one scene of the offline demo dataset (``demo-scene``) and HPatches sequences
-downloaded, extracted and validated (``hpatches``)."""
+"""The dataset jobs: one scene of the offline demo dataset (``demo-scene``), HPatches sequences
+downloaded, extracted and validated (``hpatches``), and the resized copy of one scene
+(``resize-scene``, :mod:`descbench.datasets.resize`)."""
 
 from __future__ import annotations
 
@@ -19,7 +20,13 @@ def add_commands(sub) -> dict:
     p.add_argument("--sha256", default=None)
     p.add_argument("--data-dir", type=Path, required=True)
     p.add_argument("--flag", type=Path, required=True, help="written once the layout is validated")
-    return {"demo-scene": run_demo_scene, "hpatches": run_hpatches}
+
+    p = sub.add_parser("resize-scene", help="write the resized copy of one scene (the config's resize)")
+    p.add_argument("--source", type=Path, required=True, help="the scene folder")
+    p.add_argument("--out", type=Path, required=True, help="its resized copy (written, resized.json last)")
+    p.add_argument("--size", type=int, required=True)
+    p.add_argument("--side", required=True)
+    return {"demo-scene": run_demo_scene, "hpatches": run_hpatches, "resize-scene": run_resize_scene}
 
 
 def run_demo_scene(a: argparse.Namespace) -> None:
@@ -32,3 +39,12 @@ def run_hpatches(a: argparse.Namespace) -> None:
     from descbench.datasets.hpatches import obtain
 
     obtain(a.urls, a.sha256, a.data_dir, a.flag)
+
+
+def run_resize_scene(a: argparse.Namespace) -> None:
+    from descbench.datasets.resize import check_resize, resize_scene
+
+    check_resize({"size": a.size, "side": a.side})  # the rule passes the config's resize
+    rec = resize_scene(a.source, a.out, a.size, a.side)
+    sizes = ", ".join(f"{k}: {v['source'][0]}x{v['source'][1]} -> {v['resized'][0]}x{v['resized'][1]}" for k, v in rec["images"].items())
+    print(f"resized {a.source} -> {a.out} ({a.side} side {a.size} px): {sizes}")

@@ -11,6 +11,7 @@ import pyarrow as pa
 
 from descbench import io
 from descbench.config import learned_weights
+from descbench.datasets import images_note
 from descbench.paths import ResultPaths
 from descbench.report.patches import markdown
 from descbench.tasks.base import load_rows
@@ -98,10 +99,14 @@ def write(paths: ResultPaths, combos: list, cfg: dict, out_dir: Path, provenance
     file, whose descriptor metrics join each row."""
     table = build(paths, combos, cfg, None if comparison is None else pd.read_parquet(comparison))
     out_dir = Path(out_dir)
+    # the protocol and resize only where set: a config without them writes what it wrote before they existed
+    setting = {k: cfg[k] for k in ("protocol", "resize") if cfg.get(k)}
     io.write_table(pa.Table.from_pandas(table, preserve_index=False), out_dir / "pipelines.parquet",
-                   io.provenance("pipelines_report", {"pipelines": cfg["pipelines"], "matchers": cfg["matchers"]}, **provenance))
+                   io.provenance("pipelines_report", {"pipelines": cfg["pipelines"], "matchers": cfg["matchers"], **setting},
+                                 **provenance))
     io.write_text(out_dir / "pipelines.csv", table.to_csv(index=False))
-    io.write_text(out_dir / "pipelines.md", markdown(table[markdown_columns(table, cfg)]))
+    note = images_note(cfg)
+    io.write_text(out_dir / "pipelines.md", (f"{note}\n\n" if note else "") + markdown(table[markdown_columns(table, cfg)]))
     if plots_dir is not None:
         from descbench.report.drawing import pyplot, save
 
