@@ -152,3 +152,18 @@ def test_a_pipelines_weights_name_its_matchers_network():
     assert learned_weights(cfg, "sift", "sift") == ""
     assert learned_weights(cfg, "sift", "sift", "mnn") == ""
     assert learned_weights(cfg, "sift", "sift", "lg") == "matcher lg: RANDOM(seed=3)"
+
+
+def test_shared_base_is_the_sift_descriptor_at_rootsifts_params_on_the_same_set():
+    from descbench.config import shared_base
+
+    cfg = validate_config(base(), SCHEMA)  # sift + rootsift on sift
+    assert shared_base(cfg, "sift", "rootsift") == "sift" and shared_base(cfg, "sift", "sift") is None
+    raw = base()
+    raw["descriptors"]["sift"]["params"] = {"convention": "vsift"}  # other rows: rootsift computes its own
+    assert shared_base(validate_config(raw, SCHEMA), "sift", "rootsift") is None
+    raw = base()
+    raw["keypoint_sets"]["orb"] = {"detector": "orb"}
+    raw["descriptors"]["sift"]["keypoint_sets"] = ["orb"]  # sift not on 'sift': nothing to share there
+    cfg = validate_config(raw, SCHEMA)
+    assert shared_base(cfg, "sift", "rootsift") is None and shared_base(cfg, "orb", "rootsift") == "sift"

@@ -489,6 +489,26 @@ def combinations(cfg: dict) -> list[tuple[str, str]]:
     return out
 
 
+def shared_base(cfg: dict, kpset: str, descriptor: str) -> str | None:
+    """The descriptor whose rows ``descriptor`` transforms on ``kpset`` instead of computing them:
+    the first one in config order of the family's ``derives`` base family with exactly the base
+    params, evaluated on ``kpset`` (:attr:`descbench.descriptors.DescriptorFamily.derives`); None
+    when the family derives from nothing or the config has no such descriptor."""
+    from descbench.descriptors import get_family
+
+    spec = cfg["descriptors"][descriptor]
+    derives = get_family(spec["family"]).derives if "family" in spec else None
+    if derives is None:
+        return None
+    family, base_params, _ = derives
+    want = base_params(spec["params"])
+    for name, other in cfg["descriptors"].items():
+        if (name != descriptor and other.get("family") == family and other.get("params") == want
+                and kpset in (other.get("keypoint_sets") or cfg["keypoint_sets"])):
+            return name
+    return None
+
+
 # ----------------------------------------------------------------------------- before validation
 # (the Snakefile and workflow/rules/common.smk call these on what Snakemake hands them)
 

@@ -6,6 +6,7 @@ import time
 from pathlib import Path
 
 from descbench.config import (check_folders, combinations, match_combinations, effective_config, job_resources, learned_weights, model_files,
+                              shared_base,
                               needs_learned_extra,
                               score_job_sections,
                               type_command_line_values, validate_config)
@@ -423,14 +424,19 @@ def descriptor_job_spec(wildcards):
         from descbench.descriptors.composite import resolve_components
 
         spec = {**spec, "components": resolve_components(spec["params"], wildcards.kpset, CFG["descriptors"], CFG["keypoint_sets"])}
+    base = shared_base(CFG, wildcards.kpset, wildcards.descriptor)
+    if base:  # rows transformed from another descriptor's files (descbench.config.shared_base)
+        spec = {**spec, "shared_base": base}
     return spec_file("descriptors", f"{wildcards.kpset}/{wildcards.descriptor}", spec)
 
 
 def composite_inputs(wildcards):
-    """A composite's inputs: each component's keypoint and descriptor folders of this batch."""
+    """A composite's inputs: each component's keypoint and descriptor folders of this batch; a
+    family that transforms another descriptor's rows: that descriptor's folder (shared_base)."""
     spec = CFG["descriptors"][wildcards.descriptor]
     if spec["family"] != "composite":
-        return []
+        base = shared_base(CFG, wildcards.kpset, wildcards.descriptor)
+        return [PATHS.descriptors_dir(wildcards.kpset, base, wildcards.batch)] if base else []
     from descbench.descriptors.composite import resolve_components
 
     out = []

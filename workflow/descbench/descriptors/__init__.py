@@ -76,6 +76,12 @@ class DescriptorFamily(RuntimeFacts):
     # ``patch_params_problem(params)``: why these (filled) params cannot describe patches, phrased to
     # follow "it" (e.g. a pooled family over a whole-patch base); None: they can.
     patch_params_problem: Callable[[dict], str | None] | None = None
+    # A family whose rows are a function of another family's rows on the same keypoints (rootsift =
+    # root(sift)): ``(base family, base_params(params) -> the base's filled params, transform(rows,
+    # params) -> rows)``, with ``transform(base rows) == compute(...)`` bit for bit. A descriptor job
+    # reads the rows of a descriptor of the config with that family and params on the same keypoint
+    # set instead of computing them (descbench.config.shared_base); without one it runs ``compute``.
+    derives: tuple[str, Callable[[dict], dict], Callable[[np.ndarray, dict], np.ndarray]] | None = None
     # ``runtime_provenance(params)``: how a job ran the family (learned families: torch/kornia or
     # OpenCV/onnxruntime versions, device, threads, weights or model sha256, batch), recorded in its
     # descriptor files' metadata; None: nothing beyond the params.

@@ -1,4 +1,10 @@
-"""RootSIFT (Arandjelovic & Zisserman 2012): Hellinger-kernel SIFT."""
+"""RootSIFT (Arandjelovic & Zisserman 2012): Hellinger-kernel SIFT.
+
+Its rows are :func:`root_normalise` of the ``sift`` family's rows at that family's defaults. When
+the config also evaluates a ``sift`` descriptor with those params on the same keypoint set, the
+rootsift job reads that descriptor's files and only roots them (``derives``; the same rows bit
+for bit, at the cost of the transform); otherwise it computes SIFT itself.
+"""
 
 from __future__ import annotations
 
@@ -36,4 +42,5 @@ def rootsift_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
 
 
 FAMILIES = (DescriptorFamily("rootsift", rootsift_descriptors, PARAMS_SCHEMA["rootsift"], patch_support=sift_patch_support,
-                             patch_rows=rootsift_patch_rows),)
+                             patch_rows=rootsift_patch_rows,
+                             derives=("sift", lambda params: SIFT_PARAMS, lambda rows, params: root_normalise(rows))),)

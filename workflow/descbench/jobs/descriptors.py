@@ -18,18 +18,24 @@ from descbench.jobs.common import batch_args, json_arg, load_keypoints, read_fea
 from descbench.paths import ResultPaths
 
 
-def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpset_spec: dict, out: Path) -> None:
-    """Compute one descriptor for every keypoint of a scene; rows aligned with the keypoint file."""
+def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpset_spec: dict, out: Path,
+                   base_file: Path | None = None) -> None:
+    """Compute one descriptor for every keypoint of a scene; rows aligned with the keypoint file.
+    ``base_file``: the descriptor file of the same keypoints whose rows the family's ``derives``
+    transforms (spec ``shared_base``), read instead of computing them."""
     files = scene_files(scene_dir)
     per_image, kmeta = load_keypoints(keypoints)
     blocks, images = [], []
     fam = get_family(spec["family"])
     # a joint network on its own keypoints: the keypoint job's rows (one network run), else compute
     own = fam.own_rows(spec["params"], kpset_spec, keypoints) if fam.own_rows else None
+    base = read_features(keypoints, base_file) if base_file is not None else None
     for k, image_path in enumerate(files.images, start=1):
         where = f"descriptor '{name}', scene {files.scene}, image {k}"
         if own is not None:
             d = own[0](k, per_image[k])
+        elif base is not None:
+            d = fam.derives[2](base.by_image[k], spec["params"])
         else:
             d = compute_descriptors(spec["family"], spec["params"], image_path, per_image[k], kpset_spec, where)
         if blocks and (d.shape[1] != blocks[0].shape[1] or d.dtype != blocks[0].dtype):
@@ -41,8 +47,10 @@ def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpse
         blocks.append(d)
         images.append(np.full(d.shape[0], k, dtype=np.int8))
     runtime = own[1] if own is not None else fam.runtime_provenance(spec["params"]) if fam.runtime_provenance else None
-    _write_descriptors(blocks, images, name, spec, files.scene, keypoints, kmeta, out,
-                       **({"runtime": runtime} if runtime else {}))  # learned families: how they ran
+    extra = {"runtime": runtime} if runtime else {}  # learned families: how they ran
+    if base is not None:
+        extra["base_file_sha256"] = file_sha256(base_file)
+    _write_descriptors(blocks, images, name, spec, files.scene, keypoints, kmeta, out, **extra)
 
 
 def _write_descriptors(blocks: list[np.ndarray], images: list[np.ndarray], name: str, spec: dict, scene: str,
@@ -97,7 +105,9 @@ def describe_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str,
         if spec["family"] == "composite":
             describe_composite_scene(paths, scene, kpset, name, spec, out)
         else:
-            describe_scene(Path(scene_root) / scene, Path(paths.keypoints(kpset, scene)), name, spec, kpset_spec, out)
+            base = spec.get("shared_base")
+            describe_scene(Path(scene_root) / scene, Path(paths.keypoints(kpset, scene)), name, spec, kpset_spec, out,
+                           Path(paths.descriptors(kpset, base, scene)) if base else None)
 
 
 
