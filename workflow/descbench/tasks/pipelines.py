@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +39,9 @@ from descbench import io
 from descbench.columns import threshold_key
 from descbench.tasks.base import labelled, load_rows, write_timing
 from descbench.tasks.matching import matching_params, pairs_schema as matching_pairs_schema
+
+if TYPE_CHECKING:  # the scoring job does not import pandas
+    import pandas as pd
 
 
 def pairs_schema(mma_thresholds, precision_thresholds) -> pa.Schema:
@@ -142,9 +146,16 @@ def score_pipelines(scene_dir: Path, f, matches: dict, score_kind: str, scoring:
 # ----------------------------------------------------------------------------- summary
 
 
-def summarize_pipeline(pairs_files: list[Path], estimates_files: list[Path], cfg: dict) -> dict:
-    """The pipelines table's row of one (keypoint set, descriptor, matcher) from its per-scene files
-    (module docstring): the matching task's means of these matches
+def read_pipeline(pairs_files: list[Path], estimates_files: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One (keypoint set, descriptor, matcher)'s per-scene files, each read once: ``(pairs,
+    estimates)``, the rows of every scene (what :func:`summarize_pipeline` and the report's figure
+    read)."""
+    return load_rows(pairs_files, None), load_rows(estimates_files, None)
+
+
+def summarize_pipeline(pairs: pd.DataFrame, est: pd.DataFrame, cfg: dict) -> dict:
+    """The pipelines table's row of one (keypoint set, descriptor, matcher) from its per-scene rows
+    (:func:`read_pipeline`; module docstring): the matching task's means of these matches
     (:func:`descbench.metrics.aggregate.matching_summary` without the classifier), glue-factory's
     precision (mean and median over pairs), then per estimator ``<estimator>_auc_at_<t>``,
     ``_mean_auc``, ``_ransac_th`` (the best; NaN for dlt), ``_median_corner_error`` (rounded to 3),
@@ -153,8 +164,6 @@ def summarize_pipeline(pairs_files: list[Path], estimates_files: list[Path], cfg
     from descbench.metrics.homography import median_over_pairs, summarize_errors, summarize_thresholds
 
     m, sec = cfg["matching"], cfg["pipelines"]
-    pairs = load_rows(pairs_files, None)
-    est = load_rows(estimates_files, None)
     base = matching_summary(pairs, None, m["mma_thresholds"], m["homography_thresholds"], m["homography_auc_thresholds"])
     keep = ("mean_matches", "mean_precision", *(f"mma_at_{threshold_key(t)}" for t in m["mma_thresholds"]), "matching_score",
             "pairs_without_keypoints", "pairs_without_matches", "matching_pairs")
