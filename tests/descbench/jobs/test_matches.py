@@ -122,6 +122,36 @@ def test_score_pipelines_and_report(tmp_path):
     assert t.loc[0, "mma_at_3"] == rows.mma_at_3.mean() and t.loc[0, "mean_prec_at_3"] == rows.prec_at_3.mean()
 
 
+def test_score_pipelines_reads_the_matches_file_once_and_records_its_digest(tmp_path, monkeypatch):
+    """The digest in the provenance is the file's (fileops.file_sha256), of the bytes the job read:
+    every reader of a descbench table or digest sees the matches file once."""
+    from collections import Counter
+
+    from descbench import fileops
+    from descbench.fileops import file_sha256
+    from descbench.jobs import matches as jobs_matches
+    from descbench.tasks.pipelines import NAME
+
+    run = features(tmp_path)
+    match(run, "mnn", {"matcher": "mnn"})
+    reads = Counter()
+
+    def spy(f):
+        return lambda path, *a, **k: reads.update([Path(path)]) or f(path, *a, **k)
+
+    for module in (io, fileops, jobs_matches):
+        for name in ("read_table", "read_table_sha256", "file_sha256"):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, spy(getattr(module, name)))
+    pipelines(run, "mnn", {"matcher": "mnn"})
+    monkeypatch.undo()
+    for s in SCENES:
+        mpath = Path(run.paths.matches("kp", "desc", "mnn", s))
+        assert reads[mpath] == 1
+        meta = io.read_meta(run.paths.match_task_file(NAME, "kp", "desc", "mnn", s, "estimates.parquet"))
+        assert meta["matches_sha256"] == file_sha256(mpath)
+
+
 @pytest.mark.bad_input
 def test_score_pipelines_refuses_another_matchers_file(tmp_path, capsys):
     run = features(tmp_path)
