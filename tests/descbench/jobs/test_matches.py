@@ -152,6 +152,28 @@ def test_score_pipelines_reads_the_matches_file_once_and_records_its_digest(tmp_
         assert meta["matches_sha256"] == file_sha256(mpath)
 
 
+def test_score_pipelines_fills_the_estimator_settings_once_per_job(tmp_path, monkeypatch):
+    """Every scene of the batch gets the settings the job filled once (one check_estimator call per
+    estimator), and records them in its provenance."""
+    from descbench.estimators import homography
+    from descbench.tasks.pipelines import NAME, estimator_settings
+
+    run = features(tmp_path)
+    match(run, "mnn", {"matcher": "mnn"})
+    estimators = run.cfg["pipelines"]["estimators"]
+    assert len(estimators) == 2 and len(SCENES) == 2
+    calls, check = [], homography.check_estimator
+    monkeypatch.setattr(homography, "check_estimator", lambda name, *a, **k: calls.append(name) or check(name, *a, **k))
+    pipelines(run, "mnn", {"matcher": "mnn"})
+    assert calls == list(estimators)
+    monkeypatch.undo()
+    filled = {n: {k: list(v) if isinstance(v, tuple) else v for k, v in st.items()}
+              for n, st in estimator_settings(run.cfg["pipelines"]).items()}
+    for s in SCENES:
+        meta = io.read_meta(run.paths.match_task_file(NAME, "kp", "desc", "mnn", s, "pairs.parquet"))
+        assert meta["params"]["estimators"] == filled
+
+
 @pytest.mark.bad_input
 def test_score_pipelines_refuses_another_matchers_file(tmp_path, capsys):
     run = features(tmp_path)

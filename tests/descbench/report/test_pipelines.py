@@ -54,3 +54,19 @@ def test_each_pipeline_file_is_read_once_for_the_table_and_the_figure(tmp_path, 
     write(run.paths, [("kp", "desc", "s")], run.cfg, tmp_path / "out", {}, plots_dir=tmp_path / "out" / "plots")
     assert (tmp_path / "out" / "plots" / "pipelines_corner_error.svg").exists()
     assert reads == Counter({f"{s}.{k}": 1 for s in run.batches["batch000"] for k in ("pairs.parquet", "estimates.parquet")})
+
+
+def test_the_estimator_settings_are_filled_once_for_every_pipeline(tmp_path, monkeypatch):
+    from descbench.estimators import homography
+
+    run = features(tmp_path)
+    sections = {k: run.cfg[k] for k in ("scoring", "matching", "pipelines")}
+    run.cfg["matchers"] = {"s": {"matcher": "mnn", "params": {}}, "r": {"matcher": "nn", "params": {"ratio": 0.8}}}
+    for name, spec in run.cfg["matchers"].items():
+        ok("match", *run.batch_args(), "--keypoint-set", "kp", "--descriptor", "desc", "--matcher", name, "--spec", json.dumps(spec))
+        ok("score-pipelines", *run.batch_args(), "--keypoint-set", "kp", "--descriptor", "desc", "--matcher", name,
+           "--spec", json.dumps(spec), "--sections", json.dumps(sections))
+    calls, check = [], homography.check_estimator
+    monkeypatch.setattr(homography, "check_estimator", lambda name, *a, **k: calls.append(name) or check(name, *a, **k))
+    t = write(run.paths, [("kp", "desc", "s"), ("kp", "desc", "r")], run.cfg, tmp_path / "out", {})
+    assert calls == list(run.cfg["pipelines"]["estimators"]) and len(t) == 2

@@ -78,9 +78,10 @@ def score_pipelines_batch(paths: ResultPaths, scene_root: Path, batch: str, kpse
     ``scoring``, ``matching`` and ``pipelines`` settings."""
     from descbench.errors import DataError
     from descbench.matchers import MATCHES_SCHEMA, split_matches
-    from descbench.tasks.pipelines import KINDS, NAME, score_pipelines
+    from descbench.tasks.pipelines import KINDS, NAME, estimator_settings, score_pipelines
 
     score_kind = get_matcher(spec["matcher"]).score_kind
+    settings = estimator_settings(sections["pipelines"])  # once for every scene
     for scene in paths.batches[batch]:
         scene_dir = Path(scene_root) / scene
         f = read_features(Path(paths.keypoints(kpset, scene)), Path(paths.descriptors(kpset, features or descriptor, scene)))
@@ -95,7 +96,7 @@ def score_pipelines_batch(paths: ResultPaths, scene_root: Path, batch: str, kpse
         score_pipelines(scene_dir, f, matches, score_kind, sections["scoring"], sections["matching"], sections["pipelines"],
                         *outs, scene_pairs, {"descriptor": descriptor, "keypoint_set": kpset, "matcher_name": name,
                                               "matcher": spec["matcher"], "matcher_params": meta["params"]["params"],
-                                              "matches_sha256": matches_sha256})
+                                              "matches_sha256": matches_sha256}, settings)
 
 
 def add_pipeline_commands(sub) -> dict:

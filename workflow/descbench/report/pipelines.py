@@ -13,7 +13,7 @@ from descbench import io
 from descbench.config import learned_weights
 from descbench.paths import ResultPaths
 from descbench.report.patches import markdown
-from descbench.tasks.pipelines import KINDS, NAME, read_pipeline, summarize_pipeline
+from descbench.tasks.pipelines import KINDS, NAME, estimator_settings, read_pipeline, summarize_pipeline
 
 FIGURE = "pipelines_corner_error"  # report/plots/<FIGURE>.{png,svg}; caption captions/<FIGURE>.rst
 CUMULATIVE_MAX_PX = 10.0  # the figure's x range, as glue-factory's plot_cumulative([0, 10])
@@ -35,6 +35,7 @@ def build(paths: ResultPaths, combos: list, cfg: dict,
     each pipeline's estimates rows (``{(keypoint_set, descriptor, matcher): rows}``, every scene:
     its files are read once, here, for the row and the figure, :func:`draw_cumulative`)."""
     rows, estimates = [], {}
+    settings = estimator_settings(cfg["pipelines"])  # once for every pipeline
     for ks, d, m in combos:
         files = {k: [Path(paths.match_task_file(NAME, ks, d, m, s, k)) for s in paths.scenes] for k in KINDS[:2]}
         pairs, estimates[(ks, d, m)] = read_pipeline(files["pairs.parquet"], files["estimates.parquet"])
@@ -44,7 +45,7 @@ def build(paths: ResultPaths, combos: list, cfg: dict,
             extra = {c: hit[c].iloc[0] for c in DESCRIPTOR_COLUMNS if c in hit.columns and len(hit) == 1}
         rows.append({"keypoint_set": ks, "descriptor": d, "matcher": m, "matcher_type": cfg["matchers"][m]["matcher"],
                      "weights": learned_weights(cfg, ks, d, m), **extra,
-                     **summarize_pipeline(pairs, estimates[(ks, d, m)], cfg)})
+                     **summarize_pipeline(pairs, estimates[(ks, d, m)], cfg, settings)})
     return pd.DataFrame(rows), estimates
 
 
