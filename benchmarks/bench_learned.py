@@ -612,21 +612,19 @@ def fusion_config(workdir: Path, a) -> dict:
     return cfg
 
 
-def category(rel: Path) -> str:
-    """A job log / benchmark file (relative to logs/ or benchmarks/) -> the estimate's category."""
+def category(rel: Path, bw) -> str:
+    """A job log / benchmark file (relative to logs/ or benchmarks/) -> the estimate's category:
+    ``bench_workflow.job_category``'s (scoring, matching, pipeline scoring, ...), keypoints and
+    descriptors split by set and family; a one-off job's ``once: <its log's name>``."""
+    cat = bw.job_category(rel)
     parts = rel.with_suffix("").parts
-    rule = parts[0] if len(parts) > 1 else rel.stem
-    if rule == "keypoints":
+    if cat == "keypoints":
         return {"keynet_8000": "keypoints: keynet detection", "sift_8000": "keypoints: sift detection"}.get(
             parts[1], "keypoints: derived sets (filters, intersections)")
-    if rule == "descriptors":
+    if cat == "descriptors":
         d = parts[2]
         return "descriptors: hardnet" if d == "hardnet" else "descriptors: sift" if d == "sift" else "descriptors: fusion composites"
-    if rule == "score":
-        return "scoring"
-    if rule == "distractors":
-        return "scoring: distractor banks"
-    return f"once: {rule}"
+    return cat if cat in bw.JOB_CATEGORIES.values() else f"once: {cat}"
 
 
 def per_category(res_root: Path, bw) -> dict[str, dict[str, float]]:
@@ -639,7 +637,7 @@ def per_category(res_root: Path, bw) -> dict[str, dict[str, float]]:
     logs = res_root / "logs"
     if logs.is_dir():
         for p, m in bw.job_lines(logs):
-            g = slot(category(p.relative_to(logs)))
+            g = slot(category(p.relative_to(logs), bw))
             g["jobs"] += 1
             g["wall_s"] += float(m.group(2))
             g["cpu_s"] += float(m.group(3))
@@ -647,7 +645,7 @@ def per_category(res_root: Path, bw) -> dict[str, dict[str, float]]:
     if bench.is_dir():
         for p in sorted(bench.rglob("*.tsv")):
             for row in bw.read_tsv(p):
-                g = slot(category(p.relative_to(bench)))
+                g = slot(category(p.relative_to(bench), bw))
                 g["tsv_jobs"] += 1
                 g["tsv_cpu_s"] += bw.num(row.get("cpu_time"))
                 g["tsv_s"] += bw.num(row.get("s"))

@@ -330,17 +330,34 @@ def job_lines(logs: Path):
             yield p, m
 
 
+#: The categories of the job figures, by the rule's log folder (``logs/<folder>/...``): the stages
+#: that run one job per batch (the distractor banks: one per keypoint set and descriptor);
+#: bench_learned.py splits keypoints and descriptors further. Any other job (a one-off: the report
+#: jobs, ``pipelines_report`` among them, the numba warm-up, the dataset) is its own category, its
+#: log's name (``logs/<name>.log``).
+JOB_CATEGORIES = {"keypoints": "keypoints", "descriptors": "descriptors", "score": "scoring",
+                  "distractors": "scoring: distractor banks", "match": "matching", "pipelines": "pipeline scoring"}
+
+
+def job_category(rel: Path) -> str:
+    """A job log's path relative to ``logs/`` (or a ``benchmark:`` file's relative to
+    ``benchmarks/``) -> its category: :data:`JOB_CATEGORIES` of its folder, else the folder's or
+    the one-off log's name."""
+    parts = rel.with_suffix("").parts
+    folder = parts[0] if len(parts) > 1 else rel.stem
+    return JOB_CATEGORIES.get(folder, folder)
+
+
 def read_job_logs(res_root: Path) -> dict[str, dict[str, float]]:
     """Each job's own exact figures, from the last line of its log (written by
-    ``python -m descbench`` from ``getrusage``): per rule folder under ``logs/``: jobs, wall s,
+    ``python -m descbench`` from ``getrusage``): per category (:func:`job_category`): jobs, wall s,
     CPU s, max RSS MiB. Unlike Snakemake's sampled ``benchmark:`` files, nothing is missed."""
     out: dict[str, dict[str, float]] = defaultdict(lambda: {"jobs": 0, "wall_s": 0.0, "cpu_s": 0.0, "max_rss_mib": 0.0})
     logs = res_root / "logs"
     if not logs.is_dir():
         return {}
     for p, m in job_lines(logs):
-        rel = p.relative_to(logs)
-        g = out[rel.parts[0] if len(rel.parts) > 1 else rel.stem]
+        g = out[job_category(p.relative_to(logs))]
         g["jobs"] += 1
         g["wall_s"] += float(m.group(2))
         g["cpu_s"] += float(m.group(3))
@@ -420,7 +437,7 @@ def summary_lines(title: str, r: RunResult, bench: dict | None = None, fixed: di
         lines.append(f"  {'all':22s} {sum(g['jobs'] for g in bench.values()):5d} {tot_s:10.2f} {tot_cpu:10.2f}")
         lines.append(f"other CPU (jobs without benchmark files, shells): {r.total_cpu_s - r.own_cpu_s - tot_cpu:.2f} s")
     if jobs:
-        lines.append("job logs (exact, per rule): jobs, sum of wall s, sum of CPU s, max RSS MiB")
+        lines.append("job logs (exact, per category: job_category): jobs, sum of wall s, sum of CPU s, max RSS MiB")
         for k, g in sorted(jobs.items()):
             lines.append(f"  {k:22s} {g['jobs']:5d} {g['wall_s']:10.2f} {g['cpu_s']:10.2f} {g['max_rss_mib']:9.0f}")
         lines.append(f"  {'all':22s} {sum(g['jobs'] for g in jobs.values()):5d} {sum(g['wall_s'] for g in jobs.values()):10.2f} "

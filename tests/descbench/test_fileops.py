@@ -9,7 +9,7 @@ import stat
 import numpy as np
 import pytest
 
-from descbench.fileops import atomic_path, file_sha256, write_bytes_atomic, write_text_atomic
+from descbench.fileops import atomic_path, bytes_sha256, file_sha256, write_bytes_atomic, write_text_atomic
 
 
 def test_atomic_write_replaces_whole_file_with_mode_644(tmp_path):
@@ -47,5 +47,5 @@ def test_file_sha256_equals_hashlib_across_chunks(tmp_path):
     data = np.random.default_rng(0).bytes(3000)
     p = tmp_path / "d"
     p.write_bytes(data)
-    assert file_sha256(p, chunk_bytes=7) == file_sha256(p) == hashlib.sha256(data).hexdigest()
+    assert file_sha256(p, chunk_bytes=7) == file_sha256(p) == hashlib.sha256(data).hexdigest() == bytes_sha256(data)
 

@@ -17,6 +17,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
+from conftest import raises_naming
 from descbench import io
 from descbench.errors import DataError
 
@@ -80,6 +81,22 @@ def test_read_table_checks_columns_and_names_the_file(tmp_path: Path):
         io.read_table(path, pa.schema([("a", pa.int32()), ("c", pa.int32())]))
     with pytest.raises(DataError, match=rf"^{path}: column 'a' missing or of the wrong type; "):
         io.read_table(path, pa.schema([("a", pa.int64())]))
+
+
+@pytest.mark.bad_input
+def test_read_table_sha256_reads_once_what_read_table_and_file_sha256_read(tmp_path: Path):
+    from descbench.fileops import file_sha256
+
+    path = tmp_path / "t.parquet"
+    io.write_table(_table(), path, {"k": 1})
+    schema = pa.schema([("a", pa.int32()), ("b", pa.float64())])
+    table, meta, digest = io.read_table_sha256(path, schema)
+    assert table.equals(io.read_table(path)[0]) and meta == {"k": 1} and digest == file_sha256(path)
+    with pytest.raises(DataError, match=rf"^{path}: column 'c' missing or of the wrong type; "):
+        io.read_table_sha256(path, pa.schema([("c", pa.int32())]))
+    (tmp_path / "t.txt").write_text("not parquet")
+    for bad, what in ((tmp_path / "missing.parquet", "No such file"), (tmp_path / "t.txt", "magic bytes")):
+        raises_naming(lambda: io.read_table_sha256(bad), f"cannot read {bad} (", what, "rerun the same snakemake command")
 
 
 @pytest.mark.bad_input

@@ -50,6 +50,21 @@ def test_without_a_file_nothing_is_written_and_the_stage_is_checked(tmp_path):
         pass
 
 
+def test_a_matcher_stage_job_records_its_matcher_and_only_it_does(tmp_path):
+    out = tmp_path / "pipelines" / "kp" / "d" / "m" / "batch000" / "job_timing.json"
+    with jobtiming.timed([out], "pipelines", "kp", "d", "batch000", ["a"], 1, matcher="m"):
+        pass
+    r = jobtiming.read_timing(out)
+    assert sorted(r) == sorted((*jobtiming.FIELDS, "matcher")) and (r["stage"], r["matcher"]) == ("pipelines", "m")
+    with pytest.raises(ValueError, match="stage 'matches' needs the matcher's name"), \
+            jobtiming.timed([tmp_path / "t.json"], "matches", "kp", "d", "b", [], 1):
+        pass
+    with pytest.raises(ValueError, match="stage 'scoring' has no matcher"), \
+            jobtiming.timed([tmp_path / "t.json"], "scoring", "kp", "d", "b", [], 1, matcher="m"):
+        pass
+    assert not (tmp_path / "t.json").exists()
+
+
 def test_a_scoring_job_writes_the_same_timing_into_each_folder_it_names_at_the_end(tmp_path):
     # its folders follow from its settings, which the job checks first: asked for when the block has ended
     outs = [tmp_path / "scores" / "job_timing.json", tmp_path / "matching" / "job_timing.json"]
@@ -102,6 +117,7 @@ def _record(**changes) -> dict:
     (json.dumps({k: v for k, v in _record().items() if k != "device_name"}), "lacks device_name"),
     (json.dumps(_record(device="tpu")), "device is 'tpu'"),
     (json.dumps([1, 2]), "lacks stage, keypoint_set"),
+    (json.dumps(_record(stage="matches")), "of a 'matches' job lacks matcher"),
 ])
 def test_a_missing_or_malformed_timing_names_the_file_and_the_fix(tmp_path, text, what):
     f = tmp_path / "batch000.json"

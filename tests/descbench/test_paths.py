@@ -70,6 +70,11 @@ def test_result_paths_put_each_scene_file_in_its_batch_folder(tmp_path):
     assert p.job_timing("scoring", "k", "d", "batch000", "matching") == str(tmp_path / "matching/k/d/batch000/job_timing.json")
     with pytest.raises(ValueError, match="without its scoring task"):
         p.job_timing("scoring", "k", "d", "batch000")
+    # a matcher-stage job's: in its matcher's folder of matches/ or pipelines/
+    assert p.job_timing("matches", "k", "d", "batch001", matcher="m") == str(tmp_path / "matches/k/d/m/batch001/job_timing.json")
+    assert p.job_timing("pipelines", "k", "d", "batch000", matcher="m") == str(tmp_path / "pipelines/k/d/m/batch000/job_timing.json")
+    with pytest.raises(ValueError, match="'pipelines' without its matcher"):
+        p.job_timing("pipelines", "k", "d", "batch000")
 
 
 @pytest.fixture(scope="module")

@@ -62,6 +62,24 @@ def test_workflow_watcher_and_job_log_patterns_are_two(tmp_path):
     assert path == log and m.groups() == ("descriptors", "1.50", "1.20", "210")
 
 
+def test_job_figures_put_matching_and_pipeline_scoring_in_their_own_categories(tmp_path):
+    """The match and score_pipelines jobs (logs/match/, logs/pipelines/) are categories of their
+    own in both scripts' job figures, not one-off jobs; pipelines_report is a one-off job."""
+    bw, bl = load("bench_workflow"), load("bench_learned")
+    logs = tmp_path / "logs"
+    for rel, cmd in {"match/sift/sift/mnn/batch000.log": "match", "match/sift/sift/mnn/batch001.log": "match",
+                     "pipelines/sift/sift/mnn/batch000.log": "score-pipelines", "pipelines_report.log": "pipelines-report",
+                     "score/sift/sift/batch000.log": "score", "descriptors/sift/sift/batch000.log": "descriptors"}.items():
+        (logs / rel).parent.mkdir(parents=True, exist_ok=True)
+        (logs / rel).write_text(f"descbench: {cmd} done in 1.50 s wall, 2.00 s CPU, max RSS 10 MiB\n")
+    jobs = bw.read_job_logs(tmp_path)
+    assert {k: (g["jobs"], g["cpu_s"]) for k, g in jobs.items()} == {
+        "matching": (2, 4.0), "pipeline scoring": (1, 2.0), "pipelines_report": (1, 2.0), "scoring": (1, 2.0), "descriptors": (1, 2.0)}
+    cats = bl.per_category(tmp_path, bw)
+    assert {k: g["jobs"] for k, g in cats.items()} == {
+        "matching": 2, "pipeline scoring": 1, "once: pipelines_report": 1, "scoring": 1, "descriptors: sift": 1}
+
+
 # ----------------------------------------------------------------------------- bench_resources
 
 

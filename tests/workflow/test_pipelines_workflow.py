@@ -5,6 +5,7 @@ jobs and their table only (the matches are reused), a new matcher only its own j
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -12,6 +13,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from descbench.jobtiming import read_timing
 from tests.workflow.test_workflow import job_counts, snakemake, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -44,6 +46,23 @@ def test_one_row_per_pipeline_and_mnn_equals_the_comparison_table(run):
     assert (report / "pipelines.md").read_text().count("| sift |") == 3
     assert (report / "plots" / "pipelines_corner_error.png").stat().st_size > 10_000
     assert "pipelines          " in out  # the end of the run names the table
+
+
+def test_the_matcher_stage_and_pipelines_jobs_record_their_times(run):
+    """As the keypoint, descriptor and scoring jobs: each log's last line has the job's wall and CPU
+    time (what benchmarks/bench_workflow.py reads), and the match and score_pipelines jobs leave
+    job_timing.json in their batch folders; the report job has its log line."""
+    work, _, _ = run
+    res = work / "results" / "demo"
+    logs = [res / "logs" / "match" / "sift" / "rootsift" / "mnn" / "batch000.log",
+            res / "logs" / "pipelines" / "sift" / "sift" / "ratio" / "batch000.log", res / "logs" / "pipelines_report.log"]
+    for log, cmd in zip(logs, ("match", "score-pipelines", "pipelines-report")):
+        last = log.read_text().splitlines()[-1]
+        assert re.fullmatch(rf"descbench: {cmd} done in [0-9.]+ s wall, [0-9.]+ s CPU, max RSS [0-9]+ MiB", last), last
+    for stage in ("matches", "pipelines"):
+        for d, m in (("sift", "mnn"), ("rootsift", "mnn"), ("sift", "ratio")):
+            r = read_timing(res / stage / "sift" / d / m / "batch000" / "job_timing.json")
+            assert (r["stage"], r["descriptor"], r["matcher"], r["scenes"]) == (stage, d, m, ["i_rocket", "v_coins"])
 
 
 def test_estimator_change_reruns_only_the_pipelines(run):

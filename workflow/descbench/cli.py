@@ -177,8 +177,8 @@ def _install_interrupt_handlers() -> dict:
 
 def run(a: argparse.Namespace) -> None:
     """Run a parsed command: its job's thread limits (``--threads``), then its job module's function,
-    both timed into its timing file when it is a keypoint, descriptor or scoring job
-    (descbench.jobs.common.job_timing, descbench.jobtiming)."""
+    both timed into its timing file when it is a keypoint, descriptor, scoring, match or
+    score-pipelines job (descbench.jobs.common.job_timing, descbench.jobtiming)."""
     from descbench.jobs.common import job_timing, limit_threads
 
     with job_timing(a):

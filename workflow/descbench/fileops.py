@@ -61,3 +61,8 @@ def file_sha256(path: Path | str, chunk_bytes: int = _CHUNK) -> str:
         for chunk in iter(lambda: fh.read(chunk_bytes), b""):
             digest.update(chunk)
     return digest.hexdigest()
+
+
+def bytes_sha256(data: bytes) -> str:
+    """Hex SHA-256 of bytes already read: :func:`file_sha256` of the file they were read from."""
+    return hashlib.sha256(data).hexdigest()

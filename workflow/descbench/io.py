@@ -24,7 +24,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from descbench.errors import DataError
-from descbench.fileops import atomic_path
+from descbench.fileops import atomic_path, bytes_sha256
 
 META_KEY = b"descbench"
 
@@ -197,11 +197,28 @@ def read_table(path: Path | str, schema: pa.Schema | None = None, with_meta: boo
     """Read a descbench Parquet file and its provenance; check columns against ``schema``.
     ``with_meta=False`` skips parsing the provenance JSON (returned as None; the report reads
     thousands of per-scene files and needs only their rows)."""
+    return _read_table(Path(path), None, schema, with_meta)
+
+
+def read_table_sha256(path: Path | str, schema: pa.Schema | None = None) -> tuple[pa.Table, dict[str, Any], str]:
+    """:func:`read_table` of a file read once, with the hex SHA-256 of the bytes it read (what
+    :func:`descbench.fileops.file_sha256` gives for the file): for a job that records the digest
+    of a file it reads, without reading it a second time."""
     path = Path(path)
+    try:
+        data = path.read_bytes()
+    except OSError as exc:
+        raise DataError(f"cannot read {path} ({exc}); {rebuild_hint(path)}") from exc
+    table, meta = _read_table(path, pa.BufferReader(data), schema, True)
+    return table, meta, bytes_sha256(data)
+
+
+def _read_table(path: Path, source, schema: pa.Schema | None, with_meta: bool):
+    """:func:`read_table` of ``path``, read from ``source`` (its bytes) when given."""
     try:
         # ParquetFile, not pq.read_table: the latter imports pyarrow.dataset and pandas (~0.15 s
         # of every job's start-up) for features descbench does not use.
-        with pq.ParquetFile(path) as fh:
+        with pq.ParquetFile(path if source is None else source) as fh:
             table = fh.read()
     except (OSError, pa.ArrowInvalid) as exc:
         raise DataError(f"cannot read {path} ({exc}); {rebuild_hint(path)}") from exc

@@ -17,9 +17,9 @@ one file per scene and kind, so results stay per scene. Layout under ``<results_
 
 plus ``<scene>.timing.json`` next to each task's files (the scoring tasks, their switches, files
 and functions: :mod:`descbench.tasks`; every task has its own ``<task>/`` folder), and
-``job_timing.json`` (:data:`JOB_TIMING`) in each keypoint, descriptor and scoring job's batch
-directory: the job's wall and CPU time, threads and device (:mod:`descbench.jobtiming`; not in any
-Parquet file; a scoring job writes it into every task folder it fills). ``<batch>`` is ``batch<NNN>`` (its index, zero-padded); which
+``job_timing.json`` (:data:`JOB_TIMING`) in each keypoint, descriptor, scoring, ``match`` and
+``score_pipelines`` job's batch directory: the job's wall and CPU time, threads and device
+(:mod:`descbench.jobtiming`; not in any Parquet file; a scoring job writes it into every task folder it fills). ``<batch>`` is ``batch<NNN>`` (its index, zero-padded); which
 scenes a batch holds is fixed by the scene list and ``scenes_per_job``.
 """
 
@@ -133,18 +133,25 @@ class ResultPaths:
         """Every scene's distractor keypoints of one (keypoint set, descriptor) (descbench.jobs.distractors.build_distractor_bank)."""
         return str(Path(self.root) / "distractors" / kpset / f"{descriptor}.parquet")
 
-    def job_timing(self, stage: str, kpset: str, descriptor: str | None, batch: str, task: str | None = None) -> str:
-        """A keypoint (``descriptor`` None), descriptor or scoring job's timing file (``stage``: one
-        of descbench.jobtiming.STAGES): :data:`JOB_TIMING` in the job's batch directory; a scoring
-        job's in the folder of its scoring task ``task`` (it writes one into each)."""
+    def job_timing(self, stage: str, kpset: str, descriptor: str | None, batch: str, task: str | None = None,
+                   matcher: str | None = None) -> str:
+        """A keypoint (``descriptor`` None), descriptor, scoring or matcher-stage job's timing file
+        (``stage``: one of descbench.jobtiming.STAGES or MATCHER_STAGES): :data:`JOB_TIMING` in the
+        job's batch directory; a scoring job's in the folder of its scoring task ``task`` (it writes
+        one into each); a ``matches`` or ``pipelines`` job's in its folder of ``matcher``."""
         if stage == "keypoints":
             folder = self.keypoints_dir(kpset, batch)
         elif stage == "descriptors":
             folder = self.descriptors_dir(kpset, descriptor, batch)
         elif stage == "scoring" and task is not None:
             folder = self.task_dir(task, kpset, descriptor, batch)
+        elif stage == "matches" and matcher is not None:
+            folder = self.matches_dir(kpset, descriptor, matcher, batch)
+        elif stage == "pipelines" and matcher is not None:
+            folder = self.match_task_dir(stage, kpset, descriptor, matcher, batch)
         else:
-            raise ValueError(f"no timing file of stage {stage!r}" + (" without its scoring task" if stage == "scoring" else ""))
+            raise ValueError(f"no timing file of stage {stage!r}" + (" without its scoring task" if stage == "scoring" else
+                                                                     " without its matcher" if stage in ("matches", "pipelines") else ""))
         return str(Path(folder) / JOB_TIMING)
 
     def report(self, name: str) -> str:

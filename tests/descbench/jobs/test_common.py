@@ -15,7 +15,7 @@ from descbench import jobtiming
 from descbench.jobs.common import TIMED_COMMANDS, batch_args, job_timing, json_arg, read_features, result_paths
 from descbench.tasks import score_tasks_on
 from descbench.tasks.base import SceneJob
-from jobcli import SCENES, features, scored
+from jobcli import SCENES, features, ok, scored
 
 
 @pytest.mark.bad_input
@@ -63,5 +63,23 @@ def test_each_batch_job_writes_its_timing_file_into_its_folder(tmp_path):
     assert len({Path(f).read_text() for f in files[2:]}) == 1
     # a command that is not a batch job writes none
     assert isinstance(job_timing(argparse.Namespace(cmd="report")), nullcontext)
-    assert set(TIMED_COMMANDS) == {"keypoints", "descriptors", "score"}
-    assert {v[0] for v in TIMED_COMMANDS.values()} == set(jobtiming.STAGES)
+    assert set(TIMED_COMMANDS) == {"keypoints", "descriptors", "score", "match", "score-pipelines"}
+    assert {v[0] for v in TIMED_COMMANDS.values()} == set(jobtiming.STAGES + jobtiming.MATCHER_STAGES)
+
+
+def test_the_matcher_stage_jobs_write_their_timing_file_into_their_folders(tmp_path):
+    # the commands of the match and score_pipelines rules; pipelines-report (a report job) writes none
+    run = features(tmp_path)
+    common = [*run.batch_args(), "--keypoint-set", "kp", "--descriptor", "desc", "--matcher", "m", "--spec", json.dumps({"matcher": "mnn"})]
+    ok("match", *common)
+    ok("score-pipelines", *common, "--sections", json.dumps({k: run.cfg[k] for k in ("scoring", "matching", "pipelines")}))
+    for stage, folder in (("matches", run.paths.matches_dir("kp", "desc", "m", "batch000")),
+                          ("pipelines", run.paths.match_task_dir("pipelines", "kp", "desc", "m", "batch000"))):
+        f = run.paths.job_timing(stage, "kp", "desc", "batch000", matcher="m")
+        assert Path(f).parent == Path(folder)
+        r = jobtiming.read_timing(f)
+        assert (r["stage"], r["keypoint_set"], r["descriptor"], r["matcher"], r["batch"], r["scenes"]) == \
+            (stage, "kp", "desc", "m", "batch000", SCENES)
+        assert r["wall_ms"] > 0 and r["cpu_time_ms"] > 0 and r["threads"] == 0 and r["device"] == "cpu"
+    report = argparse.Namespace(cmd="pipelines-report")
+    assert isinstance(job_timing(report), nullcontext)

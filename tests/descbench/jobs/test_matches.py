@@ -122,6 +122,58 @@ def test_score_pipelines_and_report(tmp_path):
     assert t.loc[0, "mma_at_3"] == rows.mma_at_3.mean() and t.loc[0, "mean_prec_at_3"] == rows.prec_at_3.mean()
 
 
+def test_score_pipelines_reads_the_matches_file_once_and_records_its_digest(tmp_path, monkeypatch):
+    """The digest in the provenance is the file's (fileops.file_sha256), of the bytes the job read:
+    every reader of a descbench table or digest sees the matches file once."""
+    from collections import Counter
+
+    from descbench import fileops
+    from descbench.fileops import file_sha256
+    from descbench.jobs import matches as jobs_matches
+    from descbench.tasks.pipelines import NAME
+
+    run = features(tmp_path)
+    match(run, "mnn", {"matcher": "mnn"})
+    reads = Counter()
+
+    def spy(f):
+        return lambda path, *a, **k: reads.update([Path(path)]) or f(path, *a, **k)
+
+    for module in (io, fileops, jobs_matches):
+        for name in ("read_table", "read_table_sha256", "file_sha256"):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, spy(getattr(module, name)))
+    pipelines(run, "mnn", {"matcher": "mnn"})
+    monkeypatch.undo()
+    for s in SCENES:
+        mpath = Path(run.paths.matches("kp", "desc", "mnn", s))
+        assert reads[mpath] == 1
+        meta = io.read_meta(run.paths.match_task_file(NAME, "kp", "desc", "mnn", s, "estimates.parquet"))
+        assert meta["matches_sha256"] == file_sha256(mpath)
+
+
+def test_score_pipelines_fills_the_estimator_settings_once_per_job(tmp_path, monkeypatch):
+    """Every scene of the batch gets the settings the job filled once (one check_estimator call per
+    estimator), and records them in its provenance."""
+    from descbench.estimators import homography
+    from descbench.tasks.pipelines import NAME, estimator_settings
+
+    run = features(tmp_path)
+    match(run, "mnn", {"matcher": "mnn"})
+    estimators = run.cfg["pipelines"]["estimators"]
+    assert len(estimators) == 2 and len(SCENES) == 2
+    calls, check = [], homography.check_estimator
+    monkeypatch.setattr(homography, "check_estimator", lambda name, *a, **k: calls.append(name) or check(name, *a, **k))
+    pipelines(run, "mnn", {"matcher": "mnn"})
+    assert calls == list(estimators)
+    monkeypatch.undo()
+    filled = {n: {k: list(v) if isinstance(v, tuple) else v for k, v in st.items()}
+              for n, st in estimator_settings(run.cfg["pipelines"]).items()}
+    for s in SCENES:
+        meta = io.read_meta(run.paths.match_task_file(NAME, "kp", "desc", "mnn", s, "pairs.parquet"))
+        assert meta["params"]["estimators"] == filled
+
+
 @pytest.mark.bad_input
 def test_score_pipelines_refuses_another_matchers_file(tmp_path, capsys):
     run = features(tmp_path)

@@ -14,8 +14,8 @@ from descbench.datasets.geometry import Homography, Pair
 from descbench.jobs.common import SceneFeatures
 from descbench.keypoints import ImageKeypoints
 from descbench.matchers import Matches
-from descbench.tasks.pipelines import ESTIMATES, dlt_weighted, estimator_runs, pairs_schema, score_pipelines, \
-    summarize_pipeline
+from descbench.tasks.pipelines import ESTIMATES, dlt_weighted, estimator_runs, pairs_schema, read_pipeline, \
+    score_pipelines, summarize_pipeline
 
 SIZE = (320, 240)
 H_TRUE = np.array([[1.05, 0.02, 6.0], [-0.01, 0.98, -4.0], [1e-5, -2e-5, 1.0]])
@@ -61,7 +61,7 @@ def run(tmp_path, f, matches, pairs, score_kind="distance", **pipelines):
     p = io.read_table(outs[0], pairs_schema(matching["mma_thresholds"], sec["precision_thresholds"]))[0].to_pandas()
     e = io.read_table(outs[1], ESTIMATES)[0].to_pandas()
     cfg = {"matching": matching, "pipelines": sec}
-    return p, e, summarize_pipeline([outs[0]], [outs[1]], cfg)
+    return p, e, summarize_pipeline(*read_pipeline([outs[0]], [outs[1]]), cfg)
 
 
 ROBUST = {"dlt": {}, "ransac": {"ransac_th": [1.0, 3.0]}, "usac_magsac": {"ransac_th": [1.0]}, "lmeds": {}}
@@ -115,9 +115,9 @@ def test_summary_leaves_no_data_pairs_out(tmp_path):
     run(tmp_path / "b", f, m, pairs)
     scoring, matching, sec = sections()
     cfg = {"matching": matching, "pipelines": sec}
-    both = summarize_pipeline([tmp_path / "a/pairs.parquet", tmp_path / "b/pairs.parquet"],
-                              [tmp_path / "a/estimates.parquet", tmp_path / "b/estimates.parquet"], cfg)
-    alone = summarize_pipeline([tmp_path / "a/pairs.parquet"], [tmp_path / "a/estimates.parquet"], cfg)
+    both = summarize_pipeline(*read_pipeline([tmp_path / "a/pairs.parquet", tmp_path / "b/pairs.parquet"],
+                                             [tmp_path / "a/estimates.parquet", tmp_path / "b/estimates.parquet"]), cfg)
+    alone = summarize_pipeline(*read_pipeline([tmp_path / "a/pairs.parquet"], [tmp_path / "a/estimates.parquet"]), cfg)
     assert both["ransac_pairs"] == alone["ransac_pairs"] == 1 and both["pairs_without_keypoints"] == 1
     for k in ("ransac_auc_at_1", "dlt_auc_at_3", "mean_prec_at_1", "mma_at_3"):
         assert both[k] == alone[k]

@@ -93,16 +93,19 @@ def batch_args(p: argparse.ArgumentParser) -> None:
 
 
 # The batch commands that write a timing file into their output directory: command -> (stage, its
-# keypoint set's and its descriptor's argument; None: a keypoint job, no descriptor).
+# keypoint set's and its descriptor's argument; None: a keypoint job, no descriptor). The matcher
+# stage's commands (stages descbench.jobtiming.MATCHER_STAGES) also name their matcher (--matcher).
 TIMED_COMMANDS = {"keypoints": ("keypoints", "name", None), "descriptors": ("descriptors", "keypoint_set", "name"),
-                  "score": ("scoring", "keypoint_set", "descriptor")}
+                  "score": ("scoring", "keypoint_set", "descriptor"), "match": ("matches", "keypoint_set", "descriptor"),
+                  "score-pipelines": ("pipelines", "keypoint_set", "descriptor")}
 
 
 def job_timing(a: argparse.Namespace):
     """The :func:`descbench.jobtiming.timed` block of a parsed command ``a``: for a command of
     :data:`TIMED_COMMANDS`, its timing file in its batch directory
     (:meth:`descbench.paths.ResultPaths.job_timing`; a scoring job's in every task folder it
-    fills); nothing to write for any other command."""
+    fills, a matcher-stage job's in its matcher's folder); nothing to write for any other command
+    (a report job's record is its log's last line, ``descbench/__main__.py``)."""
     from contextlib import nullcontext
 
     if a.cmd not in TIMED_COMMANDS:
@@ -111,18 +114,19 @@ def job_timing(a: argparse.Namespace):
 
     stage, kpset_arg, desc_arg = TIMED_COMMANDS[a.cmd]
     kpset, descriptor = getattr(a, kpset_arg), getattr(a, desc_arg) if desc_arg else None
+    matcher = a.matcher if stage in jobtiming.MATCHER_STAGES else None
     batches = json_arg(a.batches)
     scenes = batches.get(a.batch, []) if isinstance(batches, dict) else []  # a bad --batches: the job's own error
 
     def outs() -> list[str]:  # called once the job has ended well (its arguments checked by then)
         paths = result_paths(a)
         if stage != "scoring":
-            return [paths.job_timing(stage, kpset, descriptor, a.batch)]
+            return [paths.job_timing(stage, kpset, descriptor, a.batch, matcher=matcher)]
         from descbench.tasks import score_job_tasks
 
         return [paths.job_timing(stage, kpset, descriptor, a.batch, t.name) for t in score_job_tasks(json_arg(a.sections))]
 
-    return jobtiming.timed(outs, stage, kpset, descriptor, a.batch, scenes, a.threads)
+    return jobtiming.timed(outs, stage, kpset, descriptor, a.batch, scenes, a.threads, matcher)
 
 
 def result_paths(a: argparse.Namespace) -> ResultPaths:

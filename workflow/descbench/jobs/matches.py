@@ -11,7 +11,6 @@ from descbench import io
 from descbench.datasets.layout import load_pairs, scene_files
 from descbench.jobs.common import batch_args, json_arg, read_features, result_paths
 from descbench.matchers import MatchSide, check_matcher_params, get_matcher, matches_table, run_matcher
-from descbench.fileops import file_sha256
 from descbench.paths import ResultPaths
 
 
@@ -79,14 +78,15 @@ def score_pipelines_batch(paths: ResultPaths, scene_root: Path, batch: str, kpse
     ``scoring``, ``matching`` and ``pipelines`` settings."""
     from descbench.errors import DataError
     from descbench.matchers import MATCHES_SCHEMA, split_matches
-    from descbench.tasks.pipelines import KINDS, NAME, score_pipelines
+    from descbench.tasks.pipelines import KINDS, NAME, estimator_settings, score_pipelines
 
     score_kind = get_matcher(spec["matcher"]).score_kind
+    settings = estimator_settings(sections["pipelines"])  # once for every scene
     for scene in paths.batches[batch]:
         scene_dir = Path(scene_root) / scene
         f = read_features(Path(paths.keypoints(kpset, scene)), Path(paths.descriptors(kpset, features or descriptor, scene)))
         mpath = Path(paths.matches(kpset, descriptor, name, scene))
-        table, meta = io.read_table(mpath, MATCHES_SCHEMA)
+        table, meta, matches_sha256 = io.read_table_sha256(mpath, MATCHES_SCHEMA)  # the file read once
         if meta.get("params", {}).get("matcher_name") != name or meta.get("keypoint_set") != kpset:
             raise DataError(f"{mpath} holds the matches of matcher {meta.get('params', {}).get('matcher_name')!r} on keypoint set "
                             f"{meta.get('keypoint_set')!r}, not {name!r} on {kpset!r}; rerun the matcher stage")
@@ -96,7 +96,7 @@ def score_pipelines_batch(paths: ResultPaths, scene_root: Path, batch: str, kpse
         score_pipelines(scene_dir, f, matches, score_kind, sections["scoring"], sections["matching"], sections["pipelines"],
                         *outs, scene_pairs, {"descriptor": descriptor, "keypoint_set": kpset, "matcher_name": name,
                                               "matcher": spec["matcher"], "matcher_params": meta["params"]["params"],
-                                              "matches_sha256": file_sha256(mpath)})
+                                              "matches_sha256": matches_sha256}, settings)
 
 
 def add_pipeline_commands(sub) -> dict:

@@ -14,8 +14,7 @@ from descbench.config import learned_weights
 from descbench.datasets import images_note
 from descbench.paths import ResultPaths
 from descbench.report.patches import markdown
-from descbench.tasks.base import load_rows
-from descbench.tasks.pipelines import KINDS, NAME, summarize_pipeline
+from descbench.tasks.pipelines import KINDS, NAME, estimator_settings, read_pipeline, summarize_pipeline
 
 FIGURE = "pipelines_corner_error"  # report/plots/<FIGURE>.{png,svg}; caption captions/<FIGURE>.rst
 CUMULATIVE_MAX_PX = 10.0  # the figure's x range, as glue-factory's plot_cumulative([0, 10])
@@ -30,20 +29,25 @@ MARKDOWN_PER_ESTIMATOR = ("auc_at_1", "auc_at_3", "auc_at_5", "ransac_th")
 MARKDOWN_TAIL = ("weights",)
 
 
-def build(paths: ResultPaths, combos: list, cfg: dict, comparison: pd.DataFrame | None = None) -> pd.DataFrame:
+def build(paths: ResultPaths, combos: list, cfg: dict,
+          comparison: pd.DataFrame | None = None) -> tuple[pd.DataFrame, dict[tuple[str, str, str], pd.DataFrame]]:
     """Every pipeline's row, in ``combos`` order (``[keypoint_set, descriptor, matcher]``), with
-    :data:`DESCRIPTOR_COLUMNS` of ``comparison`` (the comparison table) where it has them."""
-    rows = []
+    :data:`DESCRIPTOR_COLUMNS` of ``comparison`` (the comparison table) where it has them; and
+    each pipeline's estimates rows (``{(keypoint_set, descriptor, matcher): rows}``, every scene:
+    its files are read once, here, for the row and the figure, :func:`draw_cumulative`)."""
+    rows, estimates = [], {}
+    settings = estimator_settings(cfg["pipelines"])  # once for every pipeline
     for ks, d, m in combos:
         files = {k: [Path(paths.match_task_file(NAME, ks, d, m, s, k)) for s in paths.scenes] for k in KINDS[:2]}
+        pairs, estimates[(ks, d, m)] = read_pipeline(files["pairs.parquet"], files["estimates.parquet"])
         extra = {}
         if comparison is not None:
             hit = comparison[(comparison.keypoint_set == ks) & (comparison.descriptor == d)]
             extra = {c: hit[c].iloc[0] for c in DESCRIPTOR_COLUMNS if c in hit.columns and len(hit) == 1}
         rows.append({"keypoint_set": ks, "descriptor": d, "matcher": m, "matcher_type": cfg["matchers"][m]["matcher"],
                      "weights": learned_weights(cfg, ks, d, m), **extra,
-                     **summarize_pipeline(files["pairs.parquet"], files["estimates.parquet"], cfg)})
-    return pd.DataFrame(rows)
+                     **summarize_pipeline(pairs, estimates[(ks, d, m)], cfg, settings)})
+    return pd.DataFrame(rows), estimates
 
 
 def markdown_columns(table: pd.DataFrame, cfg: dict) -> list[str]:
@@ -54,20 +58,19 @@ def markdown_columns(table: pd.DataFrame, cfg: dict) -> list[str]:
     return cols + [c for c in MARKDOWN_TAIL if c in table.columns and table[c].astype(bool).any()]
 
 
-def corner_errors(paths: ResultPaths, ks: str, d: str, m: str, estimator: str, ransac_th: float) -> np.ndarray:
+def corner_errors(est: pd.DataFrame, estimator: str, ransac_th: float) -> np.ndarray:
     """One pipeline's corner errors (px; inf failed, NaN no data) of ``estimator`` at ``ransac_th``
-    (NaN: the DLT), every pair of every scene."""
-    est = load_rows([Path(paths.match_task_file(NAME, ks, d, m, s, "estimates.parquet")) for s in paths.scenes], None)
+    (NaN: the DLT), every pair of every scene: ``est`` its estimates rows (:func:`build`)."""
     rows = est[(est.estimator == estimator) & ((est.ransac_th == ransac_th) | (est.ransac_th.isna() & np.isnan(ransac_th)))]
     return rows.corner_error.to_numpy(np.float64)
 
 
-def draw_cumulative(paths: ResultPaths, table: pd.DataFrame, cfg: dict, plt):
+def draw_cumulative(estimates: dict, table: pd.DataFrame, cfg: dict, plt):
     """glue-factory's cumulative plot of the corner errors (``plot_cumulative``): per estimator (one
     panel), per pipeline (one line), the fraction of pairs whose error is at most x px, at the
     estimator's best RANSAC threshold for that pipeline (the table's ``<estimator>_ransac_th``):
     :func:`descbench.metrics.matching.homography_accuracy` (failures never reach x; pairs without
-    data left out)."""
+    data left out). ``estimates``: each pipeline's estimates rows, :func:`build`'s."""
     from descbench.metrics.matching import homography_accuracy
 
     estimators = list(cfg["pipelines"]["estimators"])
@@ -77,7 +80,7 @@ def draw_cumulative(paths: ResultPaths, table: pd.DataFrame, cfg: dict, plt):
     for ax, e in zip(axes[0], estimators):
         for i, r in enumerate(table.itertuples(index=False)):
             th = float(getattr(r, f"{e}_ransac_th"))
-            err = corner_errors(paths, r.keypoint_set, r.descriptor, r.matcher, e, th)
+            err = corner_errors(estimates[(r.keypoint_set, r.descriptor, r.matcher)], e, th)
             label = f"{r.descriptor} / {r.keypoint_set} + {r.matcher}"
             ax.plot(grid, homography_accuracy(err, grid), color=cmap(i % cmap.N), label=label)
         title = e if e == "dlt" else f"{e} (best ransac_th per pipeline)"
@@ -97,7 +100,7 @@ def write(paths: ResultPaths, combos: list, cfg: dict, out_dir: Path, provenance
     """Write the pipelines table's three files into ``out_dir`` (and, with ``plots_dir``, its
     figure :data:`FIGURE`); returns the table. ``comparison``: the comparison table's Parquet
     file, whose descriptor metrics join each row."""
-    table = build(paths, combos, cfg, None if comparison is None else pd.read_parquet(comparison))
+    table, estimates = build(paths, combos, cfg, None if comparison is None else pd.read_parquet(comparison))
     out_dir = Path(out_dir)
     # the protocol and resize only where set: a config without them writes what it wrote before they existed
     setting = {k: cfg[k] for k in ("protocol", "resize") if cfg.get(k)}
@@ -113,7 +116,7 @@ def write(paths: ResultPaths, combos: list, cfg: dict, out_dir: Path, provenance
         plt = pyplot()
 
         Path(plots_dir).mkdir(parents=True, exist_ok=True)
-        fig = draw_cumulative(paths, table, cfg, plt)
+        fig = draw_cumulative(estimates, table, cfg, plt)
         save(fig, Path(plots_dir), FIGURE)
         plt.close(fig)
     return table

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import pyarrow as pa
@@ -38,6 +39,9 @@ from descbench import io
 from descbench.columns import threshold_key
 from descbench.tasks.base import labelled, load_rows, write_timing
 from descbench.tasks.matching import matching_params, pairs_schema as matching_pairs_schema
+
+if TYPE_CHECKING:  # the scoring job does not import pandas
+    import pandas as pd
 
 
 def pairs_schema(mma_thresholds, precision_thresholds) -> pa.Schema:
@@ -63,17 +67,19 @@ ESTIMATES = pa.schema([
 
 def estimator_settings(section: dict) -> dict[str, dict]:
     """``{estimator: its settings filled with glue-factory's defaults}`` of the section
-    (:func:`descbench.estimators.homography.check_estimator`, the config's check)."""
+    (:func:`descbench.estimators.homography.check_estimator`, the config's check); a job computes
+    them once and hands them to :func:`score_pipelines` / :func:`summarize_pipeline`."""
     from descbench.estimators.homography import check_estimator
 
     return {name: check_estimator(name, s, f"pipelines.estimators.{name}") for name, s in section["estimators"].items()}
 
 
-def estimator_runs(section: dict) -> list[tuple[str, dict, float | None]]:
+def estimator_runs(section: dict, settings: dict[str, dict] | None = None) -> list[tuple[str, dict, float | None]]:
     """``(estimator, its filled settings, ransac_th)`` of every estimate a pair gets, in config
-    order; ``dlt`` once with ransac_th None."""
+    order; ``dlt`` once with ransac_th None. ``settings``: the section's
+    :func:`estimator_settings`, when already computed."""
     out = []
-    for name, s in estimator_settings(section).items():
+    for name, s in (estimator_settings(section) if settings is None else settings).items():
         ths = s["ransac_th"] or (None,)
         out += [(name, s, None if th is None else float(th)) for th in ths]
     return out
@@ -86,10 +92,13 @@ def dlt_weighted(section: dict, score_kind: str) -> bool:
 
 
 def score_pipelines(scene_dir: Path, f, matches: dict, score_kind: str, scoring: dict, matching: dict, section: dict,
-                    out_pairs: Path, out_estimates: Path, out_timing: Path, pairs: list, provenance: dict) -> None:
+                    out_pairs: Path, out_estimates: Path, out_timing: Path, pairs: list, provenance: dict,
+                    settings: dict[str, dict] | None = None) -> None:
     """One scene of one pipeline: ``f`` its features (:class:`descbench.jobs.common.SceneFeatures`),
     ``matches`` ``{(a, b): Matches}`` of every pair of ``pairs`` (the matcher stage's file),
-    ``score_kind`` the matcher's; writes ``pairs.parquet``, ``estimates.parquet`` and ``timing.json``."""
+    ``score_kind`` the matcher's; writes ``pairs.parquet``, ``estimates.parquet`` and ``timing.json``.
+    ``settings``: the section's :func:`estimator_settings` (a job's, computed once for all its
+    scenes; None: computed here)."""
     from descbench.estimators.homography import estimate_homography, library_versions
     from descbench.metrics.homography import evaluate_estimate, match_precision
     from descbench.metrics.matching import matched_pair_stats
@@ -97,7 +106,8 @@ def score_pipelines(scene_dir: Path, f, matches: dict, score_kind: str, scoring:
     t0 = time.perf_counter()
     mparams, _ = matching_params(scoring, matching)
     precision_ths = section["precision_thresholds"]
-    runs = estimator_runs(section)
+    settings = estimator_settings(section) if settings is None else settings
+    runs = estimator_runs(section, settings)
     weighted = dlt_weighted(section, score_kind)
     with_query_image = labelled(pairs)
     prows, erows = [], []
@@ -132,7 +142,7 @@ def score_pipelines(scene_dir: Path, f, matches: dict, score_kind: str, scoring:
     etable = io.table_from_rows(erows, label(ESTIMATES), f"scene {f.scene}: pipelines estimates table (tasks.pipelines.ESTIMATES)")
     prov = io.provenance("pipelines", {"task": "pipelines", "scoring": scoring, "matching": matching, "pipelines": section,
                                        "estimators": {n: {k: list(v) if isinstance(v, tuple) else v for k, v in s.items()}
-                                                      for n, s in estimator_settings(section).items()},
+                                                      for n, s in settings.items()},
                                        "dlt_weighted": weighted}, scene=f.scene, libraries=library_versions(), **provenance)
     io.write_table(ptable, out_pairs, prov)
     io.write_table(etable, out_estimates, prov)
@@ -142,19 +152,25 @@ def score_pipelines(scene_dir: Path, f, matches: dict, score_kind: str, scoring:
 # ----------------------------------------------------------------------------- summary
 
 
-def summarize_pipeline(pairs_files: list[Path], estimates_files: list[Path], cfg: dict) -> dict:
-    """The pipelines table's row of one (keypoint set, descriptor, matcher) from its per-scene files
-    (module docstring): the matching task's means of these matches
+def read_pipeline(pairs_files: list[Path], estimates_files: list[Path]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """One (keypoint set, descriptor, matcher)'s per-scene files, each read once: ``(pairs,
+    estimates)``, the rows of every scene (what :func:`summarize_pipeline` and the report's figure
+    read)."""
+    return load_rows(pairs_files, None), load_rows(estimates_files, None)
+
+
+def summarize_pipeline(pairs: pd.DataFrame, est: pd.DataFrame, cfg: dict, settings: dict[str, dict] | None = None) -> dict:
+    """The pipelines table's row of one (keypoint set, descriptor, matcher) from its per-scene rows
+    (:func:`read_pipeline`; module docstring): the matching task's means of these matches
     (:func:`descbench.metrics.aggregate.matching_summary` without the classifier), glue-factory's
     precision (mean and median over pairs), then per estimator ``<estimator>_auc_at_<t>``,
     ``_mean_auc``, ``_ransac_th`` (the best; NaN for dlt), ``_median_corner_error`` (rounded to 3),
-    ``_mean_corner_error``, ``_failures``, ``_pairs``."""
+    ``_mean_corner_error``, ``_failures``, ``_pairs``. ``settings``: ``cfg``'s
+    :func:`estimator_settings`, when already computed (the report's, once for every pipeline)."""
     from descbench.metrics.aggregate import matching_summary, with_data
     from descbench.metrics.homography import median_over_pairs, summarize_errors, summarize_thresholds
 
     m, sec = cfg["matching"], cfg["pipelines"]
-    pairs = load_rows(pairs_files, None)
-    est = load_rows(estimates_files, None)
     base = matching_summary(pairs, None, m["mma_thresholds"], m["homography_thresholds"], m["homography_auc_thresholds"])
     keep = ("mean_matches", "mean_precision", *(f"mma_at_{threshold_key(t)}" for t in m["mma_thresholds"]), "matching_score",
             "pairs_without_keypoints", "pairs_without_matches", "matching_pairs")
@@ -165,7 +181,7 @@ def summarize_pipeline(pairs_files: list[Path], estimates_files: list[Path], cfg
         out[f"mean_{col}"] = float(data[col].mean()) if len(data) else float("nan")
         out[f"median_{col}"] = median_over_pairs(data[col].to_numpy(np.float64))
     order = [c for c in ("scene", "query_image", "pair") if c in est.columns]
-    for name, s in estimator_settings(sec).items():
+    for name, s in (estimator_settings(sec) if settings is None else settings).items():
         rows = est[est.estimator == name]
         if rows.corner_error.isna().all():
             # no pair with keypoints: recorded as such (every figure NaN, 0 pairs), not an error
