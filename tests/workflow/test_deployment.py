@@ -77,6 +77,7 @@ IMPORT_DIST = {
 # a ``try`` that catches ImportError (its absence is then an error naming the fix, raised only when the
 # option is chosen), never at module level (test_the_jobs_import_only_what_the_env_has)
 OPTIONAL_IMPORTS = {
+    # the `estimators` extra of pyproject.toml (pip installs it; README's test command does, so CI runs it)
     "poselib": "the `poselib` homography estimator of descbench/estimators/homography.py (pip install poselib)",
 }
 # package modules that only the Snakemake process imports (workflow/rules/common.smk): they may use

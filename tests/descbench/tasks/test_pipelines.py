@@ -94,6 +94,24 @@ def test_shifted_correspondences_give_the_shift_as_corner_error(tmp_path):
         assert s[f"{est}_median_corner_error"] == 2.0
 
 
+def test_poselib_pipeline_with_the_real_library(tmp_path):
+    """glue-factory's HPatches default (``poselib``, ``ransac_th: 1.0``) with the real PoseLib (the
+    ``estimators`` extra, installed by README's test command: imported plainly, never skipped): exact
+    correspondences give AUC 1, and both tables' provenance records PoseLib's installed version."""
+    from importlib import metadata
+
+    import poselib  # noqa: F401  the `estimators` extra: its absence fails here
+
+    f, m, pairs = scene()
+    p, e, s = run(tmp_path, f, m, pairs, estimators={"poselib": {"ransac_th": [1.0]}})
+    assert len(e) == 1 and e.success[0] == 1 and e.corner_error[0] < 1e-4 and e.n_inliers[0] == 60
+    assert (s["poselib_auc_at_1"], s["poselib_auc_at_3"], s["poselib_auc_at_5"]) == (1.0, 1.0, 1.0)
+    for name in ("pairs.parquet", "estimates.parquet"):
+        meta = io.read_table(tmp_path / name)[1]
+        assert meta["libraries"]["poselib"] == metadata.version("poselib"), name
+        assert meta["params"]["estimators"]["poselib"]["max_iters"] == 100000, name
+
+
 def test_failure_is_inf_and_no_keypoints_is_no_data(tmp_path):
     f, m, pairs = scene()
     few = {(1, 2): Matches(np.arange(3), np.arange(3), np.ones(3))}  # fewer than 4 matches: every estimate fails

@@ -23,8 +23,10 @@ row i of ``dst`` are one match.
 glue-factory's HPatches evaluation (``eval/hpatches.py:HPatchesPipeline``) defaults to
 ``estimator: poselib, ransac_th: 1.0``; ``ransac_th: -1`` sweeps :data:`RANSAC_TH_SWEEP`
 and keeps the best threshold (:func:`descbench.metrics.homography.summarize_thresholds`). The
-OpenCV defaults are ``opencv.py``'s ``default_conf``; PoseLib is an optional extra (``pip install
-poselib``), imported only when the ``poselib`` estimator is checked or run.
+OpenCV defaults are ``opencv.py``'s ``default_conf``; PoseLib is descbench's optional ``estimators``
+extra (``pip install -e ".[estimators]"``, or ``pip install poselib``; README's test command
+installs it, so CI tests this estimator against the real library), imported only when the
+``poselib`` estimator is checked or run.
 
 **The DLT** (:func:`find_homography_dlt`) is kornia's ``geometry/homography.py:find_homography_dlt``,
 which ``eval/utils.py:eval_homography_dlt`` calls with the matches' ``matching_scores0`` as
@@ -307,8 +309,9 @@ def _import_poselib(where: str):
         import poselib
     except ImportError:
         raise ConfigError(f"{where}: homography estimator 'poselib' needs the PoseLib package, which is not "
-                          "installed; fix: pip install poselib (or choose an OpenCV estimator: "
-                          f"{', '.join(n for n, e in ESTIMATORS.items() if e.library == 'opencv')})") from None
+                          "installed; fix: pip install poselib (descbench's `estimators` extra: pip install -e "
+                          "'.[estimators]'), or choose an OpenCV estimator: "
+                          f"{', '.join(n for n, e in ESTIMATORS.items() if e.library == 'opencv')}") from None
     return poselib
 
 
@@ -417,7 +420,7 @@ def estimate_homography(src, dst, estimator: str, ransac_th: float | None, *, ma
 
     Fewer than 4 matches, or a failure of the library (module docstring), gives ``H = None``,
     all-False inliers. A ``poselib`` estimator without the package is a ConfigError naming it and
-    ``pip install poselib``.
+    ``pip install poselib`` (the ``estimators`` extra).
     """
     spec = estimator_spec(estimator)
     src, dst = _points(src, dst)
