@@ -50,9 +50,9 @@ def test_cli_defines_no_parser_or_stage_logic():
 
 
 def test_malloc_thresholds_are_fixed_through_mallopt():
-    """Both of glibc's thresholds are set (mmap -3, trim -1) to the same size; a C library without
+    """Both of glibc's thresholds are set (mmap -3 at 64 MiB, trim -1 at 1 GiB); a C library without
     mallopt is left alone (False), and a refusal is reported."""
-    from descbench.cli import MALLOC_THRESHOLD_BYTES, fix_malloc_thresholds
+    from descbench.cli import MALLOC_MMAP_THRESHOLD_BYTES, MALLOC_TRIM_THRESHOLD_BYTES, fix_malloc_thresholds
 
     calls = []
 
@@ -62,7 +62,8 @@ def test_malloc_thresholds_are_fixed_through_mallopt():
             return 1
 
     assert fix_malloc_thresholds(libc=Libc()) is True
-    assert calls == [(-3, MALLOC_THRESHOLD_BYTES), (-1, MALLOC_THRESHOLD_BYTES)] and MALLOC_THRESHOLD_BYTES == 64 * 2**20
+    assert calls == [(-3, MALLOC_MMAP_THRESHOLD_BYTES), (-1, MALLOC_TRIM_THRESHOLD_BYTES)]
+    assert (MALLOC_MMAP_THRESHOLD_BYTES, MALLOC_TRIM_THRESHOLD_BYTES) == (64 * 2**20, 2**30)
     assert fix_malloc_thresholds(libc=object()) is False
 
     class Refuses:

@@ -79,17 +79,23 @@ def _job_name(argv: list[str] | None, a: argparse.Namespace | None) -> str:
 # glibc's malloc serves blocks above its mmap threshold with mmap and returns them at free; the
 # threshold then rises by itself, but by how much depends on what the process allocated before
 # (its imports). OpenCV's SIFT allocates and frees its pyramid's buffers, tens of MB, for every
-# image: served by mmap, each image's buffers are page-faulted in again, and the SIFT keypoint job
-# of the demo spent 1.2 of its 2.6 s in the kernel (0.2 of 1.6 s with the thresholds fixed at 64 MiB;
-# docs/guide/performance.md). Fixed thresholds make that the same in every job, whatever it imported.
-MALLOC_THRESHOLD_BYTES = 64 * 1024 * 1024
+# image: served by mmap, each image's buffers are page-faulted in again (the demo's SIFT keypoint
+# job spent 1.2 of its 2.6 s in the kernel). A fixed mmap threshold of 64 MiB keeps them on the
+# heap; a trim threshold of 1 GiB keeps the heap's freed top for the next image instead of giving
+# it back and faulting it in again (at HPatches sizes, trimming at 64 MiB cost a batch of 8 scenes'
+# SIFT keypoint job 3.4 s of system time out of 8.2 s). Neither raises a job's peak memory, which
+# is what it touched at once (docs/guide/performance.md).
+MALLOC_MMAP_THRESHOLD_BYTES = 64 * 1024 * 1024
+MALLOC_TRIM_THRESHOLD_BYTES = 1024 * 1024 * 1024
 _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
 
 
-def fix_malloc_thresholds(nbytes: int = MALLOC_THRESHOLD_BYTES, libc=None) -> bool:
-    """Fix glibc malloc's mmap and trim thresholds at ``nbytes`` for this process (``mallopt``);
-    True when both took. Elsewhere than glibc (macOS, musl) nothing is changed and False is
-    returned: the setting only moves time, never a result."""
+def fix_malloc_thresholds(mmap_bytes: int = MALLOC_MMAP_THRESHOLD_BYTES, trim_bytes: int = MALLOC_TRIM_THRESHOLD_BYTES,
+                          libc=None) -> bool:
+    """Fix glibc malloc's mmap threshold at ``mmap_bytes`` and its trim threshold at
+    ``trim_bytes`` for this process (``mallopt``); True when both took. Elsewhere than glibc
+    (macOS, musl) nothing is changed and False is returned: the setting only moves time, never a
+    result."""
     import ctypes
     import ctypes.util
 
@@ -98,7 +104,7 @@ def fix_malloc_thresholds(nbytes: int = MALLOC_THRESHOLD_BYTES, libc=None) -> bo
         mallopt = libc.mallopt
     except (OSError, AttributeError):
         return False
-    return bool(mallopt(_M_MMAP_THRESHOLD, int(nbytes))) and bool(mallopt(_M_TRIM_THRESHOLD, int(nbytes)))
+    return bool(mallopt(_M_MMAP_THRESHOLD, int(mmap_bytes))) and bool(mallopt(_M_TRIM_THRESHOLD, int(trim_bytes)))
 
 
 def build_parser() -> argparse.ArgumentParser:
