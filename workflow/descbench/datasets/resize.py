@@ -190,8 +190,3 @@ def resize_scene(source_dir: Path | str, out_dir: Path | str, size: int, side: s
     write_text_atomic(out_dir / RESIZED_FLAG, json.dumps(record, indent=1, sort_keys=True) + "\n")
     return record
 
-
-def is_complete(out_dir: Path | str) -> bool:
-    """Whether ``out_dir`` holds a finished copy (its ``resized.json``)."""
-    return (Path(out_dir) / RESIZED_FLAG).is_file()
-

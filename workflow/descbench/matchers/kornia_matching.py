@@ -130,17 +130,23 @@ def to_matches(dists, idxs) -> Matches:
     return Matches(idxs[:, 0], idxs[:, 1], dists.detach().cpu().numpy().astype(np.float64).reshape(-1))
 
 
+def _kornia_lafs_match(name: str, a: MatchSide, b: MatchSide, params: dict, min_a: int, min_b: int, call) -> Matches:
+    """Run ``call(kornia.feature, desc_a, desc_b, lafs_a, lafs_b, device) -> (dists, idxs)`` on the
+    params' device; no match when a side has fewer than ``min_a`` / ``min_b`` keypoints."""
+    da, db = float_descriptors(a, name), float_descriptors(b, name)
+    if len(a) < min_a or len(b) < min_b:
+        return Matches.empty()
+    torch, kornia, dev, _ = torch_setup(params, f"matcher '{name}' params")
+    with torch.inference_mode():
+        dists, idxs = call(kornia.feature, torch.from_numpy(da).to(dev), torch.from_numpy(db).to(dev),
+                           lafs_of(a.keypoints, dev), lafs_of(b.keypoints, dev), dev)
+    return to_matches(dists, idxs)
+
+
 def match_fginn(a: MatchSide, b: MatchSide, params: dict) -> Matches:
     """``kornia.feature.match_fginn(desc_a, desc_b, lafs_a, lafs_b, ratio, spatial_th, mutual)``."""
-    da, db = float_descriptors(a, "fginn"), float_descriptors(b, "fginn")
-    if len(a) < 1 or len(b) < 2:
-        return Matches.empty()
-    torch, kornia, dev, _ = torch_setup(params, "matcher 'fginn' params")
-    with torch.inference_mode():
-        dists, idxs = kornia.feature.match_fginn(torch.from_numpy(da).to(dev), torch.from_numpy(db).to(dev),
-                                                 lafs_of(a.keypoints, dev), lafs_of(b.keypoints, dev),
-                                                 params["ratio"], params["spatial_th"], params["mutual"])
-    return to_matches(dists, idxs)
+    return _kornia_lafs_match("fginn", a, b, params, 1, 2, lambda KF, da, db, la, lb, dev: KF.match_fginn(
+        da, db, la, lb, params["ratio"], params["spatial_th"], params["mutual"]))
 
 
 def adalam_config(params: dict) -> dict:
@@ -150,16 +156,8 @@ def adalam_config(params: dict) -> dict:
 
 def match_adalam(a: MatchSide, b: MatchSide, params: dict) -> Matches:
     """``kornia.feature.match_adalam(desc_a, desc_b, lafs_a, lafs_b, config, hw_a, hw_b)``, ``hw`` = (height, width)."""
-    da, db = float_descriptors(a, "adalam"), float_descriptors(b, "adalam")
-    if len(a) < 2 or len(b) < 2:
-        return Matches.empty()
-    torch, kornia, dev, _ = torch_setup(params, "matcher 'adalam' params")
-    with torch.inference_mode():
-        dists, idxs = kornia.feature.match_adalam(torch.from_numpy(da).to(dev), torch.from_numpy(db).to(dev),
-                                                  lafs_of(a.keypoints, dev), lafs_of(b.keypoints, dev),
-                                                  {**adalam_config(params), "device": dev},
-                                                  hw1=a.image_size[::-1], hw2=b.image_size[::-1])
-    return to_matches(dists, idxs)
+    return _kornia_lafs_match("adalam", a, b, params, 2, 2, lambda KF, da, db, la, lb, dev: KF.match_adalam(
+        da, db, la, lb, {**adalam_config(params), "device": dev}, hw1=a.image_size[::-1], hw2=b.image_size[::-1]))
 
 
 def runtime_record(params: dict) -> dict:
