@@ -116,8 +116,13 @@ BATCHES = scene_batches(SCENES, EXE["scenes_per_job"])
 PATHS = ResultPaths(RES, BATCHES)
 COMBOS = combinations(CFG)
 MATCH_COMBOS = match_combinations(CFG)
-# (keypoint set, descriptor) -> the descriptor whose files it transforms, or None (descbench.config.shared_base)
-SHARED_BASE = {(ks, d): shared_base(CFG, ks, d) for ks, d in COMBOS}  # (keypoint set, descriptor, matcher) of the matcher stage
+
+
+# (keypoint set, descriptor) -> the descriptor whose files it transforms, or None (descbench.config.shared_base);
+# once per pair: a descriptor job also runs on sets it is not scored on (a composite's components)
+@functools.lru_cache(maxsize=None)
+def shared_base_of(kpset, descriptor):
+    return shared_base(CFG, kpset, descriptor)  # (keypoint set, descriptor, matcher) of the matcher stage
 # The config of the sequence benchmarks' report rules: without the `patches` section, so that
 # turning the patch benchmarks on or changing them never reruns (or replaces) the sequence report.
 CFG_REPORT = {k: v for k, v in CFG.items() if k != "patches"}
@@ -426,7 +431,7 @@ def descriptor_job_spec(wildcards):
         from descbench.descriptors.composite import resolve_components
 
         spec = {**spec, "components": resolve_components(spec["params"], wildcards.kpset, CFG["descriptors"], CFG["keypoint_sets"])}
-    base = SHARED_BASE[(wildcards.kpset, wildcards.descriptor)]
+    base = shared_base_of(wildcards.kpset, wildcards.descriptor)
     if base:  # rows transformed from another descriptor's files (descbench.config.shared_base)
         spec = {**spec, "shared_base": base}
     return spec_file("descriptors", f"{wildcards.kpset}/{wildcards.descriptor}", spec)
@@ -437,7 +442,7 @@ def composite_inputs(wildcards):
     family that transforms another descriptor's rows: that descriptor's folder (shared_base)."""
     spec = CFG["descriptors"][wildcards.descriptor]
     if spec["family"] != "composite":
-        base = SHARED_BASE[(wildcards.kpset, wildcards.descriptor)]
+        base = shared_base_of(wildcards.kpset, wildcards.descriptor)
         return [PATHS.descriptors_dir(wildcards.kpset, base, wildcards.batch)] if base else []
     from descbench.descriptors.composite import resolve_components
 
