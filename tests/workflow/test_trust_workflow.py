@@ -448,11 +448,25 @@ def test_interrupting_a_local_run_stops_every_job(tmp_path: Path, how: str):
     try:
         logs = [tmp_path / f"results/demo/logs/descriptors/sift/slow/batch00{i}.log" for i in (0, 1)]
         deadline = time.time() + 300
-        while len([p for p in _job_processes(tmp_path, "descriptors")
-                   if p.name() != "bash"]) < 2 and time.time() < deadline:
+
+        def running() -> list[str]:
+            out = []
+            for p in _job_processes(tmp_path, "descriptors"):
+                try:
+                    if p.name() != "bash":
+                        out.append(" ".join(p.cmdline()))
+                except psutil.Error:  # it ended between the scan and now
+                    pass
+            return out
+
+        # both conditions: a process seen running need not have its log yet when the scan and the
+        # shell's redirection interleave (CI once saw two processes and one log)
+        while not (len(running()) >= 2 and all(log.exists() for log in logs)) and time.time() < deadline:
             assert proc.poll() is None, terminal.read_text()[-3000:]
             time.sleep(0.2)
-        assert all(log.exists() for log in logs), "the two descriptor jobs never started"
+        assert all(log.exists() for log in logs), (
+            f"the two descriptor jobs never started: logs {[log.name for log in logs if log.exists()]}, "
+            f"processes {running()}, terminal: {terminal.read_text()[-2000:]}")
         time.sleep(1.0)  # inside the descriptor: waiting for `hold`
         sig = signal.SIGTERM if how == "SIGTERM" else signal.SIGINT
         t0 = time.time()
