@@ -118,3 +118,35 @@ def test_fma_rounds_once():
     once = (y.astype(np.float64) * 3 + 0.5).astype(np.float32)
     assert np.array_equal(S.fma_f32(y, np.float32(3.0), np.float32(0.5)), once)
     assert not np.array_equal(y * np.float32(3) + np.float32(0.5), once)  # two roundings differ
+
+
+def _round_to_f32(q) -> np.float32:
+    """The float32 nearest the rational ``q`` (ties to even), chosen among the float32 neighbours
+    of ``float32(float(q))`` by exact rational distance: a reference independent of fma_f32."""
+    from fractions import Fraction
+
+    f = np.float32(float(q))
+    cands = [f, np.nextafter(f, np.float32(np.inf)), np.nextafter(f, np.float32(-np.inf))]
+    dist = [abs(Fraction(float(c)) - q) for c in cands]
+    best = min(dist)
+    ties = [c for c, d in zip(cands, dist) if d == best]
+    return min(ties, key=lambda c: int(np.array(c, np.float32).view(np.uint32)) & 1)
+
+
+def test_fma_equals_exact_rational_rounding_per_patch():
+    """fma_f32 with per-patch a, b broadcast over [N, n, n] (how normalise_patches calls it) equals
+    x a + b computed exactly in rationals and rounded once to float32, element by element,
+    including values built to land on float32 midpoints in float64."""
+    from fractions import Fraction
+
+    rng = np.random.default_rng(7)
+    x = (rng.integers(0, 256, (40, 4, 4)).astype(np.float32) * np.float32(1.0 / 255.0))
+    a = rng.uniform(1.0, 1e8, (40, 1, 1)).astype(np.float32)
+    b = (-rng.uniform(0.0, 1.0, (40, 1, 1)) * a).astype(np.float32)
+    x[0, 0, 0], a[0, 0, 0], b[0, 0, 0] = np.float32(1 + 2.0 ** -23), np.float32((1 - 2.0 ** -23) * 2.0 ** -24), \
+        np.float32(1 + 2.0 ** -23)  # test_fma_rounds_once's midpoint
+    got = S.fma_f32(x, a, b)
+    assert got.shape == x.shape and got.dtype == np.float32
+    for i, j, k in np.ndindex(*x.shape):
+        q = Fraction(float(x[i, j, k])) * Fraction(float(a[i, 0, 0])) + Fraction(float(b[i, 0, 0]))
+        assert got[i, j, k] == _round_to_f32(q), (i, j, k)

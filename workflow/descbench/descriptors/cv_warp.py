@@ -166,3 +166,33 @@ def warp_affine_fixed_point(src: np.ndarray, m: np.ndarray, dsize: tuple[int, in
     out = np.empty((len(ms), h, w), np.uint8)
     _warp_kernel(np.ascontiguousarray(src), np.ascontiguousarray(inv), out)
     return out[0] if one else out
+
+
+@njit(cache=True)
+def _fma_f32_kernel(x, a, b, out):
+    # x, a, b, out: [R, K] (a, b may be zero-stride broadcasts); patch_sampling.fma_f32 says what it
+    # computes. Scalar IEEE float64 operations in this order, with no contraction (numba's default,
+    # fastmath off), give the same bits as the numpy expression they replace.
+    for r in range(x.shape[0]):
+        for k in range(x.shape[1]):
+            prod = np.float64(x[r, k]) * np.float64(a[r, k])  # exact: 24 + 24 significant bits
+            b64 = np.float64(b[r, k])
+            s = prod + b64
+            bv = s - prod
+            err = (prod - (s - bv)) + (b64 - bv)  # s + err == prod + b64 exactly (TwoSum)
+            f = np.float32(s)
+            f64 = np.float64(f)
+            if err != 0.0 and f64 != s:
+                other = np.nextafter(f, np.float32(np.inf) if s > f64 else np.float32(-np.inf))
+                if (f64 + np.float64(other)) * 0.5 == s:  # s is a float32 midpoint: err decides
+                    f = np.float32(np.nextafter(s, np.inf if err > 0 else -np.inf))
+            out[r, k] = f
+
+
+def fma_f32_rows(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """float32 ``x * a + b`` rounded once, for float32 ``x``, ``a``, ``b`` of one shape ``[R, K]``
+    (``a``, ``b`` may be broadcast views): the kernel of
+    :func:`descbench.descriptors.patch_sampling.fma_f32`, which defines it."""
+    out = np.empty(x.shape, np.float32)
+    _fma_f32_kernel(x, a, b, out)
+    return out

@@ -250,19 +250,17 @@ def fma_f32(x: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """float32 ``x * a + b`` rounded once (a fused multiply-add; ``x``, ``a``, ``b`` float32 arrays
     that broadcast). The product is exact in float64; the float64 sum ``s`` is rounded, and rounding
     ``s`` again to float32 can differ from one rounding only where ``s`` lies exactly halfway between
-    two float32 values: there the exact remainder of the sum (TwoSum) decides the direction."""
-    x64, a64, b64 = (np.asarray(v, np.float32).astype(np.float64) for v in (x, a, b))
-    prod = x64 * a64  # exact: 24 + 24 significant bits
-    s = prod + b64
-    bv = s - prod
-    err = (prod - (s - bv)) + (b64 - bv)  # s + err == prod + b64 exactly
-    f = s.astype(np.float32)
-    other = np.nextafter(f, np.where(s > f.astype(np.float64), np.float32(np.inf), np.float32(-np.inf)))
-    halfway = (f.astype(np.float64) + other.astype(np.float64)) * 0.5 == s
-    fix = halfway & (err != 0) & (f.astype(np.float64) != s)
-    if fix.any():
-        f = np.where(fix, np.nextafter(s, np.where(err > 0, np.inf, -np.inf)).astype(np.float32), f)
-    return f
+    two float32 values: there the exact remainder of the sum (TwoSum) decides the direction.
+    Computed per element in numba (:func:`descbench.descriptors.cv_warp.fma_f32_rows`), without the
+    float64 temporaries of the whole array."""
+    from descbench.descriptors.cv_warp import fma_f32_rows  # numba: imported by the jobs only
+
+    x, a, b = (np.asarray(v, np.float32) for v in (x, a, b))
+    shape = np.broadcast_shapes(x.shape, a.shape, b.shape)
+    # [R, K] views: the leading axis and the rest merged (a per-patch a or b stays a zero-stride view)
+    rows = (shape[0] if shape else 1, -1)
+    x2, a2, b2 = (np.broadcast_to(v, shape).reshape(rows) for v in (x, a, b))
+    return fma_f32_rows(x2, a2, b2).reshape(shape)
 
 
 def normalise_patches(patches_u8: np.ndarray, conv: PatchConvention) -> np.ndarray:
