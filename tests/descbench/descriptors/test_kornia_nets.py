@@ -398,3 +398,16 @@ def test_frozen_engine_equals_the_eager_net_to_float32_rounding(family, image, w
     assert KN.runtime_provenance(family, check_descriptor_params(family, {**base, "engine": "frozen"}, "d"))["engine"] == "frozen"
     net, _, _ = KN.net_for(family, check_descriptor_params(family, {**base, "engine": "frozen"}, "d"))
     assert isinstance(net, torch.jit.ScriptModule)
+
+
+def test_a_net_torch_cannot_freeze_is_a_config_error_not_the_eager_net(monkeypatch):
+    """torch's freezing failing (as SOSNet's and HyNet's did on CUDA) stops with the net, the
+    device and the fix named; no eager net is handed back in its place."""
+    def fails(*a, **k):
+        raise RuntimeError("stack_out && stack_out->size() == 1 INTERNAL ASSERT FAILED at frozen_conv_folding.cpp\nmore")
+
+    monkeypatch.setattr(torch.jit, "freeze", fails)
+    net = KF.SOSNet(pretrained=False).eval()
+    with pytest.raises(ConfigError, match=r"^d\.engine: frozen: torch could not freeze SOSNet on cpu \(stack_out .*"
+                                          r"frozen_conv_folding\.cpp\); fix: engine: eager \(the default\) for this device$"):
+        KN.frozen(torch, net, 32, torch.device("cpu"), "d")

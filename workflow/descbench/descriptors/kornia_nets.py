@@ -306,22 +306,32 @@ def loaded_net(family: str, weights: str, weights_seed: int, device: str, stamp:
         net = L2.build(architecture)
     label = torchrt.load_weights(net, weights, weights_seed, where, published_source(spec), seed_key=family)
     net = net.to(dev)
-    return (frozen(torch, net, spec.input_size, dev) if engine == "frozen" else net), label, dev
+    return (frozen(torch, net, spec.input_size, dev, where) if engine == "frozen" else net), label, dev
 
 
-def frozen(torch, net, n: int, dev):
+def frozen(torch, net, n: int, dev, where: str = "params"):
     """``engine: frozen``: the net traced with TorchScript, frozen (parameters as constants) and
     ``torch.jit.optimize_for_inference`` (each batch norm folded into its convolution, oneDNN on
     the CPU). 1.6x the eager net's patches/s on one thread of this machine's CPU; its rows equal the
     eager net's to float32 rounding (folding changes the order of the arithmetic: max 5e-7 measured
     on unit rows), not bit for bit, so ``eager`` stays the default. The example input only fixes
-    the graph (shape checks pass for every batch size of n x n patches)."""
+    the graph (shape checks pass for every batch size of n x n patches).
+
+    torch's own passes can fail on a net: on an H200 with torch 2.11 + CUDA 13, SOSNet's and
+    HyNet's frozen graphs stopped at an internal assertion of torch's conv folding (HardNet's did
+    not). That is a ``ConfigError`` naming the net, the device and the fix (``engine: eager``),
+    never a silent switch to the eager net."""
     import warnings
 
     example = torch.linspace(0.0, 1.0, 2 * n * n, device=dev).reshape(2, 1, n, n)
     with torch.inference_mode(), warnings.catch_warnings():
         warnings.simplefilter("ignore")  # kornia's shape checks become constants of the trace, as intended
-        return torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(net, example)))
+        try:
+            return torch.jit.optimize_for_inference(torch.jit.freeze(torch.jit.trace(net, example)))
+        except RuntimeError as exc:
+            first = (str(exc).strip().splitlines() or [""])[0][:300]
+            raise ConfigError(f"{where}.engine: frozen: torch could not freeze {type(net).__name__} on {dev} "
+                              f"({first}); fix: engine: eager (the default) for this device") from exc
 
 
 def batch_of(family: str, params: dict) -> int:
