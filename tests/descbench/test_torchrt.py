@@ -339,3 +339,12 @@ def test_a_torchscript_archive_gives_its_modules_state_dict(tmp_path):
     net = Tiny()
     assert torchrt.load_weights(net, str(path), 0, "w", "src") == f"sha256:{file_sha256(path)}"
     assert same_state(state(net), state(src))
+
+
+def test_batch_mem_mb_null_is_the_devices_default():
+    """A set value is used as is; null is 32 MiB on the CPU and 256 on CUDA; with the device not
+    known (resources sized before an ``auto`` job runs) the larger, so a request never falls short."""
+    assert torchrt.batch_mem_mb(8, "cpu") == 8.0 and torchrt.batch_mem_mb(8, "cuda") == 8.0
+    assert torchrt.batch_mem_mb(None, "cpu") == 32.0
+    assert torchrt.batch_mem_mb(None, "cuda") == 256.0
+    assert torchrt.batch_mem_mb(None, None) == 256.0

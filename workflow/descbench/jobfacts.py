@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from descbench.torchrt import RANDOM_WEIGHTS
+from descbench.torchrt import RANDOM_WEIGHTS, batch_mem_mb
 
 #: Where a family's or detector's computation runs; anything but ``numpy`` needs the ``learned``
 #: extra (pyproject.toml), i.e. the job runs in ``envs/learned.yaml``.
@@ -135,7 +135,10 @@ def network_cost(per_keypoint: float):
     its ``batch_mem_mb`` (if it has one) on top of the measured model."""
 
     def cost(params: dict) -> Cost:
-        return Cost(NETWORK_DESCRIPTOR, NETWORK_PATCHES, per_keypoint, 1.0, float(params.get("batch_mem_mb") or 0))
+        # the batch of the device asked for; ``auto`` (not known before the job runs): the larger default
+        device = {"cpu": "cpu", "cuda": "cuda"}.get(params.get("device"))
+        batch = batch_mem_mb(params["batch_mem_mb"], device) if "batch_mem_mb" in params else 0.0
+        return Cost(NETWORK_DESCRIPTOR, NETWORK_PATCHES, per_keypoint, 1.0, batch)
 
     return cost
 

@@ -516,8 +516,8 @@ def estimate_for_measurement(row: dict) -> dict | None:
     if job == "keypoints":  # ``what``: the detector, or a set read from files (locked)
         det = DETECTORS.get(what)
         return _resources(*_batch(det.model if det else FILE_KEYPOINT_MODEL, scenes))
-    if job == "descriptors":  # ``what``: the family, with its default params (a network's batch: 256 MB)
-        return _resources(*_descriptor_estimate(_leaves({"family": what, "params": {"batch_mem_mb": 256}}), scenes))
+    if job == "descriptors":  # ``what``: the family, with its default params (a network's batch: the larger default)
+        return _resources(*_descriptor_estimate(_leaves({"family": what, "params": {"batch_mem_mb": None}}), scenes))
     if job == "score":
         n = [row["kp_max"]] * N_IMAGES  # the measured pairs, as N_1 * N_k with N_k = N_1
         mem = SCORE_MODEL.base_mb + 2 * 64 + SCORE_MODEL.mb_per_kkp * row["kp_max"] / 1000.0

@@ -13,8 +13,8 @@ A job that runs a network:
    ``label = load_weights(module, params["weights"], params["weights_seed"], where, published,
    seed_key)`` (``sha256:<hex>`` of the weights file, or ``random(seed=<n>)`` /
    ``random(seed=<n>, key=<seed_key>)``);
-4. ``rows = run_batched(module.to(device), inputs, batch_size(params["batch_mem_mb"],
-   bytes_per_item), device)``.
+4. ``rows = run_batched(module.to(device), inputs, batch_size(batch_mem_mb(params["batch_mem_mb"],
+   device.type), bytes_per_item), device)``.
 """
 
 from __future__ import annotations
@@ -370,6 +370,24 @@ def load_weights(module, weights: str, weights_seed: int, where: str, published:
     module.load_state_dict(state, strict=True)
     module.eval()
     return f"sha256:{file_sha256(path)}"
+
+
+# ``batch_mem_mb: null`` (the default) per device type: the fastest measured
+# (docs/benchmarks/learned.md). On the CPU, 30-120 HardNet patches a batch (8-32 MiB) ran 1.3x
+# (frozen) to 1.5x (eager) faster than 256 MiB's 963: a batch's activations stay in cache and
+# below glibc's mmap threshold. On an H200, 256 MiB was the best or within 2 % of it, and 64 MiB
+# 32 % slower for HyNet.
+DEFAULT_BATCH_MEM_MB = {"cpu": 32, "cuda": 256}
+
+
+def batch_mem_mb(value: float | None, device_type: str | None) -> float:
+    """The ``batch_mem_mb`` used: ``value``, or when it is None (``null``) the default of
+    :data:`DEFAULT_BATCH_MEM_MB` for ``device_type`` (``"cpu"`` / ``"cuda"``; None, a device not
+    yet known, e.g. ``auto`` when a job's resources are sized: the largest, so a request never
+    falls short)."""
+    if value is not None:
+        return float(value)
+    return float(DEFAULT_BATCH_MEM_MB[device_type] if device_type is not None else max(DEFAULT_BATCH_MEM_MB.values()))
 
 
 def batch_size(batch_mem_mb: float, bytes_per_item: int) -> int:

@@ -356,7 +356,8 @@ def test_runtime_provenance(weights):
     prov = KN.RUNTIME_PROVENANCE["hardnet"](params)
     assert prov["weights"] == f"sha256:{file_sha256(weights['hardnet'])}" and prov["weights_file"] == str(weights["hardnet"])
     assert prov["network"] == "kornia.feature.HardNet" and prov["device"] == "cpu" and prov["num_threads"] == 2
-    assert prov["batch_size"] == torchrt.batch_size(256, KN.NETS["hardnet"].bytes_per_patch)
+    # batch_mem_mb null (the default) on the CPU: 32 MiB, 120 HardNet patches
+    assert prov["batch_size"] == torchrt.batch_size(32, KN.NETS["hardnet"].bytes_per_patch) == 120
     assert prov["patch_convention"]["name"] == "workbench_libtorch"
     assert prov["patch_convention"]["std_eps"] == 1e-8 and prov["l2_normalise"] is True
     for key in ("torch", "kornia", "device_name", "cudnn_deterministic", "deterministic_algorithms"):

@@ -101,7 +101,8 @@ grids differ by the half-pixel between the keypoint ``32.5`` and ``cv2.resize``'
 **Runtime**: :func:`runtime_provenance` (device, versions, threads, weights label, batch size,
 the effective patch convention) is what a job records. The net is built and loaded once per
 process and parameter set (:func:`net_for`, an ``lru_cache``). Rows are reproducible for a given
-``batch_mem_mb`` (torch's deterministic mode); different batch sizes agree to float32 rounding,
+``batch_mem_mb`` and device (torch's deterministic mode; ``batch_mem_mb: null``, the default, is
+32 MiB on the CPU and 256 MiB on CUDA, the fastest measured); different batch sizes agree to float32 rounding,
 not bit for bit (on the CPU oneDNN picks its convolution kernel by batch size; measured within
 6e-7 on unit rows, tested within 2e-6).
 """
@@ -181,8 +182,9 @@ _PARAMS = object_fragment(
     weights_seed={"type": "integer", "minimum": 0, "default": 0},
     device={"enum": ["auto", "cpu", "cuda"], "default": "auto"},
     # at most 64 GiB a forward batch: the job's memory request follows it (a cluster is asked for it)
-    batch_mem_mb={"type": "number", "exclusiveMinimum": 0, "maximum": 65536, "default": 256,
-                  "description": "memory of one forward batch of patches, MiB"},
+    # null: the device's measured best (descbench.torchrt.DEFAULT_BATCH_MEM_MB: 32 on the CPU, 256 on CUDA)
+    batch_mem_mb={"type": ["number", "null"], "exclusiveMinimum": 0, "maximum": 65536, "default": None,
+                  "description": "memory of one forward batch of patches, MiB (null: 32 on the CPU, 256 on CUDA)"},
     threads={"type": "integer", "minimum": 1, "default": 1},
     patch_convention={"enum": list(CONVENTIONS), "default": "workbench_libtorch"},
     # null: the patch convention's value (recorded as the value used by check_params)
@@ -335,8 +337,10 @@ def frozen(torch, net, n: int, dev, where: str = "params"):
 
 
 def batch_of(family: str, params: dict) -> int:
-    """Patches per forward pass: ``torchrt.batch_size(batch_mem_mb, bytes_per_patch)``."""
-    return torchrt.batch_size(params["batch_mem_mb"], NETS[family].bytes_per_patch)
+    """Patches per forward pass: ``torchrt.batch_size(batch_mem_mb, bytes_per_patch)``, with a
+    ``null`` ``batch_mem_mb`` taken as the resolved device's default (:func:`descbench.torchrt.batch_mem_mb`)."""
+    dev = torchrt.resolve_device(params["device"], where_of(family))
+    return torchrt.batch_size(torchrt.batch_mem_mb(params["batch_mem_mb"], dev.type), NETS[family].bytes_per_patch)
 
 
 def forward(family: str, patches: np.ndarray, params: dict) -> np.ndarray:
