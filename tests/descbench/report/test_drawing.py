@@ -50,3 +50,24 @@ def test_a_disabled_task_has_no_rows():
 
     run = Run(None, [("k", "d")], {}, None, None, {}, {})
     assert list(run.rows(Off(), "x.parquet")) == []
+
+
+def test_curve_points_keep_every_runs_extremes():
+    """A curve of at most max_points points is drawn whole; a longer one at its first and last
+    points and each equal run's smallest and largest y, found here by a loop over the runs."""
+    import numpy as np
+
+    from descbench.report.drawing import curve_points
+
+    assert np.array_equal(curve_points(np.arange(7.0), max_points=7), np.arange(7))
+    rng = np.random.default_rng(3)
+    y = np.cumsum(rng.standard_normal(10_001))
+    got = curve_points(y, max_points=100)
+    k = -(-len(y) // 50)
+    want = {0, len(y) - 1}
+    for start in range(0, len(y), k):
+        run = y[start:start + k]
+        want |= {start + int(np.argmin(run)), start + int(np.argmax(run))}
+    assert got.tolist() == sorted(want)
+    assert len(got) <= 102 and got.dtype == np.int64
+    assert y[got].min() == y.min() and y[got].max() == y.max()

@@ -70,11 +70,18 @@ class FakeRun:
         pd.DataFrame({"keypoint_set": sets, "keypoints_per_image_mean": [100.0] * len(sets),
                       "repeatability": [0.5] * len(sets)}).to_csv(tmp_path / "keypoint_stats.csv", index=False)
 
-    def rows(self, task, kind):
+    def rows(self, task, kind, columns=None, where=None):
+        # what Run.rows does with columns / where (load_rows): a figure that reads a column it did
+        # not ask for fails here as it would on real files
         if task.section is not None and not self.cfg[task.section]["enabled"]:
             return
         for ks, d in self.combos:
-            yield ks, d, self.data(task.name, kind, d)
+            df = self.data(task.name, kind, d)
+            if where is not None:
+                df = df[df[where[0]] == where[1]]
+            if columns is not None:
+                df = df[[c for c in columns if c in df.columns]]
+            yield ks, d, df
 
     def data(self, task, kind, d):
         if kind == "pairs.parquet":

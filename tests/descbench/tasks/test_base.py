@@ -71,3 +71,20 @@ def test_rows_of_reference_and_labelled_scenes_read_as_one_table(tmp_path):
     assert list(df.columns) == ["scene", "query_image", "pair", "v"]
     assert df.query_image.tolist() == [1, 1, 2] and df.v.tolist() == [1.0, 2.0, 3.0]
     assert np.array_equal(concat_rows([ref]).pair.to_numpy(), [2, 3]) and "query_image" not in concat_rows([ref]).columns
+
+
+def test_rows_read_with_columns_and_a_filter_equal_the_whole_tables_sliced(tmp_path):
+    """load_rows(columns, where) gives the rows of the whole read whose column equals the value,
+    in the asked columns that exist (query_image added as for the whole read)."""
+    ref = pa.table({"scene": ["a"] * 4, "pair": pa.array([2, 2, 3, 3], pa.int8()), "matcher": ["t", "nn", "t", "nn"],
+                    "v": [1.0, 2.0, 3.0, 4.0]})
+    other = pa.table({"scene": ["b"] * 2, "query_image": pa.array([2, 2], pa.int8()), "pair": pa.array([5, 5], pa.int8()),
+                      "matcher": ["nn", "t"], "v": [5.0, 6.0]})
+    files = []
+    for i, t in enumerate((ref, other)):
+        io.write_table(t, tmp_path / f"{i}.parquet", {"stage": "test"})
+        files.append(tmp_path / f"{i}.parquet")
+    whole = load_rows(files, None)
+    want = whole[whole.matcher == "t"][["scene", "query_image", "pair", "v"]].reset_index(drop=True)
+    got = load_rows(files, None, columns=["scene", "query_image", "pair", "v", "absent"], where=("matcher", "t"))
+    assert got.equals(want) and got.v.tolist() == [1.0, 3.0, 6.0]

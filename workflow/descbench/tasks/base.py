@@ -164,9 +164,24 @@ def concat_rows(tables: list[pa.Table]):
     return pa.concat_tables(tables).to_pandas()
 
 
-def load_rows(paths: list[Path], schema: pa.Schema | None):
-    """Every file of ``paths`` (checked against ``schema`` unless None) as one DataFrame (:func:`concat_rows`)."""
-    return concat_rows([io.read_table(p, schema, with_meta=False)[0] for p in paths])
+def load_rows(paths: list[Path], schema: pa.Schema | None, columns: list[str] | None = None,
+              where: tuple[str, object] | None = None):
+    """Every file of ``paths`` (checked against ``schema`` unless None) as one DataFrame
+    (:func:`concat_rows`); with ``where = (column, value)`` only the rows whose column equals the
+    value, and with ``columns`` only those of them a file has, both taken in Arrow before the one
+    pandas conversion (a figure of one matcher's ROC converted 7.9 M rows of four matchers, 600 MB
+    of strings, at 116 scenes)."""
+    import pyarrow.compute as pc
+
+    tables = []
+    for p in paths:
+        t = io.read_table(p, schema, with_meta=False)[0]
+        if where is not None:
+            t = t.filter(pc.equal(t[where[0]], where[1]))
+        if columns is not None:
+            t = t.select([c for c in columns if c in t.column_names])
+        tables.append(t)
+    return concat_rows(tables)
 
 
 def pair_target(f, p, what: str):

@@ -226,8 +226,9 @@ def draw_roc(run, plt):
 
     fig, ax = plt.subplots(figsize=(5, 5))
     fpr_grid = np.linspace(0, 1, 201)
-    for ks, d, roc in run.rows(TASK, "roc.parquet"):
-        mean = mean_roc(roc[roc.matcher == ROC_MATCHER], fpr_grid)
+    for ks, d, roc in run.rows(TASK, "roc.parquet", columns=["scene", "query_image", "pair", "point", "tpr", "fpr"],
+                               where=("matcher", ROC_MATCHER)):
+        mean = mean_roc(roc, fpr_grid)
         if mean is not None:
             ax.plot(fpr_grid, mean, **run.styles[(d, ks)])
     drawn = bool(ax.lines)

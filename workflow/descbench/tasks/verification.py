@@ -236,15 +236,17 @@ def draw_verification_pr(run, plt):
     """Precision-recall of the keypoint verification list (``verification.candidates: nearest``:
     each query's nearest keypoint in images 2-6 and in each distractor image), every scene's list
     pooled into one, sorted by descriptor distance."""
-    from descbench.report.drawing import legend, no_data, setting
+    from descbench.report.drawing import curve_points, legend, no_data, setting
 
     fig, ax = plt.subplots(figsize=(5.5, 4))
-    for ks, d, lst in run.rows(TASK, "list.parquet"):
+    for ks, d, lst in run.rows(TASK, "list.parquet", columns=["distance", "label"]):
         order = np.argsort(lst.distance.to_numpy(), kind="stable")
         pos = (lst.label.to_numpy()[order] == 1).astype(float)
         if pos.sum():
             tp = np.cumsum(pos)
-            ax.plot(tp / pos.sum(), tp / np.arange(1, len(pos) + 1), **run.styles[(d, ks)])
+            precision = tp / np.arange(1, len(pos) + 1)
+            at = curve_points(precision)
+            ax.plot(tp[at] / pos.sum(), precision[at], **run.styles[(d, ks)])
     ax.set(title="Precision-recall of keypoint verification, one list of all scenes:\neach query's nearest keypoint "
                  "in images 2-6 and in the distractor images",
            xlabel="recall (fraction of the correct keypoints accepted)",
