@@ -570,3 +570,21 @@ def test_tie_aware_from_histograms_equals_list_with_minus_one_labels():
     d = [g for g, (p, n) in enumerate(zip(hist_pos, hist_neg)) for _ in range(p + n)]
     lab = [lb for p, n in zip(hist_pos, hist_neg) for lb in [1] * p + [-1] * n]
     assert ap_tie_aware_from_histograms(hist_pos, hist_neg) == pytest.approx(ap_tie_aware(d, lab), abs=1e-14)
+
+
+def test_tie_groups_count_each_distinct_distance_by_brute_force():
+    """Per distinct distance, increasing: positives and negatives, counted here by a dict over
+    the items; -0.0 and 0.0 are one distance, as the comparisons that form groups say."""
+    from descbench.metrics.ap import _tie_groups
+
+    rng = np.random.default_rng(11)
+    d = rng.integers(0, 40, 3000).astype(np.float64) / 4.0
+    d[rng.integers(0, 3000, 50)] = -0.0
+    pos = rng.random(3000) < 0.3
+    counts = {}
+    for v, p in zip(d.tolist(), pos.tolist()):
+        c = counts.setdefault(v + 0.0, [0, 0])  # v + 0.0: -0.0 -> 0.0
+        c[0 if p else 1] += 1
+    n_pos, n_neg = _tie_groups(d, pos)
+    assert n_pos.tolist() == [float(counts[k][0]) for k in sorted(counts)]
+    assert n_neg.tolist() == [float(counts[k][1]) for k in sorted(counts)]

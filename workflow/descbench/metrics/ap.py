@@ -113,12 +113,18 @@ def _harmonic_diff(a: np.ndarray, b: np.ndarray) -> np.ndarray:
 
 
 def _tie_groups(d: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """(positives, negatives) per group of equal distance, groups by increasing distance."""
-    order = np.argsort(d, kind="stable")
-    ds = d[order]
+    """(positives, negatives) per group of equal distance, groups by increasing distance.
+
+    Only counts per group are needed, not an order within a group, so the distances are sorted
+    as values (no argsort): the positives of a group are counted in the sorted positive distances
+    by two binary searches (value sorts are ~18x faster than a stable argsort: 6.5 M pooled
+    verification items took 0.74 s a descriptor to order)."""
+    ds = np.sort(d)
     starts = np.concatenate([[0], np.flatnonzero(np.diff(ds) != 0) + 1])
     sizes = np.diff(np.append(starts, ds.size)).astype(np.float64)
-    n_pos = np.add.reduceat(pos[order].astype(np.float64), starts)
+    values = ds[starts]
+    dp = np.sort(d[pos])
+    n_pos = (np.searchsorted(dp, values, side="right") - np.searchsorted(dp, values, side="left")).astype(np.float64)
     return n_pos, sizes - n_pos
 
 
