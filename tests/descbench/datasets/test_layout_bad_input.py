@@ -250,7 +250,7 @@ def test_nan_in_computed_descriptor(scene: Path, tmp_path: Path, monkeypatch):
             d[11, 0] = np.inf
         return d
 
-    monkeypatch.setitem(registry._registry(), "sift", dataclasses.replace(sift_family, compute=nan_compute, own_rows=None))  # computed, not read
+    monkeypatch.setitem(registry._registry(), "sift", dataclasses.replace(sift_family, compute=nan_compute))
     kp = _detect(scene, tmp_path)
     out = tmp_path / "out" / "desc.parquet"
     msg = raises_naming(lambda: _describe(scene, kp, tmp_path), str(scene / "2.ppm"), "row 7", "image 2")

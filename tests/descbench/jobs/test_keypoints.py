@@ -95,9 +95,8 @@ def test_a_sets_border_upper_reaches_the_border_rule(scene, tmp_path, monkeypatc
     def at_the_edges(image_path, gray, spec, *args, **kw):
         x = np.array([40, gray.shape[1] - 40], np.float32)
         n = len(x)
-        kps = ImageKeypoints(x, np.full(n, 60, np.float32), np.full(n, 4, np.float32), np.zeros(n, np.float32),
-                             np.ones(n, np.float32), np.zeros(n, np.int32), np.full(n, -1, np.int32), np.arange(n, dtype=np.int32))
-        return kps, np.zeros((n, 128), np.uint8)  # (keypoints, rows): a SIFT set's job asks for its rows
+        return ImageKeypoints(x, np.full(n, 60, np.float32), np.full(n, 4, np.float32), np.zeros(n, np.float32),
+                              np.ones(n, np.float32), np.zeros(n, np.int32), np.full(n, -1, np.int32), np.arange(n, dtype=np.int32))
 
     monkeypatch.setattr(J, "detect_raw", at_the_edges)
     spec = {**SIFT, **({} if border_upper is None else {"border_upper": border_upper})}

@@ -101,10 +101,9 @@ class DescriptorFamily(RuntimeFacts):
     pool_params: Callable[[dict], dict] | None = None
 
     # ``own_rows(params, kpset, keypoint_file)``: for a joint detect-and-describe network
-    # (descbench.keypoints.joint) on a set whose keypoints that same network gave, or SIFT on a SIFT
-    # set (descbench.keypoints.sift), ``(read, runtime)``: ``read(image, keypoints) -> [N, D]`` its
-    # rows from the keypoint job's side file (no second network run or pyramid; None: ``compute``
-    # runs for that image) and the runtime record of the run that made them; None: ``compute`` runs.
+    # (descbench.keypoints.joint) on a set whose keypoints that same network gave, ``(read, runtime)``:
+    # ``read(image, keypoints) -> [N, D]`` its rows from the keypoint job's side file (no second
+    # network run) and the runtime record of the run that made them; None: ``compute`` runs.
     own_rows: Callable[[dict, dict, Path], tuple[Callable[[int, ImageKeypoints], np.ndarray], dict] | None] | None = None
 
     # What the workflow reads about its jobs (descbench.jobfacts; a value or a function of the params):

@@ -101,47 +101,6 @@ def vanilla_sift(gray: np.ndarray, kps: ImageKeypoints, kpset: dict, where: str)
 
 
 CONVENTIONS = ("opencv", "workbench", "vsift")
-# the grey image each convention describes (sift_descriptors): the keypoint job's rows are read
-# only when the set's ``grey`` made that same image
-GREY_OF_CONVENTION = {"opencv": "imread", "workbench": "bgr2gray"}
-
-
-def sift_own_rows(params: dict, kpset: dict, keypoint_file: Path):
-    """The family's ``own_rows`` hook (:mod:`descbench.descriptors`): on a SIFT set whose keypoint
-    job wrote its rows (:mod:`descbench.keypoints.sift`, ``<scene>.sift_rows.npz``) from the grey
-    image this convention describes and with this OpenCV, ``(read, runtime)`` where ``read(k,
-    kps)`` gives image ``k``'s rows from that file when a kept keypoint lies in octave -1 (then
-    they are ``compute``'s bits) and None otherwise (the job computes that image). Rows made
-    before the keypoint job wrote the file, another grey image or OpenCV: None, the rows are
-    computed as before. A derived set of a SIFT set has its own file, a subset of its source's."""
-    import cv2
-
-    from descbench.keypoints.sidefile import lookup_rows, read_side_file
-    from descbench.keypoints.sift import in_first_octave, sift_rows_path
-
-    convention = params.get("convention", "opencv")
-    if (convention not in GREY_OF_CONVENTION or kpset.get("detector") != "sift"
-            or kpset.get("mode", "independent") == "projected"):
-        return None
-    path = sift_rows_path(keypoint_file)
-    if not path.exists():
-        return None
-    meta, arrays = read_side_file(path)
-    if meta.get("grey") != GREY_OF_CONVENTION[convention] or meta.get("opencv") != cv2.__version__:
-        return None
-
-    def read(k: int, kps: ImageKeypoints):
-        if not in_first_octave(kps):
-            return None
-        rows = lookup_rows(arrays, k, kps, path).astype(np.float32)
-        if convention == "workbench":
-            from descbench.descriptors.sift_kernel import l2_rows
-
-            rows = l2_rows(rows)
-        return rows
-
-    return read, {"rows": "keypoint_job where an image's kept keypoints reach octave -1, else computed",
-                  "side_file": path.name, "opencv": meta["opencv"]}
 # not a config value: ``workbench`` without its runner's row normalisation, the rows of the workbench's
 # SIFTWrapper::extract, which its DomainSizePooling pools (sift_pool_params; module docstring)
 EXTRACTOR = "workbench_extractor"
@@ -195,4 +154,4 @@ def sift_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
 
 
 FAMILIES = (DescriptorFamily("sift", sift_descriptors, PARAMS_SCHEMA["sift"], patch_support=sift_patch_support,
-                             patch_rows=sift_patch_rows, pool_params=sift_pool_params, own_rows=sift_own_rows),)
+                             patch_rows=sift_patch_rows, pool_params=sift_pool_params),)

@@ -27,18 +27,16 @@ def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpse
     per_image, kmeta = load_keypoints(keypoints)
     blocks, images = [], []
     fam = get_family(spec["family"])
-    # a joint network on its own keypoints, or SIFT on a SIFT set: the keypoint job's rows (one
-    # network run, one pyramid) where the family's hook gives them, else compute
+    # a joint network on its own keypoints: the keypoint job's rows (one network run), else compute
     own = fam.own_rows(spec["params"], kpset_spec, keypoints) if fam.own_rows else None
     base = read_features(keypoints, base_file) if base_file is not None else None
     for k, image_path in enumerate(files.images, start=1):
         where = f"descriptor '{name}', scene {files.scene}, image {k}"
-        d = own[0](k, per_image[k]) if own is not None else None  # None: this image is computed
-        if d is not None:  # rows of the keypoint job: of this very image (the image is not read here)
-            _check_unchanged(image_path, kmeta, keypoints)
-        if d is None and base is not None:
+        if own is not None:
+            d = own[0](k, per_image[k])
+        elif base is not None:
             d = fam.derives[2](base.by_image[k], spec["params"])
-        elif d is None:
+        else:
             d = compute_descriptors(spec["family"], spec["params"], image_path, per_image[k], kpset_spec, where)
         if blocks and (d.shape[1] != blocks[0].shape[1] or d.dtype != blocks[0].dtype):
             raise DataError(
@@ -53,21 +51,6 @@ def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpse
     if base is not None:
         extra["base_file_sha256"] = file_sha256(base_file)
     _write_descriptors(blocks, images, name, spec, files.scene, keypoints, kmeta, out, **extra)
-
-
-def _check_unchanged(image_path: Path, kmeta: dict, keypoints: Path) -> None:
-    """DataError naming the image when it is missing or no longer the file the keypoint job read
-    (its sha256 in the keypoint file's ``inputs_sha256``): rows read from the keypoint job's side
-    file describe that file, and a job that does not decode the image would not notice."""
-    want = (kmeta.get("inputs_sha256") or {}).get(Path(image_path).name)
-    try:
-        got = file_sha256(image_path)
-    except OSError as exc:
-        raise DataError(f"{image_path}: cannot be read ({exc}); fix: restore the image, then rerun the keypoint "
-                        "job of its scene (snakemake --forcerun keypoints)") from exc
-    if want is not None and got != want:
-        raise DataError(f"{image_path}: changed after the keypoints of {keypoints} were detected (sha256 {got[:12]}..., "
-                        f"detected on {want[:12]}...); fix: rerun the keypoint job of its scene (snakemake --forcerun keypoints)")
 
 
 def _write_descriptors(blocks: list[np.ndarray], images: list[np.ndarray], name: str, spec: dict, scene: str,

@@ -45,16 +45,14 @@ def dataset_digest(per_scene: dict[str, dict[str, str]]) -> str:
 
 
 def detect_raw(image_path: Path, gray: np.ndarray, spec: dict, scene: str, image: int, kpset: str = "<set>",
-               n_images: int | None = None, with_rows: bool = False) -> tuple[ImageKeypoints, np.ndarray | None]:
-    """Image ``image`` (1..n) of ``scene``: the raw keypoints of the set's detector, in its order,
-    and with ``with_rows`` on a SIFT set their rows from the detection's pyramid
-    (:func:`descbench.keypoints.sift.detect_with_rows`; None otherwise)."""
+               n_images: int | None = None) -> ImageKeypoints:
+    """Image ``image`` (1..n) of ``scene``: the raw keypoints of the set's detector, in its order."""
     if spec["detector"] == "locked":
         from descbench.keypoints.locked import DUPLICATES, load_locked
 
         # the image's real size: a locked keypoint outside it is an error, not a border drop
         return load_locked(spec["params"]["path"], scene, image, gray.shape[1], gray.shape[0],
-                           spec["params"].get("duplicates", DUPLICATES[0]), n_images), None
+                           spec["params"].get("duplicates", DUPLICATES[0]), n_images)
     if spec["detector"] == "precomputed":
         from descbench.precomputed import check_cap_has_scores, load_features
 
@@ -63,16 +61,12 @@ def detect_raw(image_path: Path, gray: np.ndarray, spec: dict, scene: str, image
         feats = load_features(image_path, p["method"], p.get("root"), p.get("default_size_px", 12.0),
                               p.get("descriptor_kind"), image_size=(gray.shape[1], gray.shape[0]))
         check_cap_has_scores(feats, spec.get("max_keypoints"), kpset)
-        return feats.keypoints, None
+        return feats.keypoints
     from descbench.keypoints.detectors import DETECTORS, detect
 
     if spec["detector"] not in DETECTORS:
         raise DataError(f"unknown detector {spec['detector']!r}")
-    if with_rows and spec["detector"] == "sift":
-        from descbench.keypoints.sift import detect_with_rows
-
-        return detect_with_rows(gray, spec["params"])
-    return detect(spec["detector"], gray, spec["params"]), None
+    return detect(spec["detector"], gray, spec["params"])
 
 
 def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
@@ -87,8 +81,6 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
 
     det = DETECTORS.get(spec["detector"])
     joint = det.create(spec["params"]) if det is not None and det.network else None  # one run: keypoints and rows
-    # a SIFT set describes its keypoints with its detection (descbench.keypoints.sift: one pyramid)
-    sift_rows = spec["detector"] == "sift" and not projected
     side = {}
     for k, image_path in enumerate(files.images, start=1):
         if projected and k > 1:  # image 1's keypoints mapped through H_1_k, border rule in image k
@@ -106,10 +98,10 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
             if joint is not None:
                 raw, rows = joint.detect(image_path, gray)
             else:
-                raw, rows = detect_raw(image_path, gray, spec, files.scene, k, kpset, files.n_images, with_rows=sift_rows)
+                raw = detect_raw(image_path, gray, spec, files.scene, k, kpset, files.n_images)
             kept = filter_keypoints(raw, w, h, spec["border_px"], spec["max_keypoints"], border_upper_inclusive(spec))
             n_raw = len(raw)
-            if joint is not None or sift_rows:
+            if joint is not None:
                 side[k] = (kept, rows[kept.source_index])
         sizes[str(k)] = [w, h]
         if k in files.homographies:  # image sizes known: H_1_k must map image 1 (at least partly) into image k
@@ -139,14 +131,6 @@ def detect_scene(scene_dir: Path, kpset: str, spec: dict, out: Path) -> None:
 
         write_side_file(side_path(out), side, {"identity": joint.identity, "weights": joint.label,
                                                "runtime": extra["runtime"]})
-    if sift_rows:  # what made them: the descriptor job reads them only for the same grey image and OpenCV
-        import cv2
-
-        from descbench.keypoints.sidefile import write_side_file
-        from descbench.keypoints.sift import sift_rows_path
-
-        write_side_file(sift_rows_path(out), side, {"detector": "sift", "grey": spec.get("grey", "imread"),
-                                                    "opencv": cv2.__version__})
 
 
 def _write_keypoints(per_image: dict[int, ImageKeypoints], out: Path, meta: dict) -> None:
@@ -281,13 +265,10 @@ def derive_scene(paths: ResultPaths, scene: str, name: str, spec: dict, out: Pat
         for k, kps in src.items():
             kps = _per_image_filters(kps, spec.get("filters") or [])
             per_image[k] = kps if n is None else kps.take(keep_by_cutoff(kps.size, scene, k, cutoff))
-    from descbench.keypoints.joint import SIDE_KIND
-    from descbench.keypoints.sidefile import subset_side_file
-    from descbench.keypoints.sift import SIFT_ROWS_KIND
+    from descbench.keypoints.joint import subset_side_file
 
     kept_from = intersection_keep(spec) if "intersection" in spec else spec["source"]
-    for kind in (SIDE_KIND, SIFT_ROWS_KIND):  # a joint network's or SIFT's rows, if its source has them
-        subset_side_file(paths.keypoints(kept_from, scene), out, per_image, kind)
+    subset_side_file(paths.keypoints(kept_from, scene), out, per_image)  # a joint network's rows, if its source has them
     empty = [k for k, kps in per_image.items() if len(kps) == 0]
     for k in empty:
         warn(f"keypoint set '{name}', scene {scene}, image {k}: no keypoint left after its filters; recorded as an empty image")

@@ -30,8 +30,6 @@ import numpy as np
 
 from descbench.jobfacts import DEFAULT_DENSITY, OPENCV_DETECTOR, Model, RuntimeFacts, named_files, weights_label
 from descbench.keypoints import ImageKeypoints
-# OpenCV KeyPoints -> ImageKeypoints (defined with the inverse in keypoints.sift), re-exported for the callers
-from descbench.keypoints.sift import keypoints_from_cv  # noqa: F401
 
 
 def cv_attr(name: str):
@@ -256,6 +254,21 @@ FILE_SOURCES: dict[str, FileSource] = {
         FileSource("locked", "locked_params"),  # descbench.keypoints.locked
     )
 }
+
+
+def keypoints_from_cv(kps) -> ImageKeypoints:
+    """OpenCV KeyPoints -> :class:`ImageKeypoints` (all fields; ``source_index`` = output order)."""
+    n = len(kps)
+    return ImageKeypoints(
+        x=np.array([k.pt[0] for k in kps], dtype=np.float32).reshape(n),
+        y=np.array([k.pt[1] for k in kps], dtype=np.float32).reshape(n),
+        size=np.array([k.size for k in kps], dtype=np.float32).reshape(n),
+        angle=np.array([k.angle for k in kps], dtype=np.float32).reshape(n),
+        response=np.array([k.response for k in kps], dtype=np.float32).reshape(n),
+        octave=np.array([k.octave for k in kps], dtype=np.int32).reshape(n),
+        class_id=np.array([k.class_id for k in kps], dtype=np.int32).reshape(n),
+        source_index=np.arange(n, dtype=np.int32),
+    )
 
 
 def detect(name: str, gray: np.ndarray, params: dict) -> ImageKeypoints:

@@ -10,7 +10,7 @@ keypoints, written next to the scene's keypoint file as a *side file* (:func:`si
 ``<scene>.joint.npz``): per image, the kept keypoints' ``source_index`` (their row in the
 network's output), ``x``, ``y`` and float32 rows, with the network's identity (:func:`identity`)
 and weights label. A derived set (filters, an intersection) copies the rows of the keypoints it
-keeps from its source's side file (:func:`descbench.keypoints.sidefile.subset_side_file`), so its rows stay the network's.
+keeps from its source's side file (:func:`subset_side_file`), so its rows stay the network's.
 The descriptor family of the same name on such a set (:func:`reads_own_rows`: the set's root
 detector is this network with the same identity) reads the rows from the side file instead of
 running the network again (:func:`side_rows`, rows found by ``source_index`` and checked equal in
@@ -151,10 +151,9 @@ from descbench.fileops import file_sha256
 from descbench.jobfacts import Model
 from descbench.keypoints import ImageKeypoints
 from descbench.keypoints import superpoint as SP
-# side files (shared with SIFT's rows): re-exported here for the joint networks' callers
-from descbench.keypoints.sidefile import lookup_rows, read_side_file, side_file_path, write_side_file  # noqa: F401
 
 SIDE_KIND = "joint.npz"
+SIDE_VERSION = 1
 
 
 @dataclass(frozen=True)
@@ -754,7 +753,71 @@ def runner(net: str, params: dict, detection: bool = True) -> JointRunner:
 
 def side_path(keypoint_file: Path | str) -> Path:
     """The side file next to a scene's keypoint file: ``<scene>.joint.npz``."""
-    return side_file_path(keypoint_file, SIDE_KIND)
+    p = Path(keypoint_file)
+    return p.with_name(p.name.removesuffix(".parquet") + "." + SIDE_KIND)
+
+
+def write_side_file(path: Path | str, per_image: dict[int, tuple[ImageKeypoints, np.ndarray]], meta: dict) -> None:
+    """Per image ``k``: ``source_index_k``, ``x_k``, ``y_k`` of the kept keypoints and their rows
+    ``rows_k``; ``meta`` (JSON: version, identity) in ``meta``. Written atomically."""
+    import io as _io
+
+    from descbench.fileops import write_bytes_atomic
+
+    arrays = {"meta": np.array(json.dumps({"version": SIDE_VERSION, **meta}, sort_keys=True))}
+    for k, (kps, rows) in per_image.items():
+        arrays.update({f"source_index_{k}": kps.source_index.astype(np.int32), f"x_{k}": kps.x, f"y_{k}": kps.y,
+                       f"rows_{k}": np.ascontiguousarray(rows, dtype=np.float32)})
+    buf = _io.BytesIO()
+    np.savez(buf, **arrays)
+    write_bytes_atomic(Path(path), buf.getvalue())
+
+
+def read_side_file(path: Path | str) -> tuple[dict, dict]:
+    """``(meta, arrays)`` of a side file (DataError naming it when missing or unreadable)."""
+    path = Path(path)
+    try:
+        with np.load(path, allow_pickle=False) as z:
+            arrays = {k: z[k] for k in z.files}
+        meta = json.loads(str(arrays.pop("meta")))
+    except (OSError, ValueError, KeyError) as exc:
+        raise DataError(f"{path}: the joint network's side file is missing or unreadable ({exc}); fix: rerun the "
+                        "keypoint job of its set (snakemake --forcerun keypoints)") from exc
+    return meta, arrays
+
+
+def subset_side_file(source_keypoints: Path | str, out_keypoints: Path | str, per_image: dict[int, ImageKeypoints]) -> None:
+    """A derived set's side file: the source set's rows of the keypoints it keeps (by
+    ``source_index``). No side file at the source: nothing is written."""
+    src = side_path(source_keypoints)
+    if not src.exists():
+        return
+    meta, arrays = read_side_file(src)
+    out = {}
+    for k, kps in per_image.items():
+        rows = lookup_rows(arrays, k, kps, src)
+        out[k] = (kps, rows)
+    write_side_file(side_path(out_keypoints), out, {key: v for key, v in meta.items() if key != "version"})
+
+
+def lookup_rows(arrays: dict, k: int, kps: ImageKeypoints, path: Path) -> np.ndarray:
+    """Image ``k``'s rows of ``kps`` from a side file's arrays, found by ``source_index`` and checked
+    equal in ``x`` and ``y``; DataError naming the file otherwise."""
+    try:
+        si, xs, ys, rows = (arrays[f"{f}_{k}"] for f in ("source_index", "x", "y", "rows"))
+    except KeyError:
+        raise DataError(f"{path}: no rows for image {k}; fix: rerun the keypoint job of its set "
+                        "(snakemake --forcerun keypoints)") from None
+    order = np.argsort(si, kind="stable")
+    pos = np.searchsorted(si[order], kps.source_index)
+    pos = np.minimum(pos, max(len(si) - 1, 0))
+    found = order[pos] if len(si) else np.zeros(0, dtype=np.int64)
+    if len(kps) and (len(si) == 0 or not np.array_equal(si[found], kps.source_index)
+                     or not np.array_equal(xs[found], kps.x) or not np.array_equal(ys[found], kps.y)):
+        raise DataError(f"{path}: image {k}'s rows do not match the keypoint file (other keypoints or positions: the "
+                        "files were written by different runs); fix: rerun the keypoint jobs of the set and its "
+                        "sources (snakemake --forcerun keypoints)")
+    return rows[found] if len(kps) else np.zeros((0, rows.shape[1] if rows.ndim == 2 else 0), dtype=np.float32)
 
 
 def reads_own_rows(net: str, params: dict, kpset: dict) -> bool:

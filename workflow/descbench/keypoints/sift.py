@@ -1,29 +1,12 @@
 """OpenCV SIFT: the detector object (detection: descbench.keypoints.detectors), KeyPoint conversion,
-SIFT's packed octave field, and the rows a SIFT keypoint job describes with its detection.
-
-**Rows from the detection** (:func:`detect_with_rows`, side file ``<scene>.sift_rows.npz``,
-:mod:`descbench.keypoints.sidefile`): a SIFT set's keypoint job (``mode: independent``) runs
-``detectAndCompute``, which describes the keypoints on the scale space it detected them in, and
-keeps the rows of the keypoints that pass the border rule and the cap. The ``sift`` descriptor
-job on that set reads them (:func:`descbench.descriptors.sift.sift_own_rows`) instead of building
-the pyramid again in ``compute``: 0.27 s of 0.96 s for 8,000 keypoints of a 1680 x 1260 image.
-They are the same bits as ``compute`` gives on an image's kept keypoints whenever one of them
-lies in SIFT's first octave (packed octave byte 255, octave -1): ``compute`` starts its pyramid at
-the lowest octave among the keypoints it is given, ``detectAndCompute`` at -1 (the doubled
-image), and from there both build the same levels. An image whose kept keypoints all lie in
-octave 0 or above is computed, as before."""
+and SIFT's packed octave field."""
 
 from __future__ import annotations
-
-from pathlib import Path
 
 import numpy as np
 
 from descbench.keypoints import ImageKeypoints
-from descbench.keypoints.sidefile import side_file_path
 from descbench.params import config_schema, fill_defaults
-
-SIFT_ROWS_KIND = "sift_rows.npz"
 
 
 def make_sift(params: dict):
@@ -39,21 +22,6 @@ def make_sift(params: dict):
         contrastThreshold=float(p["contrast_threshold"]),
         edgeThreshold=float(p["edge_threshold"]),
         sigma=float(p["sigma"]),
-    )
-
-
-def keypoints_from_cv(kps) -> ImageKeypoints:
-    """OpenCV KeyPoints -> :class:`ImageKeypoints` (all fields; ``source_index`` = output order)."""
-    n = len(kps)
-    return ImageKeypoints(
-        x=np.array([k.pt[0] for k in kps], dtype=np.float32).reshape(n),
-        y=np.array([k.pt[1] for k in kps], dtype=np.float32).reshape(n),
-        size=np.array([k.size for k in kps], dtype=np.float32).reshape(n),
-        angle=np.array([k.angle for k in kps], dtype=np.float32).reshape(n),
-        response=np.array([k.response for k in kps], dtype=np.float32).reshape(n),
-        octave=np.array([k.octave for k in kps], dtype=np.int32).reshape(n),
-        class_id=np.array([k.class_id for k in kps], dtype=np.int32).reshape(n),
-        source_index=np.arange(n, dtype=np.int32),
     )
 
 
@@ -110,26 +78,3 @@ def has_sift_octaves(kpset: dict) -> bool:
     from descbench.keypoints.locked import octave_mode
 
     return octave_mode(kpset.get("params") or {}) == "sift"
-
-
-def sift_rows_path(keypoint_file: Path | str) -> Path:
-    """The SIFT rows side file next to a scene's keypoint file: ``<scene>.sift_rows.npz``."""
-    return side_file_path(keypoint_file, SIFT_ROWS_KIND)
-
-
-def detect_with_rows(gray: np.ndarray, params: dict) -> tuple[ImageKeypoints, np.ndarray]:
-    """SIFT's keypoints of a grey uint8 image, as ``detect`` gives them (same order), and OpenCV's
-    128-D rows of every one of them from the same scale space (``detectAndCompute``; module
-    docstring): uint8 when every value is an integer 0..255 (OpenCV's are), else float32."""
-    cv_kps, rows = make_sift(params).detectAndCompute(gray, None)
-    kps = keypoints_from_cv(cv_kps)
-    if rows is None:
-        return kps, np.zeros((len(kps), 128), dtype=np.uint8)
-    as_u8 = rows.astype(np.uint8)
-    return kps, as_u8 if np.array_equal(as_u8, rows) else np.ascontiguousarray(rows, dtype=np.float32)
-
-
-def in_first_octave(kps: ImageKeypoints) -> bool:
-    """Whether any keypoint lies in SIFT's first octave, -1 (packed octave byte 255): then
-    ``compute`` on them builds the pyramid ``detectAndCompute`` built (module docstring)."""
-    return bool(len(kps)) and bool(((np.asarray(kps.octave) & 255) == 255).any())
