@@ -136,8 +136,7 @@ def network_cost(per_keypoint: float):
 
     def cost(params: dict) -> Cost:
         # the batch of the device asked for; ``auto`` (not known before the job runs): the larger default
-        device = {"cpu": "cpu", "cuda": "cuda"}.get(params.get("device"))
-        batch = batch_mem_mb(params["batch_mem_mb"], device) if "batch_mem_mb" in params else 0.0
+        batch = batch_mem_mb(params["batch_mem_mb"], params.get("device")) if "batch_mem_mb" in params else 0.0
         return Cost(NETWORK_DESCRIPTOR, NETWORK_PATCHES, per_keypoint, 1.0, batch)
 
     return cost

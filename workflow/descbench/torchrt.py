@@ -382,12 +382,12 @@ DEFAULT_BATCH_MEM_MB = {"cpu": 32, "cuda": 256}
 
 def batch_mem_mb(value: float | None, device_type: str | None) -> float:
     """The ``batch_mem_mb`` used: ``value``, or when it is None (``null``) the default of
-    :data:`DEFAULT_BATCH_MEM_MB` for ``device_type`` (``"cpu"`` / ``"cuda"``; None, a device not
-    yet known, e.g. ``auto`` when a job's resources are sized: the largest, so a request never
-    falls short)."""
+    :data:`DEFAULT_BATCH_MEM_MB` for ``device_type`` (``"cpu"`` / ``"cuda"``; anything else, a
+    device not yet known, e.g. None or ``auto`` when a job's resources are sized: the largest, so
+    a request never falls short)."""
     if value is not None:
         return float(value)
-    return float(DEFAULT_BATCH_MEM_MB[device_type] if device_type is not None else max(DEFAULT_BATCH_MEM_MB.values()))
+    return float(DEFAULT_BATCH_MEM_MB.get(device_type, max(DEFAULT_BATCH_MEM_MB.values())))
 
 
 def batch_size(batch_mem_mb: float, bytes_per_item: int) -> int:
