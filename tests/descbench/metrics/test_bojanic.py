@@ -226,3 +226,58 @@ def test_many_distractor_segments_keep_their_identity():
     assert res.v_segment.max() == len(targets) + 149 and (res.v_segment >= 0).all()
     for seg, cand in zip(res.v_segment[dis], res.v_candidate[dis]):
         assert cand in distractors[seg - len(targets)].rows
+
+
+@pytest.mark.parametrize("levels", [3, None])
+def test_segment_statistics_equal_brute_force_across_column_blocks(levels):
+    """The segment kernel reads each segment in blocks of 64 candidates (block maxima first): with
+    segments of 0, 1, 63, 64, 65, 130 and 200 candidates, every nearest neighbour and every
+    class-split count equals a brute force over the definition (float64, index-order sums).
+    ``levels``: integer descriptors with many ties; None: real-valued ones where each query's two
+    near copies per segment sit at block edges (first and last column of a block), alone above
+    the rest, so a block's maximum or its last column cannot be missed unnoticed."""
+    from descbench.metrics.bojanic import segment_statistics
+
+    rng = np.random.default_rng(11)
+    sizes = [65, 0, 130, 1, 64, 63, 200]
+    n_image = 65 + 130 + 1 + 64  # the first five segments are the scene's own images
+    seg_start = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    nq, dim = 40, 6
+    if levels:
+        q = rng.integers(0, levels, (nq, dim)).astype(np.float32)
+        c = rng.integers(0, levels, (seg_start[-1], dim)).astype(np.float32)
+        rel = [np.sort(rng.choice(seg_start[-1], size=rng.integers(0, 6), replace=False)) for _ in range(nq)]
+    else:
+        q = rng.random((nq, dim), dtype=np.float32)
+        c = (rng.random((seg_start[-1], dim), dtype=np.float32) + 3.0).astype(np.float32)  # far from every query
+        edges = [0, 63, 64, 127, 128, 191, 199, 62]
+        rel = []
+        for i in range(nq):
+            mine = []
+            for s, n in enumerate(sizes):
+                if n == 0:
+                    continue
+                p1 = min(edges[(i + s) % len(edges)], n - 1)
+                p2 = min(edges[(i + s + 3) % len(edges)], n - 1)
+                c[seg_start[s] + p2] = q[i] + np.float32(1e-3) * rng.integers(0, 3, dim)
+                c[seg_start[s] + p1] = q[i] + np.float32(1e-3) * rng.integers(0, 3, dim)  # p1 wins when p1 == p2
+                mine.append(seg_start[s] + p1)
+            rel.append(np.array(sorted(mine[: 1 + i % 3]), dtype=np.int64))
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rel])]).astype(np.int64)
+    indices = np.concatenate(rel).astype(np.int64)
+    nn_idx, nn_d, less_img, equal_img, less_dis, equal_dis, dexact = segment_statistics(
+        q, c, seg_start, n_image, indptr, indices, chunk_mb=0.001)
+    d = sqd(q, c)
+    own = np.arange(seg_start[-1]) < n_image
+    for i in range(nq):
+        for s in range(len(sizes)):
+            a, b = seg_start[s], seg_start[s + 1]
+            if b == a:
+                assert nn_idx[i, s] == -1 and nn_d[i, s] == np.inf
+            else:
+                assert nn_idx[i, s] == int(np.argmin(d[i, a:b])) and nn_d[i, s] == d[i, a:b].min()
+        for e in range(indptr[i], indptr[i + 1]):
+            de = d[i, indices[e]]
+            assert dexact[e] == de
+            assert less_img[e] == (own & (d[i] < de)).sum() and equal_img[e] == (own & (d[i] == de)).sum()
+            assert less_dis[e] == (~own & (d[i] < de)).sum() and equal_dis[e] == (~own & (d[i] == de)).sum()

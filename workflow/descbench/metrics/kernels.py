@@ -448,10 +448,16 @@ def segment_stats_l2(screen, rows, qdesc, cdesc, tol, seg_start, n_image, indptr
     Distances are squared L2 in float64 (see :func:`rank_counts_l2` for the screen). Screen
     values are compared in float32 against bounds rounded outward (``hi_e >= g_e + tol``,
     ``lo_e <= g_e - tol``): above ``hi_e`` certainly closer, below ``lo_e`` certainly farther, in
-    between re-evaluated in float64; below every ``lo_e`` a candidate costs one comparison.
+    between re-evaluated in float64. One branch-free (SIMD) pass per segment gives the maxima of
+    blocks of 64 candidates; only blocks whose maximum reaches the lowest ``lo_e`` (the counts) or
+    the nearest-neighbour band are read again.
     """
     r = rows.shape[0]
     n_seg = seg_start.shape[0] - 1
+    cb = 64  # columns per block: one SIMD pass gives the block maxima, the rest reads only the blocks that need it
+    nblk_max = 1
+    for s in range(n_seg):
+        nblk_max = max(nblk_max, (seg_start[s + 1] - seg_start[s] + cb - 1) // cb)
     for t in prange(r):
         qi = rows[t]
         q = qdesc[qi]
@@ -463,6 +469,7 @@ def segment_stats_l2(screen, rows, qdesc, cdesc, tol, seg_start, n_image, indptr
         lo = np.empty(nrel, dtype=np.float32)
         cl = np.zeros(nrel, dtype=np.int64)
         ce = np.zeros(nrel, dtype=np.int64)
+        bmax = np.empty(nblk_max, dtype=np.float32)
         floor = np.float32(np.inf)
         for e in range(nrel):
             dexact[e0 + e] = sqdist64(q, cdesc[indices[e0 + e]])
@@ -481,24 +488,32 @@ def segment_stats_l2(screen, rows, qdesc, cdesc, tol, seg_start, n_image, indptr
                 nn_idx[qi, s] = -1
                 nn_d[qi, s] = np.inf
                 continue
-            gmax = g[a]
-            for j in range(a, b):
-                v = g[j]
-                if v > gmax:
-                    gmax = v
-                if v >= floor:
-                    dj = -1.0
-                    for e in range(nrel):
-                        if v > hi[e]:
-                            cl[e] += 1
-                        elif v >= lo[e]:
-                            if dj < 0.0:
-                                dj = sqdist64(q, cdesc[j])
-                            if dj < dexact[e0 + e]:
-                                cl[e] += 1
-                            elif dj == dexact[e0 + e]:
-                                ce[e] += 1
+            nblk = (b - a + cb - 1) // cb
+            gmax = np.float32(-np.inf)
+            for k in range(nblk):
+                m = np.float32(-np.inf)
+                for j in range(a + k * cb, min(a + k * cb + cb, b)):  # branch-free: vectorised by LLVM
+                    m = max(m, g[j])
+                bmax[k] = m
+                gmax = max(gmax, m)
             if nrel > 0:
+                for k in range(nblk):
+                    if bmax[k] < floor:  # below every lo_e: certainly farther than every entry
+                        continue
+                    for j in range(a + k * cb, min(a + k * cb + cb, b)):
+                        v = g[j]
+                        if v >= floor:
+                            dj = -1.0
+                            for e in range(nrel):
+                                if v > hi[e]:
+                                    cl[e] += 1
+                                elif v >= lo[e]:
+                                    if dj < 0.0:
+                                        dj = sqdist64(q, cdesc[j])
+                                    if dj < dexact[e0 + e]:
+                                        cl[e] += 1
+                                    elif dj == dexact[e0 + e]:
+                                        ce[e] += 1
                 own = a < n_image
                 for e in range(nrel):
                     if own:
@@ -513,12 +528,15 @@ def segment_stats_l2(screen, rows, qdesc, cdesc, tol, seg_start, n_image, indptr
             band = round_down32(np.float64(gmax) - tq)
             best = np.inf
             bj = -1
-            for j in range(a, b):
-                if g[j] >= band:
-                    dj = sqdist64(q, cdesc[j])
-                    if dj < best:
-                        best = dj
-                        bj = j - a
+            for k in range(nblk):
+                if bmax[k] < band:
+                    continue
+                for j in range(a + k * cb, min(a + k * cb + cb, b)):
+                    if g[j] >= band:
+                        dj = sqdist64(q, cdesc[j])
+                        if dj < best:
+                            best = dj
+                            bj = j - a
             nn_idx[qi, s] = bj
             nn_d[qi, s] = best
 
