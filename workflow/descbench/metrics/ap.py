@@ -27,9 +27,12 @@ from __future__ import annotations
 
 import numbers
 from dataclasses import dataclass
-from typing import Callable
+from typing import TYPE_CHECKING, Callable
 
 import numpy as np
+
+if TYPE_CHECKING:  # annotations only (postponed): no import at run time
+    from numpy.typing import ArrayLike
 
 __all__ = ["ap_step", "ap_vlfeat", "ap_trapezoid", "ap_tie_aware", "ap_from_tie_groups",
            "ap_tie_aware_from_histograms", "ap_quantized", "quantized_ap_gap", "APConvention", "AP_CONVENTIONS",
@@ -154,7 +157,7 @@ def _ap_groups(p: np.ndarray, neg: np.ndarray, convention: str, denom: float) ->
 
 # ----------------------------------------------------------------------------- conventions
 
-def ap_step(distances, labels) -> float:
+def ap_step(distances: ArrayLike, labels: ArrayLike) -> float:
     """AP with scikit-learn ``average_precision_score`` semantics on ``score = -distances``.
 
     ``labels`` take values in {1, 0, -1}; 1 is positive, 0 and -1 are negative (``pos_label=1``).
@@ -168,6 +171,14 @@ def ap_step(distances, labels) -> float:
     instead warns ("No positive class found in y_true") and returns 0.0 (version 1.9), and it
     rejects the three-valued labels {1, 0, -1} as multiclass whereas here 0 and -1 both count
     as negative.
+
+    Positives at ranks 1 and 3 of four: (1/1 + 2/3) / 2; a positive tied with a negative is read
+    at the end of the tie:
+
+    >>> round(ap_step([0.1, 0.2, 0.3, 0.4], [1, 0, 1, 0]), 6)
+    0.833333
+    >>> ap_step([0.1, 0.1], [1, 0])
+    0.5
     """
     d, lab = _check_inputs(distances, labels, (1, 0, -1))
     pos = lab == 1
@@ -177,7 +188,7 @@ def ap_step(distances, labels) -> float:
     return _ap_groups(n_pos, n_neg, "step", float(pos.sum()))
 
 
-def ap_vlfeat(distances, labels, num_positives=None) -> float:
+def ap_vlfeat(distances: ArrayLike, labels: ArrayLike, num_positives: int | None = None) -> float:
     """AP with VLFeat ``vl_pr`` ``info.ap`` semantics (TREC AP, no interpolation).
 
     ``labels`` take values in {1, 0, -1}: +1 positive, -1 negative, 0 ignored. vl_pr keeps
@@ -194,6 +205,13 @@ def ap_vlfeat(distances, labels, num_positives=None) -> float:
     surrogate positives with score -inf, never retrieved, precision 0, so they only enlarge the
     denominator. Returns NaN when ``num_positives`` is 0 (no positive and no num_positives) and
     0.0 when ``num_positives > 0`` but no positive is present.
+
+    The 0-labelled item is ignored; a positive that was never retrieved halves the AP:
+
+    >>> ap_vlfeat([0.1, 0.2, 0.3], [1, 0, -1])
+    1.0
+    >>> ap_vlfeat([0.1, 0.2, 0.3], [1, 0, -1], num_positives=2)
+    0.5
     """
     d, lab = _check_inputs(distances, labels, (1, 0, -1))
     keep = lab != 0
@@ -205,7 +223,7 @@ def ap_vlfeat(distances, labels, num_positives=None) -> float:
     return float(np.sum(np.arange(1, ranks.size + 1) / ranks) / denom)
 
 
-def ap_trapezoid(distances, labels, num_positives=None) -> float:
+def ap_trapezoid(distances: ArrayLike, labels: ArrayLike, num_positives: int | None = None) -> float:
     """AP as in hpatches-benchmark (``python/utils/metrics.py``, ``pr``): trapezoid area under PR.
 
     ``labels`` take values in {1, 0}: 1 positive, 0 negative. Items are sorted by increasing
@@ -222,6 +240,14 @@ def ap_trapezoid(distances, labels, num_positives=None) -> float:
     positives are never retrieved, the curve stops at recall < 1 and the rest adds no area.
     Returns NaN when P is 0 (hpatches would return 0.0) and 0.0 when P > 0 and nothing
     positive is present (hpatches crashes on an empty list there).
+
+    A positive ranked second: the curve goes from (recall 0, precision 1e-10) to (1, 1/2), an area
+    of 1/4 + 5e-11:
+
+    >>> ap_trapezoid([0.1, 0.2], [1, 0])
+    1.0
+    >>> round(ap_trapezoid([0.1, 0.2], [0, 1]), 9)
+    0.25
     """
     d, lab = _check_inputs(distances, labels, (1, 0))
     pos = lab[np.argsort(d, kind="stable")] == 1
@@ -234,7 +260,7 @@ def ap_trapezoid(distances, labels, num_positives=None) -> float:
     return float(np.trapezoid(precision, tp / denom))
 
 
-def ap_tie_aware(distances, labels) -> float:
+def ap_tie_aware(distances: ArrayLike, labels: ArrayLike) -> float:
     """Tie-aware AP (He et al., CVPR 2018): the mean AP over all orderings inside tie groups.
 
     ``labels`` take values in {1, 0, -1}; 1 positive, 0 and -1 negative. For a group of n items
@@ -246,6 +272,13 @@ def ap_tie_aware(distances, labels) -> float:
     and AP = (sum over groups) / (total positives). Evaluated in closed form with harmonic
     numbers (see :func:`ap_from_tie_groups`). Without ties this is the plain AP. Returns NaN for
     empty input or when there is no positive.
+
+    A positive tied with a negative ranks first or second with equal probability, (1 + 1/2) / 2:
+
+    >>> ap_tie_aware([0.1, 0.1], [1, 0])
+    0.75
+    >>> round(ap_tie_aware([0.1, 0.2, 0.3, 0.4], [1, 0, 1, 0]), 6)
+    0.833333
     """
     d, lab = _check_inputs(distances, labels, (1, 0, -1))
     pos = lab == 1

@@ -92,7 +92,7 @@ def _nearest(qdesc: np.ndarray, cdesc: np.ndarray, chunk_mb: float, second: bool
 # --------------------------------------------------------------------------- public API
 
 
-def nearest_two(qdesc: np.ndarray, cdesc: np.ndarray, chunk_mb: float = 64.0):
+def nearest_two(qdesc: np.ndarray, cdesc: np.ndarray, chunk_mb: float = 64.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Nearest and second-nearest row of ``cdesc`` for every row of ``qdesc``.
 
     Returns ``(idx1, dist1, idx2, dist2)``: int64 indices and float64 distances, each of length
@@ -114,12 +114,20 @@ def nearest_two(qdesc: np.ndarray, cdesc: np.ndarray, chunk_mb: float = 64.0):
     the brute-force answer. The band threshold is rounded down to a float32 (more candidates,
     never fewer). Inputs so large that the float32 screen could overflow use a float64 brute
     force. Hamming distances are integers computed exactly (no screen).
+
+    The first query is as far from both candidates (a tie: the lower index is nearest):
+
+    >>> q = np.array([[0.0, 0.0], [3.0, 4.0]], dtype=np.float32)
+    >>> c = np.array([[1.0, 0.0], [-1.0, 0.0]], dtype=np.float32)
+    >>> idx1, dist1, idx2, dist2 = nearest_two(q, c)
+    >>> idx1.tolist(), dist1.tolist(), idx2.tolist()
+    ([0, 0], [1.0, 4.47213595499958], [1, 1])
     """
     q, c = _validate(qdesc, cdesc)
     return _nearest(q, c, chunk_mb, second=True)[:4]
 
 
-def mutual_nearest(a_desc: np.ndarray, b_desc: np.ndarray, chunk_mb: float = 64.0):
+def mutual_nearest(a_desc: np.ndarray, b_desc: np.ndarray, chunk_mb: float = 64.0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Mutual nearest-neighbour matches between two descriptor sets.
 
     ``(ia, ib, dist)``: a[ia] and b[ib] are each other's nearest neighbour (exact, ties to the
@@ -128,6 +136,14 @@ def mutual_nearest(a_desc: np.ndarray, b_desc: np.ndarray, chunk_mb: float = 64.
     (same argument as :func:`nearest_two` with one candidate instead of two); the nearest a of
     every b comes from the same screen blocks (column-wise, see
     :mod:`descbench.metrics.pairpass`): one BLAS product per block of a's rows, no b -> a product.
+
+    b[0] is the nearest of both a[0] and a[2] but chooses a[2]; a[1] and b[1] choose each other:
+
+    >>> a = np.array([[0.0], [5.0], [1.0]], dtype=np.float32)
+    >>> b = np.array([[1.2], [5.0]], dtype=np.float32)
+    >>> ia, ib, dist = mutual_nearest(a, b)
+    >>> ia.tolist(), ib.tolist(), dist.round(6).tolist()
+    ([1, 2], [1, 0], [0.0, 0.2])
     """
     a, b = _validate(a_desc, b_desc, names=("image-a", "image-b"))
     ab, dab, _, _, ba = _nearest(a, b, chunk_mb, second=False, cols=True)

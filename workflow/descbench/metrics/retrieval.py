@@ -32,6 +32,7 @@ For a pair (1, k) and a query q (a keypoint of image 1):
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -39,6 +40,9 @@ from descbench.errors import DataError
 from descbench.io import HIT_KS
 from descbench.metrics import kernels
 from descbench.params import ConfigParams, config_field
+
+if TYPE_CHECKING:  # annotations only (postponed): no import at run time
+    from numpy.typing import ArrayLike
 
 RECALL_KS = (1, 5, 10)
 
@@ -360,10 +364,23 @@ def _need_frame(frame, where):
     return np.asarray(angle, dtype=np.float64), np.asarray(size, dtype=np.float64)
 
 
-def score_pair(q_xy, q_desc, t_xy, t_desc, H, target_size, params: RetrievalParams, q_frame=None, t_frame=None) -> PairResult:
+def score_pair(q_xy: ArrayLike, q_desc: np.ndarray, t_xy: ArrayLike, t_desc: np.ndarray, H: ArrayLike, target_size: tuple[int, int],
+               params: RetrievalParams, q_frame: tuple | None = None, t_frame: tuple | None = None) -> PairResult:
     """Score every query of image 1 against image k (see the module docstring for definitions).
 
-    ``q_frame`` / ``t_frame``: ``(angle, size)`` arrays of the keypoints (``gt: closest_oriented``)."""
+    ``q_frame`` / ``t_frame``: ``(angle, size)`` arrays of the keypoints (``gt: closest_oriented``).
+
+    Three keypoints seen again at the same places (H = identity). The second query's relevant
+    item (squared distance 121) has two candidates closer (100 and 1), the third query's one
+    (121) has one (1):
+
+    >>> xy = np.array([[10.0, 10.0], [30.0, 10.0], [10.0, 30.0]])
+    >>> q = np.array([[0.0, 0.0], [10.0, 0.0], [20.0, 0.0]], dtype=np.float32)
+    >>> t = np.array([[0.0, 0.0], [21.0, 0.0], [9.0, 0.0]], dtype=np.float32)
+    >>> res = score_pair(xy, q, xy, t, np.eye(3), (64, 48), RetrievalParams(gt="closest"))
+    >>> res.n_closer.tolist(), res.ap.round(4).tolist()
+    ([0, 2, 1], [1.0, 0.3333, 0.5])
+    """
     ps = PairScoring(q_xy, q_desc, t_xy, t_desc, H, target_size, params, q_frame, t_frame)
     rc = ps.ranks
     if rc.needs_screen:

@@ -1,0 +1,56 @@
+"""descbench's public Python API: the metrics on arrays, for notebooks and training loops.
+
+Every name here is the function the workflow itself calls (the same object, not a copy), so a
+number computed in Python equals the one in the workflow's Parquet files for the same inputs.
+Each docstring states the definition, the shapes and the convention, with an example that the
+tests run.
+
+Stability: the names in ``__all__`` and their signatures are public and follow semantic
+versioning (``descbench.__version__``); everything else in the package is private and may change
+in any release. The current signatures are listed in ``CHANGELOG.md`` ("Public API"); a test
+fails when a signature changes without that list saying so.
+
+Average precision of one ranked list (``distances`` [N], smaller is better; ``labels`` [N]):
+:func:`ap_step` (scikit-learn), :func:`ap_tie_aware` (He et al. 2018), :func:`ap_vlfeat` (VLFeat,
+HBench), :func:`ap_trapezoid` (hpatches-benchmark).
+
+Descriptor matching (float32 [N, D] or packed uint8 bits): :func:`nearest_two`,
+:func:`mutual_nearest` (exact, ties to the lowest index).
+
+One image pair (image-1 keypoints and descriptors, image-k's, the 3x3 homography from image 1 to
+image k): :func:`score_pair` (keypoint retrieval: the true mAP family per query, hit@K,
+recall@K; settings :class:`RetrievalParams`), :func:`match_pair` (mutual-NN matching: MMA,
+matching score, repeatability, homography estimate and corner error; settings
+:class:`MatchingParams`).
+
+Homography estimation over pairs: :func:`corner_error`, :func:`homography_accuracy`,
+:func:`homography_auc`.
+"""
+
+from __future__ import annotations
+
+import descbench
+from descbench.metrics.ap import ap_step, ap_tie_aware, ap_trapezoid, ap_vlfeat
+from descbench.metrics.matching import MatchingParams, corner_error, homography_accuracy, homography_auc, match_pair
+from descbench.metrics.nn import mutual_nearest, nearest_two
+from descbench.metrics.retrieval import PairResult, RetrievalParams, score_pair
+
+__version__ = descbench.__version__
+
+__all__ = [
+    "__version__",
+    "ap_step",
+    "ap_tie_aware",
+    "ap_trapezoid",
+    "ap_vlfeat",
+    "nearest_two",
+    "mutual_nearest",
+    "RetrievalParams",
+    "PairResult",
+    "score_pair",
+    "MatchingParams",
+    "match_pair",
+    "corner_error",
+    "homography_accuracy",
+    "homography_auc",
+]
