@@ -61,6 +61,7 @@ CONDA_NAME = {
 NOT_IN_JOBS = {
     "snakemake": "the Snakemake process (the Snakefile, descbench.smktuning, descbench.runguard), not a job",
     "pygments": "snakemake --report (HTML), in the Snakemake process",
+    "tqdm": "the progress bar of the Python API's in-process evaluations (descbench.evaluate), never a job",
 }
 # the `learned` extra -> its conda-forge package in envs/learned.yaml
 LEARNED_CONDA_NAME = {"torch": "pytorch", "kornia": "kornia", "onnx": "onnx", "onnxruntime": "onnxruntime"}
@@ -83,6 +84,9 @@ OPTIONAL_IMPORTS = {
 # package modules that only the Snakemake process imports (workflow/rules/common.smk): they may use
 # snakemake and what it installs (psutil); no job imports them
 SNAKEMAKE_SIDE = {"smktuning", "runguard"}
+# package modules that only a user's own Python process imports (the Python API): they may use what
+# pyproject.toml installs for it (tqdm); no job imports them (only descbench.api imports evaluate)
+API_SIDE = {"evaluate": {"api"}}
 
 CONDA_PIN = re.compile(r"(?P<name>[a-z0-9][a-z0-9_.-]*)=(?P<version>\d[0-9A-Za-z.]*)(=(?P<build>[A-Za-z0-9_.*]+))?")
 
@@ -358,7 +362,7 @@ def test_the_jobs_import_only_what_the_env_has():
     extras = {canonicalize_name(Requirement(r).name) for r in PYPROJECT["optional-dependencies"]["learned"]}
     for path in sorted(pkg.rglob("*.py")):
         mods = _third_party_imports(path)
-        if path.parent == pkg and path.stem in SNAKEMAKE_SIDE:
+        if path.parent == pkg and (path.stem in SNAKEMAKE_SIDE or path.stem in API_SIDE):
             continue
         for m in mods & set(OPTIONAL_IMPORTS):
             assert _imported_lazily_with_fallback(path, m), (
@@ -372,6 +376,11 @@ def test_the_jobs_import_only_what_the_env_has():
         for side in SNAKEMAKE_SIDE:
             assert not re.search(rf"^\s*(from descbench(\.{side})? import {side}\b|from descbench\.{side} import|import descbench\.{side})",
                                  text, re.M), f"{path.relative_to(ROOT)} imports descbench.{side}, which jobs cannot"
+        for side, importers in API_SIDE.items():
+            if path.parent == pkg and path.stem in importers:
+                continue
+            assert not re.search(rf"^\s*(from descbench(\.{side})? import {side}\b|from descbench\.{side} import|import descbench\.{side})",
+                                 text, re.M), f"{path.relative_to(ROOT)} imports descbench.{side}, which only the Python API may"
 
 
 def test_local_references_resolve_against_snakemakes_copy(tmp_path):

@@ -111,3 +111,25 @@ def test_readme_keypoint_stats_table_is_the_demo_run(demo_run: Path):
                 assert cell == actual[col]
             else:
                 assert same_as_shown(cell, actual[col]), f"README keypoint_stats {col}={cell}, demo {actual[col]}"
+
+
+def docs_example(page: str, heading: str) -> str:
+    """The first ```python block after ``heading`` in ``docs/<page>``."""
+    text = (ROOT / "docs" / page).read_text()
+    m = re.search(rf"^{re.escape(heading)}\n.*?^```python\n(.*?)^```", text, flags=re.S | re.M)
+    assert m, f"docs/{page} has no python block under {heading!r}"
+    return m.group(1)
+
+
+def test_the_python_api_example_equals_the_demo_run(demo_run: Path, monkeypatch):
+    """docs/guide/python.md's example (evaluate_sequences with a SIFT callable on the demo, in this
+    process) gives the workflow's own `sift` row of comparison.parquet: every column, every value,
+    exactly (the keypoint, scoring and report code is the same; only the rows' maker differs)."""
+    monkeypatch.chdir(demo_run.parents[2])  # the run's folder: its data/demo, as a user's notebook there
+    scope: dict = {}
+    exec(docs_example("guide/python.md", "## The example: SIFT as a callable, on the demo"), scope)
+    got = scope["table"].drop(columns=["processing_time_ms"])
+    want = pd.read_parquet(demo_run / "comparison.parquet")
+    want = want[want.descriptor == "sift"].reset_index(drop=True)
+    assert list(got.columns) == list(want.columns)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)

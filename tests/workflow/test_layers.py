@@ -6,7 +6,7 @@ Dependencies point one way:
     0  errors, paths, columns, io, fileops, rng, params, torchrt, jobfacts, jobtiming, (package __init__) - bottom: names, files, schemas
     1  datasets, keypoints, descriptors, metrics, matchers, estimators, precomputed - pure computations
     2  patches, report, config, sweeps, tasks                     - benchmarks, scoring tasks and reports over them
-    3  jobs, patches.stages, cli, __main__, smktuning, api        - the jobs, the command line, the Python API
+    3  jobs, patches.stages, cli, __main__, smktuning, api, evaluate - the jobs, the command line, the Python API
 
 A module imports only modules of its own layer or below; no module imports a private name
 (``_x``) of another package; and no two modules import each other (directly or in a cycle).
@@ -57,6 +57,7 @@ LAYERS = {
     "descbench.__main__": 3,
     "descbench.smktuning": 3,
     "descbench.api": 3,
+    "descbench.evaluate": 3,
 }
 
 

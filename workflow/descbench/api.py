@@ -25,11 +25,16 @@ matching score, repeatability, homography estimate and corner error; settings
 
 Homography estimation over pairs: :func:`corner_error`, :func:`homography_accuracy`,
 :func:`homography_auc`.
+
+A whole benchmark in this process, for a descriptor given as a callable:
+:func:`evaluate_sequences` (image sequences: the workflow's keypoint, scoring and report jobs,
+returning its comparison table).
 """
 
 from __future__ import annotations
 
 import descbench
+from descbench.evaluate import evaluate_sequences
 from descbench.metrics.ap import ap_step, ap_tie_aware, ap_trapezoid, ap_vlfeat
 from descbench.metrics.matching import MatchingParams, corner_error, homography_accuracy, homography_auc, match_pair
 from descbench.metrics.nn import mutual_nearest, nearest_two
@@ -53,4 +58,5 @@ __all__ = [
     "corner_error",
     "homography_accuracy",
     "homography_auc",
+    "evaluate_sequences",
 ]

@@ -292,9 +292,9 @@ def check_descriptor_params(family: str, params: dict | None, where: str) -> dic
 
 
 def compute_descriptors(family: str, params: dict, image_path: Path, kps: ImageKeypoints, kpset: dict, where: str) -> np.ndarray:
-    """Run a family on one image and validate its output: a 2-D array, one row per keypoint, at
-    least one column, finite float values. A :class:`DataError` raised by the family (e.g. the
-    python family's callable) is re-raised prefixed with ``where`` (descriptor, scene, image)."""
+    """Run a family on one image and validate its output (:func:`check_rows`). A
+    :class:`DataError` raised by the family (e.g. the python family's callable) is re-raised
+    prefixed with ``where`` (descriptor, scene, image)."""
     fam = get_family(family)
     try:
         desc = fam.compute(Path(image_path), kps, params, kpset)
@@ -302,21 +302,29 @@ def compute_descriptors(family: str, params: dict, image_path: Path, kps: ImageK
         if str(exc).startswith(where):
             raise
         raise DataError(f"{where}: {exc}") from exc
-    if not isinstance(desc, np.ndarray) or desc.ndim != 2 or desc.shape[0] != len(kps):
+    return check_rows(desc, len(kps), f"descriptor family '{family}'", image_path, where)
+
+
+def check_rows(desc, n: int, what: str, image_path: Path, where: str) -> np.ndarray:
+    """``desc``, one image's descriptor rows made by ``what`` for its ``n`` keypoints, if it is a
+    2-D array with one row per keypoint, at least one column and finite float values (uint8 rows
+    are bits or 8-bit values, always finite); else a :class:`DataError` naming ``where``, the
+    image and the fix. One check for every way rows are made (a family, an in-process callable)."""
+    if not isinstance(desc, np.ndarray) or desc.ndim != 2 or desc.shape[0] != n:
         raise DataError(
-            f"{where}: descriptor family '{family}' returned shape {getattr(desc, 'shape', type(desc).__name__)} for "
-            f"{len(kps)} keypoints of {image_path}; a family must return one row per keypoint"
+            f"{where}: {what} returned shape {getattr(desc, 'shape', type(desc).__name__)} for "
+            f"{n} keypoints of {image_path}; a family must return one row per keypoint"
         )
     if desc.shape[1] == 0 and desc.shape[0]:  # (an image without keypoints may come back 0 x 0)
         raise DataError(
-            f"{where}: descriptor family '{family}' returned {desc.shape[0]} x 0 descriptors for {image_path}: rows "
+            f"{where}: {what} returned {desc.shape[0]} x 0 descriptors for {image_path}: rows "
             "without a value; a descriptor has at least one dimension (D >= 1)"
         )
     if desc.dtype != np.uint8:
         bad = ~np.all(np.isfinite(desc), axis=1)
         if bad.any():
             raise DataError(
-                f"{where}: descriptor '{family}' produced NaN/inf for {int(bad.sum())} keypoints of {image_path} "
+                f"{where}: {what} produced NaN/inf for {int(bad.sum())} keypoints of {image_path} "
                 f"(first at keypoint row {int(np.flatnonzero(bad)[0])}); fix the descriptor or its input"
             )
     return desc

@@ -23,21 +23,36 @@ def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpse
     """Compute one descriptor for every keypoint of a scene; rows aligned with the keypoint file.
     ``base_file``: the descriptor file of the same keypoints whose rows the family's ``derives``
     transforms (spec ``shared_base``), read instead of computing them."""
-    files = scene_files(scene_dir)
-    per_image, kmeta = load_keypoints(keypoints)
-    blocks, images = [], []
     fam = get_family(spec["family"])
     # a joint network on its own keypoints: the keypoint job's rows (one network run), else compute
     own = fam.own_rows(spec["params"], kpset_spec, keypoints) if fam.own_rows else None
     base = read_features(keypoints, base_file) if base_file is not None else None
+
+    def rows(k: int, image_path: Path, kps, where: str) -> np.ndarray:
+        if own is not None:
+            return own[0](k, kps)
+        if base is not None:
+            return fam.derives[2](base.by_image[k], spec["params"])
+        return compute_descriptors(spec["family"], spec["params"], image_path, kps, kpset_spec, where)
+
+    files = scene_files(scene_dir)
+    per_image, kmeta = load_keypoints(keypoints)
+    blocks, images = image_rows(files, per_image, name, rows)
+    runtime = own[1] if own is not None else fam.runtime_provenance(spec["params"]) if fam.runtime_provenance else None
+    extra = {"runtime": runtime} if runtime else {}  # learned families: how they ran
+    if base is not None:
+        extra["base_file_sha256"] = file_sha256(base_file)
+    write_descriptors(blocks, images, name, spec, files.scene, keypoints, kmeta, out, **extra)
+
+
+def image_rows(files, per_image: dict, name: str, rows) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """``(blocks, images)``: ``rows(k, image_path, keypoints, where)`` of every image k of a
+    scene (``files``: its :class:`~descbench.datasets.layout.SceneFiles`; ``per_image``: its
+    keypoints), checked to share one width and dtype, and each block's image numbers."""
+    blocks, images = [], []
     for k, image_path in enumerate(files.images, start=1):
         where = f"descriptor '{name}', scene {files.scene}, image {k}"
-        if own is not None:
-            d = own[0](k, per_image[k])
-        elif base is not None:
-            d = fam.derives[2](base.by_image[k], spec["params"])
-        else:
-            d = compute_descriptors(spec["family"], spec["params"], image_path, per_image[k], kpset_spec, where)
+        d = rows(k, image_path, per_image[k], where)
         if blocks and (d.shape[1] != blocks[0].shape[1] or d.dtype != blocks[0].dtype):
             raise DataError(
                 f"{where} ({image_path}): {d.dtype} x {d.shape[1]} descriptors, but image 1 has "
@@ -46,15 +61,11 @@ def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpse
             )
         blocks.append(d)
         images.append(np.full(d.shape[0], k, dtype=np.int8))
-    runtime = own[1] if own is not None else fam.runtime_provenance(spec["params"]) if fam.runtime_provenance else None
-    extra = {"runtime": runtime} if runtime else {}  # learned families: how they ran
-    if base is not None:
-        extra["base_file_sha256"] = file_sha256(base_file)
-    _write_descriptors(blocks, images, name, spec, files.scene, keypoints, kmeta, out, **extra)
+    return blocks, images
 
 
-def _write_descriptors(blocks: list[np.ndarray], images: list[np.ndarray], name: str, spec: dict, scene: str,
-                       keypoints: Path, kmeta: dict, out: Path, **extra) -> None:
+def write_descriptors(blocks: list[np.ndarray], images: list[np.ndarray], name: str, spec: dict, scene: str,
+                      keypoints: Path, kmeta: dict, out: Path, **extra) -> None:
     """One scene's descriptor file: the per-image rows ``blocks`` and their image numbers, with
     the provenance (spec, dimension, distance, the keypoint file's sha256, ``extra``)."""
     desc = np.concatenate(blocks)
@@ -94,7 +105,7 @@ def describe_composite_scene(paths: ResultPaths, scene: str, kpset: str, name: s
             raise DataError(f"{where}: {d.shape[1]}-D rows, but image 1 has {blocks[0].shape[1]}-D; rebuild the components' descriptor files")
         blocks.append(d)
         images.append(np.full(d.shape[0], k, dtype=np.int8))
-    _write_descriptors(blocks, images, name, spec, scene, keypoints, kmeta, out,
+    write_descriptors(blocks, images, name, spec, scene, keypoints, kmeta, out,
                        component_files_sha256=[file_sha256(d) for _, d in files])
 
 

@@ -249,7 +249,10 @@ def significance_markdown(sig: pd.DataFrame) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write(entries: list[Entry], cfg: dict, out_dir: Path, provenance_params: dict) -> pd.DataFrame:
+def comparison(entries: list[Entry], cfg: dict) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """``(comparison table, per-scene table, paired comparisons)`` of the run's report: the
+    tables of :func:`build` with the sweep columns, the bootstrap intervals and the paired tests
+    between rows (``cfg["statistics"]``). :func:`write` writes them; the Python API returns them."""
     table, scenes = build(entries, cfg)
     sweep_cols = [sweep_columns(cfg.get("sweeps") or {}, k, d) for k, d in zip(table.keypoint_set, table.descriptor)]
     extra = pd.DataFrame(sweep_cols, index=table.index)  # sweep columns right after the lead columns
@@ -266,6 +269,12 @@ def write(entries: list[Entry], cfg: dict, out_dir: Path, provenance_params: dic
         query_values = [[by_entry[(k, d)][s] for s in sc.scene] for d, k, sc in zip(table.descriptor, table.keypoint_set, per_entry)]
     table = add_intervals(table, per_entry, params, query_values)
     sig = significance_table(table, per_entry, params, st.get("correction", "holm"))
+    return table, scenes, sig
+
+
+def write(entries: list[Entry], cfg: dict, out_dir: Path, provenance_params: dict) -> pd.DataFrame:
+    """Write the report's tables (:func:`comparison`) into ``out_dir``; returns the comparison table."""
+    table, scenes, sig = comparison(entries, cfg)
     out_dir = Path(out_dir)
     meta = io.provenance("report", provenance_params)
     # the run's settings as plain JSON: read at the next run's start (descbench.report.changes)
