@@ -115,3 +115,93 @@ def test_bad_settings_are_an_error_naming_the_key(tmp_path, kw, message):
 def test_a_describe_that_is_not_callable_is_an_error(tmp_path):
     with pytest.raises(ConfigError, match=r"describe: expected a callable describe\(image, keypoints\) -> \[N, D\], got ndarray"):
         run(np.zeros(3), tmp_path)
+
+
+# ----------------------------------------------------------------------------- evaluate_patches
+
+from descbench.evaluate import evaluate_patches  # noqa: E402
+
+FEW = {"scenes": [SCENE], "patches": {"generate": {"max_patches": 20}}}
+
+
+def mean8(patches):
+    import cv2
+
+    small = np.stack([cv2.resize(p, (8, 8), interpolation=cv2.INTER_AREA) for p in patches]).astype(np.float32)
+    return (small - small.mean(axis=(1, 2), keepdims=True)).reshape(len(patches), 64)
+
+
+def run_patches(describe, tmp_path, **kw):
+    kw.setdefault("tasks", ["matching"])
+    kw.setdefault("config", FEW)
+    return evaluate_patches(describe, data_dir=tmp_path / "data", progress=False, **kw)
+
+
+def test_patch_out_dir_holds_the_workflows_files_and_the_table_is_its_report(tmp_path):
+    out = tmp_path / "out"
+    table = run_patches(mean8, tmp_path, name="mean8", out_dir=out)
+    assert table.loc[0, "descriptor"] == "mean8" and table.loc[0, "split"] == "full"
+    assert (out / "patches" / "descriptors" / "mean8" / f"{SCENE}.parquet").is_file()
+    written = pd.read_csv(out / "report" / "patches" / "hpatches_benchmark.csv")
+    pd.testing.assert_frame_equal(pd.read_csv(__import__("io").StringIO(table.to_csv(index=False))), written, check_exact=True)
+    hb = run_patches(mean8, tmp_path, benchmark="hbench", config={**FEW, "patches": {**FEW["patches"], "hbench": {
+        "retrieval_sequences": [1], "retrieval_seeds": 1, "retrieval_queries_per_sequence": 5}}})
+    assert hb.loc[0, "descriptor"] == "custom" and 0 <= hb.loc[0, "matching_map"] <= 1
+
+
+def test_a_torch_module_is_evaluated_in_eval_mode_and_left_in_its_mode(tmp_path):
+    torch = pytest.importorskip("torch")
+    kornia = pytest.importorskip("kornia")
+    torch.manual_seed(0)
+    net = kornia.feature.HardNet(pretrained=False)
+    net.train()
+    a = run_patches(net, tmp_path)
+    assert net.training  # its mode is restored
+    net.eval()
+    b = run_patches(net, tmp_path)
+    assert not net.training
+    pd.testing.assert_frame_equal(a, b)  # train mode or not, it was evaluated in eval mode
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("bad, message", [
+    (lambda p: mean8(p)[:-1], r"returned shape \(19, 64\) for the 20 patches of descriptor 'custom', sequence i_coffee, strip ref"),
+    (lambda p: mean8(p).astype(np.int64), r"returned dtype int64 for descriptor 'custom', sequence i_coffee, strip ref"),
+    (lambda p: np.full((len(p), 4), np.nan, np.float32), r"i_coffee\.parquet: strip 'ref' row 0 holds NaN/inf"),
+    (lambda p: 1 / 0, r"descriptor 'custom', sequence i_coffee, strip ref \(.*ref\.png\): the descriptor raised "
+                      r"ZeroDivisionError: division by zero"),
+])
+def test_bad_patch_rows_are_an_error_naming_the_strip(tmp_path, bad, message):
+    with pytest.raises(DataError, match=message):
+        run_patches(bad, tmp_path)
+
+
+@pytest.mark.bad_input
+def test_a_width_that_changes_between_strips_is_an_error(tmp_path):
+    calls = []
+
+    def describe(p):
+        calls.append(1)
+        return mean8(p) if len(calls) == 1 else mean8(p)[:, :32]
+    with pytest.raises(DataError, match=r"i_coffee\.parquet: strip 'e1' has float32 descriptors of dimension 32, strip 'ref' "
+                                         r"float32 of dimension 64"):
+        run_patches(describe, tmp_path)
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("kw, message", [
+    ({"benchmark": "hpatches"}, r"benchmark='hpatches': use one of hpatches_benchmark, hbench"),
+    ({"split": "d"}, r"patches.hpatches_benchmark.splits.*'d'"),
+    ({"tasks": ["matchin"]}, r"patches.hpatches_benchmark.tasks.*'matchin'"),
+    ({"source": "hpatches_release"}, r"hpatches"),
+])
+def test_bad_patch_settings_are_an_error_naming_the_key(tmp_path, kw, message):
+    with pytest.raises((ConfigError, DataError), match=message):
+        run_patches(mean8, tmp_path, **kw)
+
+
+@pytest.mark.bad_input
+def test_a_torch_module_needs_a_network_family_to_be_fed_like(tmp_path):
+    torch = pytest.importorskip("torch")
+    with pytest.raises(ConfigError, match=r"like='sift': a torch module is fed as one of the patch networks' families \(hardnet, "):
+        run_patches(torch.nn.Flatten(), tmp_path, like="sift")

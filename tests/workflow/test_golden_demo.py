@@ -16,6 +16,7 @@ from pathlib import Path
 
 import pandas as pd
 import pytest
+from docsexamples import docs_example
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
@@ -111,14 +112,6 @@ def test_readme_keypoint_stats_table_is_the_demo_run(demo_run: Path):
                 assert cell == actual[col]
             else:
                 assert same_as_shown(cell, actual[col]), f"README keypoint_stats {col}={cell}, demo {actual[col]}"
-
-
-def docs_example(page: str, heading: str) -> str:
-    """The first ```python block after ``heading`` in ``docs/<page>``."""
-    text = (ROOT / "docs" / page).read_text()
-    m = re.search(rf"^{re.escape(heading)}\n.*?^```python\n(.*?)^```", text, flags=re.S | re.M)
-    assert m, f"docs/{page} has no python block under {heading!r}"
-    return m.group(1)
 
 
 def test_the_python_api_example_equals_the_demo_run(demo_run: Path, monkeypatch):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+import io
 import re
 import subprocess
 import sys
@@ -262,3 +263,31 @@ def test_the_workbench_patch_benchmark_gives_its_table_and_database_rows(tmp_pat
     for seq, by_type in descs["fused"].items():
         for t, got in by_type.items():
             np.testing.assert_array_equal(got, wb.fuse([descs["sift"][seq][t], descs["rootsift"][seq][t]], "weighted_avg", [0.5, 0.5]))
+
+
+def test_the_python_api_patch_example_equals_the_workflow(tmp_path, monkeypatch):
+    """docs/guide/python.md's evaluate_patches example (kornia's HardNet, random weights, in this
+    process) gives the workflow's own hpatches-benchmark row for the `hardnet` family loaded with
+    the module's weights: every column, exactly."""
+    pytest.importorskip("kornia")
+    import torch
+
+    from docsexamples import docs_example
+
+    monkeypatch.chdir(tmp_path)
+    scope: dict = {}
+    exec(docs_example("guide/python.md", "## Patches: a torch module on the HPatches patch benchmarks"), scope)
+    got = scope["patch_table"]
+    weights = tmp_path / "hardnet.pt"
+    torch.save(scope["net"].state_dict(), weights)
+    small = scope["small"]
+    write_config(tmp_path, {**small["patches"], "enabled": True, "descriptors": ["hardnet"], "hbench": {"enabled": False},
+                            "hpatches_benchmark": {**small["patches"]["hpatches_benchmark"], "splits": ["full"]}},
+                 descriptors={"hardnet": {"family": "hardnet", "params": {"weights": str(weights), "device": "cpu"}}})
+    cfg = yaml.safe_load((tmp_path / "config.yaml").read_text())
+    assert cfg["scenes"] == small["scenes"]
+    snakemake(tmp_path, "--cores", "2", "patch_report")
+    want = pd.read_csv(tmp_path / "results/demo/report/patches/hpatches_benchmark.csv").drop(columns=["weights"])
+    got = pd.read_csv(io.StringIO(got.to_csv(index=False)))  # the same CSV round trip as the workflow's table
+    assert list(got.columns) == list(want.columns)
+    pd.testing.assert_frame_equal(got, want, check_exact=True)

@@ -28,13 +28,14 @@ Homography estimation over pairs: :func:`corner_error`, :func:`homography_accura
 
 A whole benchmark in this process, for a descriptor given as a callable:
 :func:`evaluate_sequences` (image sequences: the workflow's keypoint, scoring and report jobs,
-returning its comparison table).
+returning its comparison table) and :func:`evaluate_patches` (the HPatches patch benchmarks, for a
+callable or a torch module fed as a named family feeds its network).
 """
 
 from __future__ import annotations
 
 import descbench
-from descbench.evaluate import evaluate_sequences
+from descbench.evaluate import evaluate_patches, evaluate_sequences
 from descbench.metrics.ap import ap_step, ap_tie_aware, ap_trapezoid, ap_vlfeat
 from descbench.metrics.matching import MatchingParams, corner_error, homography_accuracy, homography_auc, match_pair
 from descbench.metrics.nn import mutual_nearest, nearest_two
@@ -59,4 +60,5 @@ __all__ = [
     "homography_accuracy",
     "homography_auc",
     "evaluate_sequences",
+    "evaluate_patches",
 ]

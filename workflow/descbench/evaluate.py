@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from descbench.errors import ConfigError, DataError
+from descbench.errors import ConfigError, DataError, DescbenchError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -29,10 +29,8 @@ if TYPE_CHECKING:
 DETECTOR_SETS = ("sift",)
 
 
-def _raw_config(dataset: str | Path, keypoints: str | dict, config: dict | str | Path | None,
-                tasks: Sequence[str] | None, data_dir: str | Path | None, name: str) -> tuple[dict, str]:
-    """The config to validate (the workflow's format, one keypoint set, no descriptor) and the
-    keypoint set's name."""
+def _load_config(config: dict | str | Path | None, dataset: str | Path, data_dir: str | Path | None) -> dict:
+    """``config`` (a dict, a YAML file or None) as a new dict, with ``dataset`` and ``data_dir`` set."""
     import yaml
 
     if config is None:
@@ -54,6 +52,14 @@ def _raw_config(dataset: str | Path, keypoints: str | dict, config: dict | str |
         raw["folder"] = {**(raw.get("folder") or {}), "path": str(dataset)}
     if data_dir is not None:
         raw["data_dir"] = str(data_dir)
+    return raw
+
+
+def _raw_config(dataset: str | Path, keypoints: str | dict, config: dict | str | Path | None,
+                tasks: Sequence[str] | None, data_dir: str | Path | None, name: str) -> tuple[dict, str]:
+    """The config to validate (the workflow's format, one keypoint set, no descriptor) and the
+    keypoint set's name."""
+    raw = _load_config(config, dataset, data_dir)
     sets = raw.get("keypoint_sets") or {}
     if isinstance(keypoints, dict):
         kpname, spec = "keypoints", keypoints
@@ -112,13 +118,13 @@ def _as_array(out: Any) -> Any:
     return out
 
 
-def _progress(total: int, desc: str, enabled: bool):
+def _progress(total: int, desc: str, enabled: bool, unit: str = "image"):
     """A tqdm bar on stderr over ``total`` steps (``enabled``), else a no-op with the same methods."""
     if not enabled:
         return nullcontext(_NoBar())
     from tqdm.auto import tqdm
 
-    return tqdm(total=total, desc=desc, unit="image", file=sys.stderr, leave=False)
+    return tqdm(total=total, desc=desc, unit=unit, file=sys.stderr, leave=False)
 
 
 class _NoBar:
@@ -251,3 +257,190 @@ def evaluate_sequences(describe: Callable[[np.ndarray, Any], Any], *, dataset: s
         if out_dir is None:
             return comparison(entries, cfg)[0]
         return write(entries, cfg, Path(out_dir) / "report", {"dataset": cfg["dataset"], "config": cfg, "versions": io.versions()})
+
+
+# ----------------------------------------------------------------------------- patches
+
+PATCH_BENCHMARKS = ("hpatches_benchmark", "hbench")
+
+
+def _torch_module(describe) -> bool:
+    torch = sys.modules.get("torch")  # a torch module can only come from a process that imported torch
+    return torch is not None and isinstance(describe, torch.nn.Module)
+
+
+def _module_rows(net, like: str):
+    """``rows(patches u8 [N, 65, 65]) -> float32 [N, D]`` of a torch module fed as descriptor family
+    ``like`` feeds its own network (:func:`descbench.descriptors.kornia_nets.hpatches_input`,
+    :func:`~descbench.descriptors.kornia_nets.net_rows`), on the module's device; and the filled
+    family params that say how."""
+    from descbench.descriptors import check_descriptor_params
+    from descbench.descriptors import kornia_nets as kn
+
+    if like not in kn.NETS:
+        raise ConfigError(f"like={like!r}: a torch module is fed as one of the patch networks' families "
+                          f"({', '.join(kn.NETS)}) feeds its own; pass one of those")
+    dev = next(net.parameters()).device if any(True for _ in net.parameters()) else None
+    if dev is None:
+        import torch
+
+        dev = torch.device("cpu")
+    params = check_descriptor_params(like, {"weights": "random", "device": dev.type}, f"like ({like})")
+
+    def rows(patches):
+        return kn.net_rows(net, dev, like, kn.hpatches_input(patches, params), params)
+
+    return rows, params
+
+
+def evaluate_patches(describe: Callable[[np.ndarray], Any], *, split: str = "full",
+                     tasks: Sequence[str] = ("verification", "matching", "retrieval"),
+                     benchmark: str = "hpatches_benchmark", like: str = "hardnet", source: str | Path = "generated",
+                     dataset: str | Path = "demo", config: dict | str | Path | None = None, name: str = "custom",
+                     descriptor_kind: str | None = None, data_dir: str | Path | None = None,
+                     out_dir: str | Path | None = None, progress: bool = True) -> pd.DataFrame:
+    """Score a patch descriptor (a callable or a torch module) on the HPatches patch benchmarks, in this process.
+
+    The workflow's patch benchmark steps (:mod:`descbench.patches.stages`: the patch dataset, the
+    task files, the evaluation, the report's table) on the rows ``describe`` gives each strip of
+    65 x 65 patches:
+
+    - a **torch module** (``torch.nn.Module`` taking ``[B, 1, n, n]`` float32) is fed exactly as
+      the descriptor family ``like`` (default ``"hardnet"``) feeds its own network: each patch
+      resized to that family's input size and normalised by its convention, in that family's batch
+      size on the module's device, under ``torch.inference_mode()`` and in ``eval()`` mode (its
+      mode is restored afterwards), then that family's L2 step. The rows then equal the workflow's
+      ``like`` family loaded with the module's weights (tested for kornia's HardNet);
+    - any other **callable** ``describe(patches) -> [N, D]`` gets one strip's patches as uint8
+      ``[N, 65, 65]`` and returns one row per patch: floats (L2) or uint8 with ``descriptor_kind``.
+
+    Rows of the wrong count, NaN, a dtype or width that changes between strips, or an exception
+    raised by the callable are a :class:`~descbench.errors.DataError` naming the sequence and strip.
+
+    Args:
+        split: the hpatches-benchmark split (``a``, ``b``, ``c``, ``illum``, ``view``, ``full``;
+            ``a``-``c`` need HPatches' sequence names).
+        tasks: hpatches-benchmark's tasks (``verification``, ``matching``, ``retrieval``).
+        benchmark: ``"hpatches_benchmark"`` (one row per split, percent) or ``"hbench"`` (HBench's
+            matching and retrieval mAP, its ``patches.hbench`` settings).
+        like: the family whose input convention feeds a torch module.
+        source: ``"generated"`` (patches cut from ``dataset``'s scenes, ``patches.generate``),
+            ``"hpatches_release"`` (downloaded by the workflow beforehand) or a folder of patch
+            sequences in hpatches-release's layout.
+        dataset: the scenes patches are generated from (``"demo"``, ``"hpatches"``, a folder).
+        config: settings in ``config.yaml``'s format (its ``patches`` section: task sizes, seeds).
+        name: the descriptor's name in the table and the files.
+        out_dir: keep the files (``patches/dataset``, ``patches/descriptors``, ``patches/tasks``,
+            ``patches/eval`` and ``report/patches``); default: a temporary folder, removed.
+
+    Returns:
+        The patch report's table of the benchmark (``report/patches/hpatches_benchmark.csv`` or
+        ``hbench.csv``: the rows of this descriptor).
+
+    Examples:
+        A toy descriptor (the patch's mean-subtracted pixels at 8 x 8) on two demo scenes'
+        generated patches, hpatches-benchmark's matching task:
+
+        >>> import tempfile, cv2
+        >>> def tiny(patches):
+        ...     small = np.stack([cv2.resize(p, (8, 8), interpolation=cv2.INTER_AREA) for p in patches]).astype(np.float32)
+        ...     return (small - small.mean(axis=(1, 2), keepdims=True)).reshape(len(patches), 64)
+        >>> with tempfile.TemporaryDirectory() as tmp:
+        ...     table = evaluate_patches(tiny, tasks=["matching"], data_dir=tmp, progress=False, name="tiny",
+        ...                              config={"scenes": ["i_coffee", "v_coins"], "patches": {"generate": {"max_patches": 40}}})
+        >>> table.loc[0, ["descriptor", "split"]].tolist()
+        ['tiny', 'full']
+        >>> bool(0 < table.loc[0, "matching_map"] <= 100), "verification_balanced_auc" in table
+        (True, False)
+    """
+    from descbench import io
+    from descbench.config import validate_config
+    from descbench.datasets import list_scenes
+    from descbench.descriptors.python import checked_output
+    from descbench.params import SCHEMA_PATH
+    from descbench.patches import PATCH_TYPES
+    from descbench.patches import stages
+    from descbench.patches.describe import write_sequence_descriptors
+    from descbench.patches.layout import read_strip, strip_path, validate_patch_dataset
+    from descbench.report import patches as report
+
+    if not callable(describe):
+        raise ConfigError(f"describe: expected a torch module or a callable describe(patches) -> [N, D], got {type(describe).__name__}")
+    if benchmark not in PATCH_BENCHMARKS:
+        raise ConfigError(f"benchmark={benchmark!r}: use one of {', '.join(PATCH_BENCHMARKS)}")
+    raw = _load_config(config, dataset, data_dir)
+    raw.setdefault("keypoint_sets", {"sift": {"detector": "sift"}})
+    raw["descriptors"] = {name: {"family": "sift"}}  # checks the name; the rows come from `describe`
+    raw.pop("sweeps", None)
+    pcfg = dict(raw.get("patches") or {})
+    if str(source) in ("generated", "hpatches_release"):
+        pcfg["source"] = str(source)
+    else:
+        pcfg["source"], pcfg["path"] = "folder", str(source)
+    pcfg.update(enabled=True, descriptors=[name], csv={})
+    pcfg["hbench"] = {**(pcfg.get("hbench") or {}), "enabled": benchmark == "hbench"}
+    pcfg["hpatches_benchmark"] = {**(pcfg.get("hpatches_benchmark") or {}), "enabled": benchmark == "hpatches_benchmark",
+                                  "splits": [split], "tasks": list(tasks)}
+    pcfg["workbench"] = {**(pcfg.get("workbench") or {}), "enabled": False}
+    raw["patches"] = pcfg
+    cfg = validate_config(raw, SCHEMA_PATH)
+    pc = cfg["patches"]
+    if _torch_module(describe):
+        rows_of, params = _module_rows(describe, like)
+        label = f"torch module {type(describe).__module__}.{type(describe).__qualname__}, fed like '{like}'"
+        how = {"family": like, "params": params, "module": label}
+    else:
+        if descriptor_kind not in (None, "binary", "float"):
+            raise ConfigError(f"descriptor_kind={descriptor_kind!r}: use 'binary' (packed bits), 'float' (8-bit values) or None")
+        label = f"{getattr(describe, '__module__', None) or '?'}:{getattr(describe, '__qualname__', type(describe).__name__)}"
+        rows_of, how = describe, {"callable": label, "descriptor_kind": descriptor_kind}
+
+    scenes = list_scenes(cfg) if pc["source"] == "generated" else []
+    scene_root = _ensure_scenes(cfg, scenes) if scenes else None
+    with (nullcontext(out_dir) if out_dir is not None else tempfile.TemporaryDirectory(prefix="descbench-")) as root:
+        root = Path(root)
+        patch_root, seqs = stages.patch_root_and_sequences(cfg, root, scenes)
+        if pc["source"] == "generated":
+            for seq in seqs:
+                stages.generate(scene_root / seq, patch_root / seq, pc["generate"])
+        else:
+            validate_patch_dataset(patch_root, seqs)
+        files = []
+        module = describe if _torch_module(describe) else None
+        was_training = module.training if module is not None else None
+        try:
+            if module is not None:
+                module.eval()
+            with _progress(len(seqs) * len(PATCH_TYPES), f"describe patches ({name})", progress, unit="strip") as bar:
+                for seq in seqs:
+                    descs = {}
+                    for t in PATCH_TYPES:
+                        path = strip_path(patch_root / seq, t)
+                        patches = read_strip(path)
+                        what = f"descriptor '{name}', sequence {seq}, strip {t} ({path})"
+                        try:
+                            out = rows_of(patches)
+                        except DescbenchError:
+                            raise
+                        except Exception as exc:  # the user's code: any exception, named with its type
+                            raise DataError(f"{what}: the descriptor raised {type(exc).__name__}: {exc}; fix it") from exc
+                        descs[t] = checked_output(_as_array(out), len(patches), label, what, descriptor_kind, "descriptor_kind",
+                                                 unit=("patch", "patches"))
+                        bar.update(1)
+                    out_file = root / "patches" / "descriptors" / name / f"{seq}.parquet"
+                    write_sequence_descriptors(out_file, descs, {"descriptor": name, "sequence": seq,
+                                                                 "centre_keypoint": pc["centre_keypoint"], **how})
+                    files.append(out_file)
+        finally:
+            if module is not None:
+                module.train(was_training)
+        tasks_dir, eval_dir = root / "patches" / "tasks", root / "patches" / "eval" / name
+        stages.build_tasks(patch_root, seqs, pc, tasks_dir)
+        stages.evaluate(tasks_dir, files, name, pc, eval_dir)
+        if out_dir is not None:
+            hb, hp = report.write([eval_dir], [name], root / "report" / "patches")
+        else:
+            t, _ = io.read_table(eval_dir / f"{'hbench' if benchmark == 'hbench' else 'hpatches_benchmark'}.parquet")
+            hb, hp = (report.hbench_table({name: t.to_pandas()}), None) if benchmark == "hbench" else \
+                (None, report.hpbench_table({name: t.to_pandas()}))
+    return hb if benchmark == "hbench" else hp

@@ -710,30 +710,13 @@ PATCH_FLAG = str(Path(CFG["data_dir"]) / "hpatches" / "patches_validated.flag")
 
 
 def _patch_root_and_sequences():
-    """Where the patch sequences are, and which (`patches.sequences`, default all of the source's):
-    generated from this run's scenes (one folder per scene under the experiment), hpatches-release
-    (116), or your folder's."""
-    src, chosen = PATCH_CFG["source"], PATCH_CFG["sequences"]
-    if src == "generated":
-        root, available = RES / "patches" / "dataset", list(SCENES)
-    elif src == "hpatches_release":
-        from descbench.datasets import hpatches_scenes
-        from descbench.patches.download import PATCHES_ROOT
+    """Where the patch sequences are, and which (descbench.patches.stages.patch_root_and_sequences)."""
+    from descbench.patches.stages import patch_root_and_sequences
 
-        root, available = Path(CFG["data_dir"]) / "hpatches" / PATCHES_ROOT, hpatches_scenes("full")
-    else:
-        from descbench.patches.layout import list_patch_sequences
-
-        root = Path(PATCH_CFG["path"])
-        available = list_patch_sequences(root) if root.is_dir() else []
-        if not available:
-            raise WorkflowError(f"descbench config error: patches.path {root} holds no patch sequence folder "
-                                "(hpatches-release layout: <seq>/ref.png, e1.png .. t5.png)")
-    missing = [s for s in (chosen or []) if s not in available]
-    if missing:
-        raise WorkflowError(f"descbench config error: patches.sequences {missing} are not among the {src} patch "
-                            f"sequences ({', '.join(available[:8])}{' ...' if len(available) > 8 else ''})")
-    return root, list(chosen or available)
+    try:
+        return patch_root_and_sequences(CFG, RES, SCENES)
+    except DescbenchError as exc:
+        raise WorkflowError(f"descbench config error: {exc}") from None
 
 
 PATCH_ROOT, PATCH_SEQS = _patch_root_and_sequences() if PATCHES_ON else (None, [])

@@ -254,6 +254,20 @@ def test_gen_verification_equals_original_call_sequence(tmp_path):
         H.gen_verification({**lengths, "v_b": 1}, {"name": "x", "test": test}, n_pos=10)
 
 
+@pytest.mark.bad_input
+def test_gen_retrieval_without_a_distractor_left_is_an_error_naming_the_setting():
+    """Queries that take every patch the draw reaches leave an empty distractor list, which no
+    retrieval can be scored on (and whose file reads back as a column of no type): an error
+    naming retrieval_queries, not a task file that fails later."""
+    lengths = {"i_a": 3, "v_b": 2}
+    std = {s: np.full(n, 50.0) for s, n in lengths.items()}
+    with pytest.raises(ConfigError, match=r"split 'y': the 5 queries took every patch .* hold 5 patches\); lower "
+                                          r"patches.hpatches_benchmark.retrieval_queries"):
+        H.gen_retrieval(lengths, {"name": "y", "test": ["i_a", "v_b"]}, std, n_queries=40, n_distractors=10)
+    q, d = H.gen_retrieval(lengths, {"name": "y", "test": ["i_a", "v_b"]}, std, n_queries=3, n_distractors=10)
+    assert len(q) == 3 and len(d) == 2
+
+
 def test_gen_retrieval_equals_original_call_sequence(tmp_path):
     rng = np.random.default_rng(3)
     test = ["i_a", "v_b", "i_c", "v_d"]

@@ -348,8 +348,23 @@ def forward(family: str, patches: np.ndarray, params: dict) -> np.ndarray:
     :func:`batch_of` on the configured device and threads, then the L2 step when ``l2_normalise``."""
     net, _, dev = net_for(family, params)
     torchrt.configure(dev, params["threads"])
+    return net_rows(net, dev, family, patches, params)
+
+
+def net_rows(net, dev, family: str, patches: np.ndarray, params: dict) -> np.ndarray:
+    """float32 [N, D] rows of ``net`` (any module taking [B, 1, n, n]) on normalised patches
+    [N, n, n], as the family runs its own net: batches of :func:`batch_of` on ``dev``, then the
+    L2 step when ``l2_normalise`` (the thread settings are the caller's)."""
     rows = torchrt.run_batched(net, patches[:, None], batch_of(family, params), dev)
     return K.l2_rows(rows) if params["l2_normalise"] else rows.astype(np.float32, copy=False)
+
+
+def hpatches_input(patches: np.ndarray, params: dict) -> np.ndarray:
+    """The net's input for 65 x 65 uint8 patches [N, 65, 65] (HPatches' patches): each resized to
+    the convention's input size (``resize_hpatches_patches``, hpatches-benchmark's convention) and
+    normalised by it (:func:`convention` of the filled ``params``)."""
+    conv = convention(params)
+    return ps.normalise_patches(ps.resize_hpatches_patches(patches, conv.input_size), conv)
 
 
 def grey_image(image_path: Path) -> np.ndarray:
@@ -397,7 +412,7 @@ def net_patch_rows(family: str):
         if conv.rotate_to_upright and float(kp.angle[0]) > 0:
             raise ConfigError(f"invalid config value at '{base}.angle': {float(kp.angle[0])}; descriptor family "
                               f"'{family}' resizes the whole patch and cannot rotate it: use angle 0 or -1 (unset)")
-        return forward(family, ps.normalise_patches(ps.resize_hpatches_patches(job.patches, conv.input_size), conv), params)
+        return forward(family, hpatches_input(job.patches, params), params)
 
     return patch_rows
 

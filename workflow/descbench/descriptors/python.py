@@ -129,20 +129,22 @@ def call_descriptor(fn, name: str, image: np.ndarray, kps: ImageKeypoints, kwarg
                         "fix the callable (or params.kwargs)") from exc
 
 
-def checked_output(out, n: int, name: str, what: str, kind: str | None, kind_key: str) -> np.ndarray:
-    """The callable's output ``out`` for ``n`` keypoints of ``what`` as the stored descriptor:
-    a C-contiguous [n, D] (D >= 1) uint8 array of packed bits (``kind`` binary) or float32 array
-    (floats, or uint8 values with ``kind`` float). DataError naming the callable and ``what``
-    otherwise; uint8 without a ``kind`` is never guessed (``kind_key`` names the parameter)."""
-    rows = "keypoint" if n == 1 else "keypoints"
+def checked_output(out, n: int, name: str, what: str, kind: str | None, kind_key: str,
+                   unit: tuple[str, str] = ("keypoint", "keypoints")) -> np.ndarray:
+    """The callable's output ``out`` for ``n`` keypoints (``unit``: singular and plural) of ``what`` as
+    the stored descriptor: a C-contiguous [n, D] (D >= 1) uint8 array of packed bits (``kind``
+    binary) or float32 array (floats, or uint8 values with ``kind`` float). DataError naming the
+    callable and ``what`` otherwise; uint8 without a ``kind`` is never guessed (``kind_key`` names
+    the parameter)."""
+    rows = unit[0] if n == 1 else unit[1]
     if not isinstance(out, np.ndarray):
         raise DataError(f"descriptor callable '{name}' returned {type(out).__name__} for {what}; return a numpy array [{n}, D]")
     if out.ndim != 2 or out.shape[0] != n:
         raise DataError(f"descriptor callable '{name}' returned shape {out.shape} for the {n} {rows} of {what}; "
-                        f"return one row per keypoint, in order: shape ({n}, D)")
+                        f"return one row per {unit[0]}, in order: shape ({n}, D)")
     if out.shape[1] == 0 and n:
         raise DataError(f"descriptor callable '{name}' returned shape {out.shape} for {what}: rows without a value; "
-                        f"return at least one value per keypoint: shape ({n}, D) with D >= 1")
+                        f"return at least one value per {unit[0]}: shape ({n}, D) with D >= 1")
     if out.dtype == np.uint8:
         if kind is None:
             raise DataError(f"descriptor callable '{name}' returned uint8 for {what}, which may be packed bits or 8-bit "

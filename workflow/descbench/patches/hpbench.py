@@ -373,6 +373,11 @@ def gen_retrieval(seq_lengths: Mapping[str, int], split, ref_std, n_queries=10_0
     dis = pd.DataFrame({"s": names[d_codes[keep_d]], "idx": d_idx[keep_d]}).drop_duplicates()
     is_query = pd.MultiIndex.from_frame(dis).isin(pd.MultiIndex.from_frame(queries))
     dis = dis[~is_query].head(n_distractors).reset_index(drop=True)
+    if len(queries) and not len(dis):  # every drawable patch became a query: a pool of queries only
+        raise ConfigError(f"hpatches-benchmark retrieval, split {split['name']!r}: the {len(queries)} queries took every "
+                          f"patch the distractor draw reached, so no distractor is left (the split's test sequences hold "
+                          f"{int(lengths.sum())} patches); lower patches.hpatches_benchmark.retrieval_queries or give "
+                          "the sequences more patches")
     src = f"generated retrieval task (gen_retrieval, split {split['name']!r}, seed={seed})"
     return _tag(queries, f"{src}: queries"), _tag(dis, f"{src}: distractors")
 

@@ -123,6 +123,36 @@ def write_json(path: Path, obj) -> None:
     io.write_text(path, json.dumps(obj, sort_keys=True, indent=1, default=str) + "\n")
 
 
+def patch_root_and_sequences(cfg: dict, experiment_dir: Path | str, scenes: list[str]) -> tuple[Path, list[str]]:
+    """Where a run's patch sequences are, and which (``patches.sequences``, default all of the
+    source's), for the validated config ``cfg``: ``generated`` from the run's ``scenes`` (one folder
+    per scene under ``<experiment_dir>/patches/dataset``), ``hpatches_release`` (its 116 sequences
+    under ``<data_dir>/hpatches``), or the sequence folders of ``patches.path``. A sequence that is
+    not the source's, or a folder without sequences, is a :class:`ConfigError` naming the key."""
+    from descbench.patches.layout import list_patch_sequences
+
+    pcfg = cfg["patches"]
+    src, chosen = pcfg["source"], pcfg["sequences"]
+    if src == "generated":
+        root, available = Path(experiment_dir) / "patches" / "dataset", list(scenes)
+    elif src == "hpatches_release":
+        from descbench.datasets import hpatches_scenes
+        from descbench.patches.download import PATCHES_ROOT
+
+        root, available = Path(cfg["data_dir"]) / "hpatches" / PATCHES_ROOT, hpatches_scenes("full")
+    else:
+        root = Path(pcfg["path"])
+        available = list_patch_sequences(root) if root.is_dir() else []
+        if not available:
+            raise ConfigError(f"patches.path {root} holds no patch sequence folder "
+                              "(hpatches-release layout: <seq>/ref.png, e1.png .. t5.png)")
+    missing = [s for s in (chosen or []) if s not in available]
+    if missing:
+        raise ConfigError(f"patches.sequences {missing} are not among the {src} patch "
+                          f"sequences ({', '.join(available[:8])}{' ...' if len(available) > 8 else ''})")
+    return root, list(chosen or available)
+
+
 # ----------------------------------------------------------------------------- task files
 
 
