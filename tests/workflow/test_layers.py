@@ -4,7 +4,7 @@ included, as import-linter's layers contract would be, without the extra depende
 Dependencies point one way:
 
     0  errors, paths, columns, io, fileops, rng, params, torchrt, jobfacts, jobtiming, (package __init__) - bottom: names, files, schemas
-    1  datasets, keypoints, descriptors, metrics, matchers, estimators, precomputed - pure computations
+    1  datasets, keypoints, descriptors, metrics, matchers, estimators, precomputed, featurefiles - pure computations
     2  patches, report, config, sweeps, tasks                     - benchmarks, scoring tasks and reports over them
     3  jobs, patches.stages, cli, __main__, smktuning, api, evaluate - the jobs, the command line, the Python API
 
@@ -44,6 +44,7 @@ LAYERS = {
     "descbench.matchers": 1,
     "descbench.estimators": 1,
     "descbench.precomputed": 1,
+    "descbench.featurefiles": 1,
     "descbench.patches": 2,
     "descbench.report": 2,
     "descbench.tasks": 2,
