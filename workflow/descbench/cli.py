@@ -125,10 +125,11 @@ def job_modules() -> tuple:
     """The modules whose subcommands make up the command line, in the order ``--help`` lists them.
     Imported when the command line is built (inside :func:`main`'s interrupt handling), not when
     this module is."""
-    from descbench.jobs import (checkconfig, datasets, descriptors, distractors, featurefiles, keypoints, matches, patches,
-                                report, score, warmup)
+    from descbench.jobs import (checkconfig, datasets, descriptors, distractors, featurefiles, inspect, keypoints, matches,
+                                patches, report, score, warmup)
 
-    return datasets, keypoints, descriptors, matches, score, distractors, report, patches, warmup, checkconfig, featurefiles
+    return (datasets, keypoints, descriptors, matches, score, distractors, report, inspect, patches, warmup, checkconfig,
+            featurefiles)
 
 
 def main(argv: list[str] | None = None) -> int:
