@@ -112,3 +112,22 @@ def test_summary_says_which_rows_hold_jobs_without_a_timing_file(tmp_path):
             "NaN in timings.csv; to time them: snakemake --cores N --forcerun keypoints descriptors score") in text
     assert untimed_rows_note(t.assign(n_jobs_timed=6)) is None
     assert str(tmp_path / "timings.md") in text
+
+
+def test_summary_gives_the_inspector_command_for_the_first_rows(tmp_path):
+    """With the matching task on, the end of a run says how to open the per-pair inspector for its
+    first descriptor against the next one on the same keypoint set; without it, no such line."""
+    import pandas as pd
+
+    from descbench.report.summary import run_summary
+
+    rep = tmp_path / "results" / "demo" / "report"
+    rep.mkdir(parents=True)
+    pd.DataFrame({"descriptor": ["sift", "orb", "rootsift"], "keypoint_set": ["sift", "orb", "sift"],
+                  "true_map_micro": [0.8, 0.5, 0.9], "mma_at_3": [0.9, 0.6, 0.92]}).to_csv(rep / "comparison.csv", index=False)
+    text = run_summary(rep)
+    line = [x for x in text.splitlines() if x.strip().startswith("inspector")]
+    assert line == [f"  inspector          python -m descbench inspect --results {tmp_path / 'results' / 'demo'} "
+                    "--keypoint-set sift --descriptor sift --vs rootsift --out inspect.html (per-pair matches, where it fails)"]
+    pd.DataFrame({"descriptor": ["sift"], "keypoint_set": ["sift"], "true_map_micro": [0.8]}).to_csv(rep / "comparison.csv", index=False)
+    assert "inspector" not in run_summary(rep)

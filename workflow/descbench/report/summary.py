@@ -163,8 +163,22 @@ def run_summary(report_dir: Path, distractor_scenes: int | None = None) -> str:
               f"  timings            {report_dir / 'timings.md'} (each stage's jobs: wall and CPU time, device)",
               f"  plots              {report_dir / 'plots'}/*.png (and .svg)",
               f"  results database   {report_dir.parent / 'results.sqlite'} (sqlite3: SELECT * FROM results)",
-              "  HTML report        snakemake --report report.html (tables and captioned plots)"]
+              "  HTML report        snakemake --report report.html (tables and captioned plots)",
+              *([f"  inspector          {inspect_command(report_dir.parent, table)}"] if "mma_at_3" in table.columns else [])]
     return "\n".join(lines) + "\n"
+
+
+def inspect_command(results_dir: Path, table: pd.DataFrame) -> str:
+    """The ``descbench inspect`` command for a run's first (keypoint set, descriptor) row of the
+    comparison ``table``, against the next descriptor on the same keypoint set when there is one:
+    the page of per-pair matches and where the method fails (:mod:`descbench.report.inspect`)."""
+    import shlex
+
+    kpset, desc = str(table.keypoint_set.iloc[0]), str(table.descriptor.iloc[0])
+    others = [str(d) for d, k in zip(table.descriptor, table.keypoint_set) if str(k) == kpset and str(d) != desc]
+    vs = f" --vs {shlex.quote(others[0])}" if others else ""
+    return (f"python -m descbench inspect --results {shlex.quote(str(results_dir))} --keypoint-set {shlex.quote(kpset)} "
+            f"--descriptor {shlex.quote(desc)}{vs} --out inspect.html (per-pair matches, where it fails)")
 
 
 def run_stopped_hint(logs_dir: Path | str, interrupted_by: str | None = None) -> str:
