@@ -12,10 +12,12 @@ import pytest
 
 from conftest import DEMO_SCENE, raises_naming
 from descbench.errors import ConfigError
+from descbench.errors import DataError
 from descbench.featurefiles import (ImageFeatures, PairMatches, SceneImageNames, check_inside, d2net_path,
-                                    from_gluefactory_xy, gluefactory_hpatches_pair, hloc_pair_name,
-                                    read_gluefactory_predictions, read_hloc_features, read_hloc_matches, write_d2net,
-                                    write_hloc_features, write_hloc_matches)
+                                    from_gluefactory_xy, gluefactory_hpatches_blocks, gluefactory_hpatches_name,
+                                    gluefactory_hpatches_pair, hloc_pair_name, read_gluefactory_predictions,
+                                    read_hloc_features, read_hloc_matches, to_gluefactory_xy, write_d2net,
+                                    write_gluefactory_predictions, write_hloc_features, write_hloc_matches)
 from descbench.precomputed import load_features
 
 h5py = pytest.importorskip("h5py", reason="the interop extra (pip install -e '.[interop]'); README's test command installs it")
@@ -154,6 +156,157 @@ def test_gluefactory_predictions_are_read_exactly_in_descbenchs_convention(tmp_p
     assert np.array_equal(p.descriptors[1], a["descriptors1"]) and np.array_equal(p.scores[1], a["keypoint_scores1"])
     assert np.array_equal(p.matches[0].matches0, a["matches0"]) and np.array_equal(p.matches[1].matches0, a["matches1"])
     assert got["v_coins/11.ppm"].descriptors == (None, None)
+
+
+def brute_mutual_nn(d0: np.ndarray, d1: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """matches0, matches1 (int64, -1 = unmatched) of mutual nearest neighbours by brute force: the
+    full float64 L2 distance matrix, argmin (lowest index on ties), the mutual check of glue-factory's
+    nearest_neighbor_matcher.mutual_check."""
+    m0, m1 = np.full(len(d0), -1, np.int64), np.full(len(d1), -1, np.int64)
+    if len(d0) and len(d1):
+        dist = ((d0.astype(np.float64)[:, None, :] - d1.astype(np.float64)[None]) ** 2).sum(-1)
+        nn0, nn1 = dist.argmin(1), dist.argmin(0)
+        for i, j in enumerate(nn0):
+            if nn1[j] == i:
+                m0[i], m1[j] = j, i
+    return m0, m1
+
+
+def gf_hpatches_file(path: Path, blocks: dict, sizes=(7, 9, 0, 5, 8, 6), d: int = 16, mutual: bool = True) -> dict:
+    """glue-factory's HPatches predictions.h5 built by hand (gluefactory 2d17e3b3: datasets/hpatches.py
+    items, export_predictions.py arrays as its SuperPoint + NearestNeighborMatcher give them): per
+    sequence (-> its block j) pairs (1, q), q = 2..6, as group '<seq>/<5j + q - 2>.ppm'; image 1's
+    features the same in all five; keypoints float32 >= 0.5 (corner convention), unit-norm float32
+    descriptors N x D, matches int64 and matching_scores float32 (1 matched, 0 not) of the mutual
+    nearest neighbours (``mutual``), or of a fixed non-mutual rule. Returns {group: {key: array}}."""
+    per_image = {}
+    for seq in blocks:
+        for k, n in enumerate(sizes, 1):
+            xy = np.stack([RNG.uniform(0.5, 199.5, n), RNG.uniform(0.5, 149.5, n)], 1).astype(np.float32)
+            desc = RNG.standard_normal((n, d))
+            per_image[seq, k] = (xy, (desc / np.linalg.norm(desc, axis=1, keepdims=True)).astype(np.float32),
+                                 RNG.uniform(0, 1, n).astype(np.float32))
+    written = {}
+    with h5py.File(path, "w") as f:
+        for seq, j in blocks.items():
+            for q in range(2, 7):
+                arrays = {}
+                for side, k in ((0, 1), (1, q)):
+                    xy, desc, sc = per_image[seq, k]
+                    arrays |= {f"keypoints{side}": xy, f"keypoint_scores{side}": sc, f"descriptors{side}": desc}
+                if mutual:
+                    m0, m1 = brute_mutual_nn(arrays["descriptors0"], arrays["descriptors1"])
+                else:  # every keypoint of image 1 to keypoint 0 of image q: not a mutual-NN result
+                    m0 = np.zeros(len(arrays["keypoints0"]), np.int64) if len(arrays["keypoints1"]) else \
+                        np.full(len(arrays["keypoints0"]), -1, np.int64)
+                    m1 = np.full(len(arrays["keypoints1"]), -1, np.int64)
+                arrays |= {"matches0": m0, "matches1": m1, "matching_scores0": (m0 > -1).astype(np.float32),
+                           "matching_scores1": (m1 > -1).astype(np.float32)}
+                name = f"{seq}/{5 * j + q - 2}.ppm"
+                g = f.create_group(name)
+                for key, v in arrays.items():
+                    g.create_dataset(key, data=v)
+                written[name] = arrays
+    return written
+
+
+def h5_groups(path: Path) -> dict:
+    """{group: {dataset: array}} of a predictions.h5, read with h5py alone."""
+    out = {}
+    with h5py.File(path, "r") as f:
+        f.visititems(lambda name, obj: out.setdefault(obj.parent.name.strip("/"), {}).__setitem__(
+            name.rsplit("/", 1)[-1], obj[()]) if isinstance(obj, h5py.Dataset) else None)
+    return out
+
+
+def sequences_of(preds: dict) -> dict:
+    """descbench's per-image features of a read predictions.h5: {seq: {k: ImageFeatures}}."""
+    out = {}
+    for name, p in preds.items():
+        seq, _, q, _ = gluefactory_hpatches_pair(name)
+        for side, k in ((0, 1), (1, q)):
+            out.setdefault(seq, {})[k] = ImageFeatures(p.keypoints[side], p.descriptors[side], p.scores[side])
+    return out
+
+
+def test_gluefactory_hpatches_item_order_is_its_datasets():
+    # gluefactory/datasets/hpatches.py: sorted folder entries, the 8 large scenes skipped by default
+    seqs = ["v_coins", "i_dc", "i_ajuntament", "v_talent", "i_zion"]
+    assert gluefactory_hpatches_blocks(seqs) == {"i_ajuntament": 0, "i_zion": 1, "v_coins": 2}
+    assert gluefactory_hpatches_blocks(seqs, ignore_large_images=False) == {
+        "i_ajuntament": 0, "i_dc": 1, "i_zion": 2, "v_coins": 3, "v_talent": 4}
+    assert gluefactory_hpatches_name("v_coins", 2, 2) == "v_coins/10.ppm"
+    assert gluefactory_hpatches_name("v_coins", 2, 6) == "v_coins/14.ppm"
+    for j in (0, 3):
+        for k in range(2, 7):
+            assert gluefactory_hpatches_pair(gluefactory_hpatches_name("s", j, k)) == ("s", 1, k, j)
+    # descbench -> corner convention: + 0.5 (hand values); back again is the identity on them
+    xy = np.array([[0.0, -0.5], [2.75, 149.0]], np.float32)
+    assert np.array_equal(to_gluefactory_xy(xy), np.array([[0.5, 0.0], [3.25, 149.5]], np.float32))
+    assert np.array_equal(from_gluefactory_xy(to_gluefactory_xy(xy)), xy)
+
+
+def test_gluefactory_predictions_read_and_written_again_are_the_same_file(tmp_path):
+    src = tmp_path / "predictions.h5"
+    # blocks as glue-factory numbers ['i_a', 'i_dc', 'v_b']: i_dc is one of its large scenes, left out
+    before = gf_hpatches_file(src, {"i_a": 0, "v_b": 1})
+    out = tmp_path / "again.h5"
+    assert all((a["matches0"] >= 0).any() for a in before.values() if len(a["keypoints1"]))  # matches to keep
+    names = write_gluefactory_predictions(out, sequences_of(read_gluefactory_predictions(src)))
+    assert names == [f"i_a/{i}.ppm" for i in range(5)] + [f"v_b/{i}.ppm" for i in range(5, 10)]
+    after = h5_groups(out)
+    assert sorted(after) == sorted(before)
+    for name, arrays in before.items():
+        assert sorted(after[name]) == sorted(arrays), name
+        for key, want in arrays.items():
+            got = after[name][key]
+            assert got.dtype == want.dtype and got.shape == want.shape and np.array_equal(got, want), (name, key)
+    # and the existing reader reads back the same arrays
+    again, first = read_gluefactory_predictions(out, require_descriptors=True), read_gluefactory_predictions(src)
+    for name, p in first.items():
+        q = again[name]
+        for side in (0, 1):
+            assert np.array_equal(q.keypoints[side], p.keypoints[side]) and np.array_equal(q.scores[side], p.scores[side])
+            assert np.array_equal(q.descriptors[side], p.descriptors[side])
+            assert np.array_equal(q.matches[side].matches0, p.matches[side].matches0)
+            assert np.array_equal(q.matches[side].scores0, p.matches[side].scores0)
+
+
+def test_gluefactory_export_recomputes_matches_and_leaves_large_scenes_out_unless_kept(tmp_path):
+    src = tmp_path / "predictions.h5"
+    before = gf_hpatches_file(src, {"i_a": 0, "i_dc": 1}, mutual=False)
+    seqs = sequences_of(read_gluefactory_predictions(src))
+    out = tmp_path / "again.h5"
+    assert write_gluefactory_predictions(out, seqs) == [f"i_a/{i}.ppm" for i in range(5)]  # i_dc: large
+    after = h5_groups(out)
+    g, b = after["i_a/0.ppm"], before["i_a/0.ppm"]  # pair (1, 2)
+    assert np.array_equal(g["keypoints1"], b["keypoints1"]) and np.array_equal(g["descriptors1"], b["descriptors1"])
+    m0, m1 = brute_mutual_nn(b["descriptors0"], b["descriptors1"])
+    assert not np.array_equal(b["matches0"], m0)  # the input's were not mutual NN; export's are
+    assert np.array_equal(g["matches0"], m0) and np.array_equal(g["matches1"], m1)
+    assert np.array_equal(g["matching_scores0"], (m0 > -1).astype(np.float32))
+    # image 3 has no keypoints: pair (1, 3) matches nothing
+    empty = after["i_a/1.ppm"]
+    assert empty["keypoints1"].shape == (0, 2) and empty["matches0"].shape == (7,) and np.all(empty["matches0"] == -1)
+    names = write_gluefactory_predictions(out, seqs, ignore_large_images=False)
+    assert names[5:] == [f"i_dc/{i}.ppm" for i in range(5, 10)]
+    assert np.array_equal(h5_groups(out)["i_dc/9.ppm"]["keypoints1"], before["i_dc/9.ppm"]["keypoints1"])
+
+
+@pytest.mark.bad_input
+def test_gluefactory_export_of_non_hpatches_sequences_is_an_error(tmp_path):
+    src = tmp_path / "predictions.h5"
+    gf_hpatches_file(src, {"i_a": 0})
+    seqs = sequences_of(read_gluefactory_predictions(src))
+    out = tmp_path / "out.h5"
+    five = {"i_a": {k: f for k, f in seqs["i_a"].items() if k != 6}}
+    raises_naming(lambda: write_gluefactory_predictions(out, five), str(out), "sequence i_a has images [1, 2, 3, 4, 5]",
+                  "exactly 6 images 1..6", exc=DataError)
+    bare = {"i_a": {**seqs["i_a"], 4: ImageFeatures(seqs["i_a"][4].keypoints)}}
+    raises_naming(lambda: write_gluefactory_predictions(out, bare), "sequence i_a, image 4 has no descriptors", exc=DataError)
+    raises_naming(lambda: write_gluefactory_predictions(out, {"v_talent": seqs["i_a"]}), "['v_talent'] are all",
+                  "--keep-large-scenes", exc=DataError)
+    assert not out.exists()
 
 
 def test_d2net_written_is_read_by_precomputed_exactly(tmp_path):

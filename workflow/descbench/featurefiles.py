@@ -43,6 +43,19 @@ to keypoints read from files: :func:`check_inside`).
   are scaled back to the original image by ``/ scale`` (exact in that convention). descbench's
   x = glue-factory's x - 0.5 (:data:`GLUEFACTORY_OFFSET_PX`), computed in float64 and rounded to
   float32 (exact for every coordinate of an image: a float32 in [0.5, 2**22] minus 0.5 is a float32).
+- Writing (:func:`write_gluefactory_predictions`): the item order of glue-factory's ``HPatches``
+  dataset (``gluefactory/datasets/hpatches.py``): its sequences are the data folder's entries by
+  name (``sorted``), less :data:`GLUEFACTORY_HPATCHES_LARGE_SCENES` when ``ignore_large_images``
+  (its default), 5 items per sequence (:func:`gluefactory_hpatches_blocks`). descbench numbers the
+  sequences it writes the same way, so ``i`` is glue-factory's own index when they are the
+  sequences glue-factory evaluated (the whole dataset, or one ``subset``), and otherwise the index
+  glue-factory would give a data folder holding just them. ``matches0/1`` are descbench's mutual
+  nearest neighbours of the descriptors (:func:`descbench.metrics.nn.mutual_nearest`: L2, or
+  Hamming for packed bits; ties to the lower index), and ``matching_scores0/1`` are 1.0 for a
+  matched keypoint and 0.0 otherwise: what glue-factory's ``NearestNeighborMatcher``
+  (``gluefactory/models/matchers/nearest_neighbor_matcher.py``, ``mutual_check``, no thresholds)
+  stores; its own matcher ranks by the dot product, the same order as L2 for unit-norm
+  descriptors but not for others.
 
 **D2-Net** (the format :mod:`descbench.precomputed` reads): ``np.savez`` into a file object
 (no ``.npz`` suffix added) of ``keypoints`` [N, 2 or 3] (x, y[, size px]), ``descriptors`` [N, D],
@@ -74,6 +87,10 @@ GLUEFACTORY_OFFSET_PX = 0.5
 HLOC_UNCERTAINTY_PX = 1.0
 #: glue-factory's HPatches dataset: pairs (1, 2) .. (1, 6) of each sequence, in that order
 GLUEFACTORY_HPATCHES_PAIRS_PER_SEQUENCE = 5
+#: the sequences glue-factory's HPatches dataset leaves out by default (``ignored_scenes``, used
+#: when its ``ignore_large_images`` is true, the default)
+GLUEFACTORY_HPATCHES_LARGE_SCENES = ("i_contruction", "i_crownnight", "i_dc", "i_pencils", "i_whitebuilding",
+                                     "v_artisans", "v_astronautis", "v_talent")
 
 _XY_FIX = "columns are x, y (x right, y down, in pixels of the original image)"
 
@@ -442,6 +459,102 @@ def read_gluefactory_predictions(path: Path | str, require_descriptors: bool = F
                 matches.append(pm)
             out[name] = PairPrediction(tuple(kps), tuple(scores), tuple(descs), tuple(matches))
     return out
+
+
+def to_gluefactory_xy(xy: np.ndarray) -> np.ndarray:
+    """descbench keypoints (pixel centres at integers) -> glue-factory's (corner convention), float32:
+    x + 0.5 in float64, rounded to float32. Exact when x + 0.5 is a float32: for every x that
+    :func:`from_gluefactory_xy` returns (so a glue-factory file read and written again keeps its
+    coordinates), and for every x >= 0.5 unless x + 0.5 reaches the next power of two (x in
+    [2**k - 0.5, 2**k) with x's last bit set: a few coordinates in a thousand of a detector's);
+    otherwise the nearest float32, off by at most half its spacing (<= 2**-13 px below 4096 px)."""
+    return (np.asarray(xy, dtype=np.float64) + GLUEFACTORY_OFFSET_PX).astype(np.float32)
+
+
+def gluefactory_hpatches_blocks(sequences, ignore_large_images: bool = True) -> dict[str, int]:
+    """sequence -> its block j in glue-factory's HPatches item list (items 5j .. 5j + 4 = pairs
+    (1, 2) .. (1, 6)): the sequences by name (Python's ``sorted``, as the dataset sorts its
+    folder's entries), less :data:`GLUEFACTORY_HPATCHES_LARGE_SCENES` when
+    ``ignore_large_images``, numbered from 0. A left-out sequence has no block."""
+    kept = [s for s in sorted(set(sequences)) if not (ignore_large_images and s in GLUEFACTORY_HPATCHES_LARGE_SCENES)]
+    return {s: j for j, s in enumerate(kept)}
+
+
+def gluefactory_hpatches_name(sequence: str, block: int, k: int) -> str:
+    """glue-factory's name of HPatches pair (1, ``k``) of the sequence at ``block``:
+    ``<sequence>/<5 * block + k - 2>.ppm`` (the inverse of :func:`gluefactory_hpatches_pair`)."""
+    if not 2 <= k <= GLUEFACTORY_HPATCHES_PAIRS_PER_SEQUENCE + 1:
+        raise ValueError(f"glue-factory's HPatches pairs are (1, 2) .. (1, 6), not (1, {k})")
+    return f"{sequence}/{GLUEFACTORY_HPATCHES_PAIRS_PER_SEQUENCE * block + k - 2}.ppm"
+
+
+def mutual_nearest_matches(desc0: np.ndarray, desc1: np.ndarray) -> tuple[PairMatches, PairMatches]:
+    """``matches0`` / ``matches1`` of two images from descbench's mutual nearest neighbours
+    (:func:`descbench.metrics.nn.mutual_nearest`), with scores 1.0 where matched and 0.0 where not
+    (glue-factory's ``NearestNeighborMatcher``'s ``matching_scores``)."""
+    from descbench.metrics.nn import mutual_nearest
+
+    ia, ib, _ = mutual_nearest(desc0, desc1)
+    m0 = np.full(desc0.shape[0], -1, np.int64)
+    m1 = np.full(desc1.shape[0], -1, np.int64)
+    m0[ia], m1[ib] = ib, ia
+    return (PairMatches(m0, (m0 >= 0).astype(np.float32)), PairMatches(m1, (m1 >= 0).astype(np.float32)))
+
+
+def write_gluefactory_predictions(path: Path | str, sequences: Mapping[str, Mapping[int, ImageFeatures]],
+                                  ignore_large_images: bool = True) -> list[str]:
+    """Write glue-factory's HPatches ``predictions.h5`` (atomically) of ``sequences``: sequence ->
+    {image number k: :class:`ImageFeatures` in descbench's convention}, images 1..6 each with
+    descriptors. Returns the group names written, in item order.
+
+    Per sequence at block j (:func:`gluefactory_hpatches_blocks`; a large sequence left out by
+    ``ignore_large_images`` is not written) and per k = 2..6, the group
+    :func:`gluefactory_hpatches_name` holds, as glue-factory's ``export_predictions`` writes its
+    tensors: ``keypoints0`` (image 1) / ``keypoints1`` (image k) float32 [N, 2] in the corner
+    convention (:func:`to_gluefactory_xy`), ``keypoint_scores0/1`` float32 [N] (when the features
+    have scores), ``descriptors0/1`` [N, D] as given (float32, or uint8 packed bits), ``matches0``
+    / ``matches1`` int64 and ``matching_scores0/1`` float32 of :func:`mutual_nearest_matches`.
+
+    DataError naming the sequence when its images are not 1..6 (HPatches' layout) or one has no
+    descriptors, and when no sequence is left to write."""
+    path = Path(path)
+    per = GLUEFACTORY_HPATCHES_PAIRS_PER_SEQUENCE
+    want = list(range(1, per + 2))
+    for seq, images in sequences.items():
+        if sorted(images) != want:
+            raise DataError(f"{path}: sequence {seq} has images {sorted(images)}; glue-factory's HPatches predictions "
+                            f"are pairs (1, 2) .. (1, 6) of sequences of exactly 6 images 1..6 (HPatches layout): "
+                            "export a run on HPatches scenes (or use --format hloc / d2net)")
+        for k in want:
+            if images[k].descriptors is None:
+                raise DataError(f"{path}: sequence {seq}, image {k} has no descriptors; glue-factory's predictions "
+                                "carry 'descriptors0/1': give the features with their descriptors")
+    blocks = gluefactory_hpatches_blocks(sequences, ignore_large_images)
+    if not blocks:
+        raise DataError(f"{path}: no sequence to write: " + (
+            f"{sorted(sequences)} are all glue-factory's large scenes, which its HPatches dataset leaves out by "
+            "default; keep them (ignore_large_images=False, --keep-large-scenes)" if sequences else
+            "give the features of at least one HPatches sequence"))
+    h5py_module()  # the install hint before any file is created
+    names = []
+    with atomic_path(path) as tmp:
+        with _open(tmp, "w") as f:
+            for seq, j in sorted(blocks.items(), key=lambda sj: sj[1]):
+                first = sequences[seq][1]
+                for k in want[1:]:
+                    other = sequences[seq][k]
+                    name = gluefactory_hpatches_name(seq, j, k)
+                    grp = f.create_group(name)
+                    for side, feat in ((0, first), (1, other)):
+                        grp.create_dataset(f"keypoints{side}", data=to_gluefactory_xy(feat.keypoints))
+                        if feat.scores is not None:
+                            grp.create_dataset(f"keypoint_scores{side}", data=np.asarray(feat.scores, np.float32))
+                        grp.create_dataset(f"descriptors{side}", data=np.ascontiguousarray(feat.descriptors))
+                    for side, pm in enumerate(mutual_nearest_matches(first.descriptors, other.descriptors)):
+                        grp.create_dataset(f"matches{side}", data=pm.matches0)
+                        grp.create_dataset(f"matching_scores{side}", data=pm.scores0)
+                    names.append(name)
+    return names
 
 
 # ----------------------------------------------------------------------------- image names

@@ -14,10 +14,12 @@ import yaml
 
 from descbench import cli
 from descbench.datasets.layout import image_size
-from descbench.featurefiles import ImageFeatures, read_hloc_features, write_hloc_features
+from descbench.featurefiles import (ImageFeatures, read_gluefactory_predictions, read_hloc_features,
+                                    write_gluefactory_predictions, write_hloc_features)
 from descbench.jobs.common import read_features
 from descbench.precomputed import load_features
 from jobcli import SCENES, features, ok
+from tests.descbench.test_featurefiles import brute_mutual_nn, h5_groups
 
 h5py = pytest.importorskip("h5py", reason="the interop extra (pip install -e '.[interop]'); README's test command installs it")
 
@@ -172,6 +174,109 @@ def test_gluefactory_import_is_exact_in_descbenchs_convention(run, tmp_path, cap
         assert np.array_equal(got.descriptors, d) and np.array_equal(got.keypoints.response, sc)
 
 
+def test_gluefactory_export_holds_the_runs_features_in_its_item_order(run, tmp_path, capsys):
+    out = tmp_path / "predictions.h5"
+    ok("export-features", "--results", run.root, "--keypoint-set", "kp", "--descriptor", "desc", "--format", "gluefactory",
+       "--out", out)
+    assert "features of 12 image(s)" in capsys.readouterr().out
+    got = h5_groups(out)
+    # glue-factory's items over sorted(SCENES) = [i_rocket, v_coins]: blocks 0 and 1, pairs (1, 2..6)
+    assert sorted(SCENES) == SCENES and sorted(got) == sorted(f"{s}/{5 * j + q - 2}.ppm" for j, s in enumerate(SCENES)
+                                                               for q in range(2, 7))
+    for j, s in enumerate(SCENES):
+        f = read_features(Path(run.paths.keypoints("kp", s)), Path(run.paths.descriptors("kp", "desc", s)))
+        for q in range(2, 7):
+            g = got[f"{s}/{5 * j + q - 2}.ppm"]
+            for side, k in ((0, 1), (1, q)):
+                kps = f.per_image[k]
+                corner = (np.stack([kps.x, kps.y], 1).astype(np.float64) + 0.5).astype(np.float32)  # COLMAP's corner convention
+                assert g[f"keypoints{side}"].dtype == np.float32 and np.array_equal(g[f"keypoints{side}"], corner)
+                assert np.array_equal(g[f"keypoint_scores{side}"], kps.response)
+                assert np.array_equal(g[f"descriptors{side}"], f.by_image[k])
+            m0, m1 = brute_mutual_nn(f.by_image[1], f.by_image[q])
+            assert (m0 >= 0).sum() > 10
+            assert g["matches0"].dtype == np.int64 and np.array_equal(g["matches0"], m0) and np.array_equal(g["matches1"], m1)
+            assert np.array_equal(g["matching_scores0"], (m0 > -1).astype(np.float32))
+            assert np.array_equal(g["matching_scores1"], (m1 > -1).astype(np.float32))
+    # the reader gives back the run's own coordinates wherever x + 0.5 is a float32 (else x + 0.5
+    # was rounded to the nearest float32 on export: to_gluefactory_xy)
+    back = read_gluefactory_predictions(out, require_descriptors=True)
+    f = read_features(Path(run.paths.keypoints("kp", SCENES[1])), Path(run.paths.descriptors("kp", "desc", SCENES[1])))
+    xy = np.stack([f.per_image[6].x, f.per_image[6].y], 1)
+    representable = (xy.astype(np.float64) + 0.5) == (xy.astype(np.float64) + 0.5).astype(np.float32)
+    assert representable.mean() > 0.99
+    assert np.array_equal(back[f"{SCENES[1]}/9.ppm"].keypoints[1][representable], xy[representable])
+
+
+def test_gluefactory_export_says_which_large_scenes_it_leaves_out(run, tmp_path, capsys, monkeypatch):
+    from descbench import featurefiles
+
+    monkeypatch.setattr(featurefiles, "GLUEFACTORY_HPATCHES_LARGE_SCENES", (SCENES[1],))  # as if v_coins were large
+    args = ["export-features", "--results", run.root, "--keypoint-set", "kp", "--descriptor", "desc", "--format",
+            "gluefactory", "--out", tmp_path / "p.h5"]
+    ok(*args)
+    out = capsys.readouterr()
+    assert "features of 6 image(s)" in out.out and f"warning: scene(s) {SCENES[1]} left out" in out.err
+    assert sorted(h5_groups(tmp_path / "p.h5")) == [f"{SCENES[0]}/{i}.ppm" for i in range(5)]
+    ok(*args, "--keep-large-scenes")
+    out = capsys.readouterr()
+    assert "features of 12 image(s)" in out.out and "warning" not in out.err
+    assert f"{SCENES[1]}/9.ppm" in h5_groups(tmp_path / "p.h5")
+
+
+def gf_mutual_predictions(run, path: Path) -> dict:
+    """glue-factory's HPatches predictions.h5 over the run's scenes, by hand (gluefactory 2d17e3b3:
+    datasets/hpatches.py item order over sorted(SCENES), export_predictions.py arrays): unit-norm
+    float32 descriptors, keypoints in the corner convention, matches0/1 of the mutual nearest
+    neighbours with NearestNeighborMatcher's matching_scores (1 matched, 0 not)."""
+    per_image = {}
+    for s in SCENES:
+        for k in range(1, 7):
+            w, h = image_size(run.scene_root / s / f"{k}.ppm")
+            n = 12 + k
+            d = RNG.standard_normal((n, 32))
+            per_image[s, k] = (np.stack([RNG.uniform(0.5, w - 0.5, n), RNG.uniform(0.5, h - 0.5, n)], 1).astype(np.float32),
+                               (d / np.linalg.norm(d, axis=1, keepdims=True)).astype(np.float32),
+                               RNG.uniform(0, 1, n).astype(np.float32))
+    with h5py.File(path, "w") as f:
+        for j, s in enumerate(sorted(SCENES)):
+            for q in range(2, 7):
+                g = f.create_group(f"{s}/{5 * j + q - 2}.ppm")
+                for side, k in ((0, 1), (1, q)):
+                    kp, d, sc = per_image[s, k]
+                    g.create_dataset(f"keypoints{side}", data=kp)
+                    g.create_dataset(f"descriptors{side}", data=d)
+                    g.create_dataset(f"keypoint_scores{side}", data=sc)
+                m0, m1 = brute_mutual_nn(per_image[s, 1][1], per_image[s, q][1])
+                for side, m in ((0, m0), (1, m1)):
+                    g.create_dataset(f"matches{side}", data=m)
+                    g.create_dataset(f"matching_scores{side}", data=(m > -1).astype(np.float32))
+    return per_image
+
+
+def test_gluefactory_import_then_export_round_trips_exactly(run, tmp_path):
+    """glue-factory h5 -> import-features (D2-Net files) -> descbench's reading of them (the
+    precomputed set) -> write_gluefactory_predictions: every dataset of every group is the same."""
+    src = tmp_path / "predictions.h5"
+    gf_mutual_predictions(run, src)
+    ok("import-features", "--format", "gluefactory", "--features", src, "--scene-root", run.scene_root,
+       "--out-root", tmp_path / "npz", "--method", "gf")
+    sequences = {}
+    for s in SCENES:
+        for k in range(1, 7):
+            got = load_features(run.scene_root / s / f"{k}.ppm", "gf", tmp_path / "npz")
+            sequences.setdefault(s, {})[k] = ImageFeatures(np.stack([got.keypoints.x, got.keypoints.y], 1),
+                                                           got.descriptors, got.keypoints.response)
+    write_gluefactory_predictions(tmp_path / "again.h5", sequences)
+    before, after = h5_groups(src), h5_groups(tmp_path / "again.h5")
+    assert sorted(after) == sorted(before)
+    for name, arrays in before.items():
+        assert sorted(after[name]) == sorted(arrays), name
+        for key, want in arrays.items():
+            got = after[name][key]
+            assert got.dtype == want.dtype and np.array_equal(got, want), (name, key)
+
+
 # ----------------------------------------------------------------------------- bad input
 
 
@@ -253,6 +358,31 @@ def test_export_of_a_missing_set_or_descriptor_names_the_folder(run, tmp_path, c
     err = fail(capsys, "export-features", "--results", run.root, "--keypoint-set", "kp", "--descriptor", "nope",
                "--format", "d2net", "--out", tmp_path / "d2")
     assert "no descriptor file" in err and "descriptor 'nope'" in err
+    err = fail(capsys, "export-features", "--results", run.root, "--keypoint-set", "kp", "--descriptor", "nope",
+               "--format", "gluefactory", "--out", tmp_path / "p.h5")
+    assert "no descriptor file" in err and "descriptor 'nope'" in err and not (tmp_path / "p.h5").exists()
+    err = fail(capsys, "export-features", "--results", run.root, "--keypoint-set", "kp", "--descriptor", "desc",
+               "--format", "hloc", "--out", tmp_path / "f.h5", "--keep-large-scenes")
+    assert "--keep-large-scenes is for --format gluefactory" in err
+
+
+@pytest.mark.bad_input
+def test_gluefactory_export_of_scenes_not_in_hpatches_layout_names_the_scene(run, tmp_path, capsys):
+    import shutil
+
+    # the run's scenes in the Oxford layout (img1.ppm, H1to2p): glue-factory's dataset reads k.ppm
+    root = tmp_path / "oxford"
+    for s in SCENES:
+        (root / s).mkdir(parents=True)
+        for k in range(1, 7):
+            shutil.copy(run.scene_root / s / f"{k}.ppm", root / s / f"img{k}.ppm")
+            if k > 1:
+                shutil.copy(run.scene_root / s / f"H_1_{k}", root / s / f"H1to{k}p")
+    out = tmp_path / "p.h5"
+    err = fail(capsys, "export-features", "--results", run.root, "--keypoint-set", "kp", "--descriptor", "desc",
+               "--format", "gluefactory", "--out", out, "--scene-root", root)
+    assert f"scene {SCENES[0]}" in err and "not an HPatches sequence" in err and "img1.ppm" in err and "--format hloc" in err
+    assert not out.exists()
 
 
 # ----------------------------------------------------------------------------- end to end

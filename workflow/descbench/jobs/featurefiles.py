@@ -1,5 +1,6 @@
 """Feature files of other tools (``export-features``, ``import-features``): a keypoint set and
-descriptor of a descbench run as hloc's ``features.h5`` or D2-Net npz files, and hloc's or
+descriptor of a descbench run as hloc's ``features.h5``, glue-factory's HPatches
+``predictions.h5`` or D2-Net npz files, and hloc's or
 glue-factory's HDF5 files as D2-Net npz files, which the ``detector: precomputed`` keypoint set and
 the ``precomputed`` descriptor family evaluate (the formats and conventions:
 :mod:`descbench.featurefiles`).
@@ -15,12 +16,13 @@ import numpy as np
 
 from descbench.datasets.layout import image_size, scene_files
 from descbench.errors import DataError
-from descbench.featurefiles import (ImageFeatures, SceneImageNames, check_inside, check_matches, d2net_path,
-                                    gluefactory_hpatches_pair, read_gluefactory_predictions, read_hloc_features,
-                                    read_hloc_matches, write_d2net, write_hloc_features)
+from descbench.featurefiles import (GLUEFACTORY_HPATCHES_PAIRS_PER_SEQUENCE, ImageFeatures, SceneImageNames, check_inside,
+                                    check_matches, d2net_path, gluefactory_hpatches_blocks, gluefactory_hpatches_pair,
+                                    read_gluefactory_predictions, read_hloc_features, read_hloc_matches, write_d2net,
+                                    write_gluefactory_predictions, write_hloc_features)
 from descbench.jobs.common import read_features
 
-EXPORT_FORMATS = ("hloc", "d2net")
+EXPORT_FORMATS = ("hloc", "d2net", "gluefactory")
 IMPORT_FORMATS = ("hloc", "gluefactory")
 
 
@@ -50,25 +52,37 @@ def result_scenes(results: Path, kpset: str, descriptor: str) -> list[tuple[str,
 
 
 def export_features(results: Path, kpset: str, descriptor: str, fmt: str, out: Path, method: str | None = None,
-                    scene_root: Path | None = None) -> int:
-    """Write keypoint set ``kpset`` with descriptor ``descriptor`` of a run as ``fmt``; returns the
-    number of images written.
+                    scene_root: Path | None = None, keep_large_scenes: bool = False) -> dict:
+    """Write keypoint set ``kpset`` with descriptor ``descriptor`` of a run as ``fmt``; returns
+    ``{"images": n, "pairs": n (gluefactory; else 0), "left_out": [scene, ...]}``.
 
     Image names are ``<scene>/<k>.ppm`` (the HPatches layout), or with ``scene_root`` the images'
     own file names. ``hloc``: one ``features.h5`` at ``out`` (keypoints x, y; descriptors [D, N];
     scores = the keypoints' response; image_size (W, H)). ``d2net``: ``<out>/<scene>/<image>.<method>``
     (``method`` defaults to the descriptor's name) with keypoints [N, 3] = x, y, size (px), the
-    descriptors [N, D] and scores = the response, all float32 as stored."""
+    descriptors [N, D] and scores = the response, all float32 as stored. ``gluefactory``: one
+    HPatches ``predictions.h5`` at ``out``
+    (:func:`descbench.featurefiles.write_gluefactory_predictions`: pairs (1, 2..6) of every scene,
+    keypoint scores = the response, matches = descbench's mutual nearest neighbours), items
+    numbered over the run's scenes as glue-factory's HPatches dataset numbers its sequences;
+    glue-factory's large scenes are left out (``left_out``) unless ``keep_large_scenes``. Every
+    scene must have images 1..6 (with ``scene_root``: files ``1.ppm`` .. ``6.ppm``), else a
+    DataError naming it."""
     method = method or descriptor
     features: dict[str, ImageFeatures] = {}
+    sequences: dict[str, dict[int, ImageFeatures]] = {}
     n = 0
     for scene, kp_file, desc_file in result_scenes(results, kpset, descriptor):
         f = read_features(kp_file, desc_file)
         images = scene_files(Path(scene_root) / scene).images if scene_root is not None else None
+        if fmt == "gluefactory":
+            _check_hpatches_scene(scene, sorted(f.per_image), images, kp_file)
         for k, kps in f.per_image.items():
             image_name = images[k - 1].name if images is not None else f"{k}.ppm"
             desc = f.by_image[k]
-            if fmt == "hloc":
+            if fmt == "gluefactory":
+                sequences.setdefault(scene, {})[k] = ImageFeatures(np.stack([kps.x, kps.y], 1), desc, kps.response)
+            elif fmt == "hloc":
                 w, h = f.kmeta["image_sizes"][str(k)]
                 features[f"{scene}/{image_name}"] = ImageFeatures(np.stack([kps.x, kps.y], 1), desc, kps.response, (int(w), int(h)))
             else:
@@ -76,7 +90,25 @@ def export_features(results: Path, kpset: str, descriptor: str, fmt: str, out: P
             n += 1
     if fmt == "hloc":
         write_hloc_features(out, features)
-    return n
+    pairs, left_out = 0, []
+    if fmt == "gluefactory":
+        pairs = len(write_gluefactory_predictions(out, sequences, ignore_large_images=not keep_large_scenes))
+        kept = gluefactory_hpatches_blocks(sequences, ignore_large_images=not keep_large_scenes)
+        left_out = sorted(set(sequences) - set(kept))
+        n -= sum(len(sequences[s]) for s in left_out)
+    return {"images": n, "pairs": pairs, "left_out": left_out}
+
+
+def _check_hpatches_scene(scene: str, ks: list[int], images, kp_file: Path) -> None:
+    """DataError unless a scene is an HPatches sequence as glue-factory's dataset reads it: images
+    1..6 (``images``: the scene folder's files, which must be ``1.ppm`` .. ``6.ppm``)."""
+    n = GLUEFACTORY_HPATCHES_PAIRS_PER_SEQUENCE + 1
+    names = [p.name for p in images] if images is not None else None
+    if ks != list(range(1, n + 1)) or (names is not None and names != [f"{k}.ppm" for k in range(1, n + 1)]):
+        have = ", ".join(names) if names is not None else f"images {ks[0]}..{ks[-1]}" if ks else "no image"
+        raise DataError(f"scene {scene} ({kp_file}) is not an HPatches sequence as glue-factory's HPatches dataset "
+                        f"reads it ({have}; it needs exactly 1.ppm .. 6.ppm, pairs (1, 2) .. (1, 6)); export only "
+                        "HPatches scenes with --format gluefactory, or use --format hloc / d2net")
 
 
 def _write_npz(out_root: Path, method: str, scene: str, image: Path, feat: ImageFeatures, where: str) -> None:
@@ -185,15 +217,20 @@ def _report_import(summary: dict, scene_root: Path, out_root: Path, method: str)
 
 def add_commands(sub) -> dict:
     """The feature-file commands; returns ``{command: function running it}``."""
-    p = sub.add_parser("export-features", help="a keypoint set + descriptor of a run as hloc features.h5 or D2-Net npz files")
+    p = sub.add_parser("export-features", help="a keypoint set + descriptor of a run as hloc features.h5, glue-factory "
+                                               "HPatches predictions.h5 or D2-Net npz files")
     p.add_argument("--results", type=Path, required=True, help="the run's experiment folder, results/<experiment>")
     p.add_argument("--keypoint-set", required=True, help="keypoint set name")
     p.add_argument("--descriptor", required=True, help="descriptor name")
     p.add_argument("--format", choices=EXPORT_FORMATS, required=True)
-    p.add_argument("--out", type=Path, required=True, help="hloc: the features.h5 file; d2net: the folder of <scene>/<image>.<method>")
+    p.add_argument("--out", type=Path, required=True, help="hloc: the features.h5 file; gluefactory: the predictions.h5 "
+                                                           "file; d2net: the folder of <scene>/<image>.<method>")
     p.add_argument("--method", default=None, help="d2net: the files' suffix (default: the descriptor name)")
     p.add_argument("--scene-root", type=Path, default=None,
                    help="the dataset folder: image names from its files (default <scene>/<k>.ppm, HPatches)")
+    p.add_argument("--keep-large-scenes", action="store_true",
+                   help="gluefactory: write its 8 large HPatches scenes too, numbered as its dataset with "
+                        "ignore_large_images: false (default: left out, as its default)")
 
     p = sub.add_parser("import-features", help="hloc or glue-factory HDF5 features as D2-Net npz files for detector: precomputed")
     p.add_argument("--format", choices=IMPORT_FORMATS, required=True)
@@ -206,8 +243,17 @@ def add_commands(sub) -> dict:
 
 
 def run_export(a: argparse.Namespace) -> None:
-    n = export_features(a.results, a.keypoint_set, a.descriptor, a.format, a.out, a.method, a.scene_root)
-    print(f"descbench: wrote {a.format} features of {n} image(s) to {a.out}")
+    if a.keep_large_scenes and a.format != "gluefactory":
+        raise DataError("--keep-large-scenes is for --format gluefactory (glue-factory's HPatches dataset leaves its "
+                        "large scenes out); hloc and d2net exports write every scene")
+    done = export_features(a.results, a.keypoint_set, a.descriptor, a.format, a.out, a.method, a.scene_root,
+                           a.keep_large_scenes)
+    print(f"descbench: wrote {a.format} features of {done['images']} image(s) to {a.out}"
+          + (f" ({done['pairs']} pair(s); matches: descbench's mutual nearest neighbours)" if a.format == "gluefactory" else ""))
+    if done["left_out"]:
+        print(f"descbench: warning: scene(s) {', '.join(done['left_out'])} left out: glue-factory's HPatches dataset "
+              "ignores its large scenes by default (ignore_large_images); --keep-large-scenes writes them, numbered "
+              "as it does with ignore_large_images: false", file=sys.stderr)
 
 
 def run_import(a: argparse.Namespace) -> None:
