@@ -19,7 +19,7 @@ from descbench.featurefiles import (ImageFeatures, read_gluefactory_predictions,
 from descbench.jobs.common import read_features
 from descbench.precomputed import load_features
 from jobcli import SCENES, features, ok
-from tests.descbench.test_featurefiles import brute_mutual_nn, h5_groups
+from tests.descbench.test_featurefiles import brute_mutual_nn, h5_groups, hloc_group
 
 h5py = pytest.importorskip("h5py", reason="the interop extra (pip install -e '.[interop]'); README's test command installs it")
 
@@ -72,17 +72,7 @@ def hloc_file(run, path: Path, names=None, as_half=True) -> dict:
             for k in range(1, 7):
                 name = (names or {}).get((s, k), f"{s}/{k}.ppm")
                 w, h = image_size(run.scene_root / s / f"{k}.ppm")
-                n = 20 + k
-                kp = np.stack([RNG.uniform(0, w - 1, n), RNG.uniform(0, h - 1, n)], 1).astype(np.float32)
-                arrays = {"keypoints": kp, "descriptors": RNG.standard_normal((16, n)).astype(np.float32),
-                          "scores": RNG.uniform(0, 1, n).astype(np.float32), "image_size": np.array((w, h))}
-                if as_half:
-                    arrays = {a: v.astype(np.float16) if v.dtype == np.float32 else v for a, v in arrays.items()}
-                g = f.create_group(name)
-                for a, v in arrays.items():
-                    g.create_dataset(a, data=v)
-                g["keypoints"].attrs["uncertainty"] = 1.0
-                written[name] = arrays
+                written[name] = hloc_group(f, name, 20 + k, d=16, as_half=as_half, w=w, h=h)
     return written
 
 
