@@ -17,6 +17,7 @@ from descbench.datasets.layout import image_size
 from descbench.featurefiles import (ImageFeatures, read_gluefactory_predictions, read_hloc_features,
                                     write_gluefactory_predictions, write_hloc_features)
 from descbench.jobs.common import read_features
+from descbench.jobs.featurefiles import export_features
 from descbench.precomputed import load_features
 from jobcli import SCENES, features, ok
 from tests.descbench.test_featurefiles import brute_mutual_nn, h5_groups, hloc_group
@@ -48,6 +49,16 @@ def test_d2net_export_is_read_by_precomputed_exactly(run, tmp_path):
             for field in ("x", "y", "size", "response"):
                 assert np.array_equal(getattr(got.keypoints, field), getattr(kps, field)), (s, k, field)
             assert np.array_equal(got.descriptors, f.by_image[k]) and got.descriptors.dtype == f.by_image[k].dtype
+
+
+def test_export_features_counts_what_it_wrote(run, tmp_path):
+    """The function under the command: every image of every scene written, its pairs, nothing left out."""
+    got = export_features(Path(run.root), "kp", "desc", "d2net", tmp_path / "d2", method="m")
+    n_images = sum(len(read_features(Path(run.paths.keypoints("kp", s)), Path(run.paths.descriptors("kp", "desc", s))).per_image)
+                   for s in SCENES)
+    assert got["images"] == n_images and not got["left_out"]
+    assert sorted(p.relative_to(tmp_path / "d2").as_posix() for p in (tmp_path / "d2").rglob("*.m")) == \
+        sorted(f"{s}/{k}.ppm.m" for s in SCENES for k in range(1, 7))
 
 
 def test_hloc_export_holds_the_runs_features(run, tmp_path):

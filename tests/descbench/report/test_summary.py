@@ -117,6 +117,9 @@ def test_summary_says_which_rows_hold_jobs_without_a_timing_file(tmp_path):
 def test_summary_gives_the_inspector_command_for_the_first_rows(tmp_path):
     """With the matching task on, the end of a run says how to open the per-pair inspector for its
     first descriptor against the next one on the same keypoint set; without it, no such line."""
+    import shlex
+    import sys
+
     import pandas as pd
 
     from descbench.report.summary import run_summary
@@ -127,7 +130,7 @@ def test_summary_gives_the_inspector_command_for_the_first_rows(tmp_path):
                   "true_map_micro": [0.8, 0.5, 0.9], "mma_at_3": [0.9, 0.6, 0.92]}).to_csv(rep / "comparison.csv", index=False)
     text = run_summary(rep)
     line = [x for x in text.splitlines() if x.strip().startswith("inspector")]
-    assert line == [f"  inspector          python -m descbench inspect --results {tmp_path / 'results' / 'demo'} "
+    assert line == [f"  inspector          {shlex.quote(sys.executable)} -m descbench inspect --results {tmp_path / 'results' / 'demo'} "
                     "--keypoint-set sift --descriptor sift --vs rootsift --out inspect.html (per-pair matches, where it fails)"]
     pd.DataFrame({"descriptor": ["sift"], "keypoint_set": ["sift"], "true_map_micro": [0.8]}).to_csv(rep / "comparison.csv", index=False)
     assert "inspector" not in run_summary(rep)

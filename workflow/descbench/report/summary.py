@@ -171,13 +171,16 @@ def run_summary(report_dir: Path, distractor_scenes: int | None = None) -> str:
 def inspect_command(results_dir: Path, table: pd.DataFrame) -> str:
     """The ``descbench inspect`` command for a run's first (keypoint set, descriptor) row of the
     comparison ``table``, against the next descriptor on the same keypoint set when there is one:
-    the page of per-pair matches and where the method fails (:mod:`descbench.report.inspect`)."""
+    the page of per-pair matches and where the method fails (:mod:`descbench.report.inspect`).
+    Started by this process's interpreter (the one running Snakemake at the end of a run), which
+    imports descbench even where its venv is not activated."""
     import shlex
+    import sys
 
     kpset, desc = str(table.keypoint_set.iloc[0]), str(table.descriptor.iloc[0])
     others = [str(d) for d, k in zip(table.descriptor, table.keypoint_set) if str(k) == kpset and str(d) != desc]
     vs = f" --vs {shlex.quote(others[0])}" if others else ""
-    return (f"python -m descbench inspect --results {shlex.quote(str(results_dir))} --keypoint-set {shlex.quote(kpset)} "
+    return (f"{shlex.quote(sys.executable)} -m descbench inspect --results {shlex.quote(str(results_dir))} --keypoint-set {shlex.quote(kpset)} "
             f"--descriptor {shlex.quote(desc)}{vs} --out inspect.html (per-pair matches, where it fails)")
 
 
