@@ -167,3 +167,20 @@ def test_shared_base_is_the_sift_descriptor_at_rootsifts_params_on_the_same_set(
     raw["descriptors"]["sift"]["keypoint_sets"] = ["orb"]  # sift not on 'sift': nothing to share there
     cfg = validate_config(raw, SCHEMA)
     assert shared_base(cfg, "sift", "rootsift") is None and shared_base(cfg, "orb", "rootsift") == "sift"
+
+
+def test_a_supplied_descriptor_replaces_the_configs_own():
+    """The Python API's validation: the config's descriptors and sweeps are not checked (a broken
+    one is no error), the supplied name is (the schema's name rule), and the result has no
+    descriptor for the caller to fill."""
+    from descbench.config import validate_config_for_supplied_descriptor
+
+    raw = {"keypoint_sets": {"k": {"detector": "sift"}},
+           "descriptors": {"broken": {"family": "no_such_family"}},
+           "sweeps": {"s": {"base": "broken", "grid": {"params.x": [1, 2]}}}}
+    cfg = validate_config_for_supplied_descriptor(raw, SCHEMA, "mine")
+    assert cfg["descriptors"] == {}
+    assert not cfg.get("sweeps")
+    assert cfg["keypoint_sets"]["k"]["detector"] == "sift"
+    with pytest.raises(ConfigError, match="descriptors"):
+        validate_config_for_supplied_descriptor(raw, SCHEMA, "bad name/with slash")

@@ -108,6 +108,21 @@ def validate_config(config: dict | None, schema_path: Path | str) -> dict:
         raise ConfigError(message) from exc.__cause__
 
 
+def validate_config_for_supplied_descriptor(config: dict | None, schema_path: Path | str, name: str) -> dict:
+    """:func:`validate_config` for a run whose one descriptor, ``name``, is supplied by the caller
+    instead of a family of the config (:mod:`descbench.api`: a Python callable or a torch module).
+
+    The config's own ``descriptors`` and ``sweeps`` are left out; ``name`` is checked by the
+    schema's name rule and seen by the cross-key checks as a descriptor with the ``sift``
+    family's rows (a float descriptor on any keypoint set, usable by every task). Returned with
+    ``descriptors`` empty: the caller adds ``name``'s entry (its family and params) itself."""
+    raw = {k: v for k, v in (config or {}).items() if k not in ("descriptors", "sweeps")}
+    raw["descriptors"] = {name: {"family": "sift"}}
+    cfg = validate_config(raw, schema_path)
+    cfg["descriptors"] = {}
+    return cfg
+
+
 def _validate(config: dict | None, schema_path: Path | str) -> dict:
     from descbench.sweeps import expand_sweeps
 

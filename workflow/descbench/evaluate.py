@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import numpy as np
 
-from descbench.errors import ConfigError, DataError, DescbenchError
+from descbench.errors import ConfigError, DataError
 
 if TYPE_CHECKING:
     import pandas as pd
@@ -75,9 +75,6 @@ def _raw_config(dataset: str | Path, keypoints: str | dict, config: dict | str |
         raise ConfigError(f"keypoints {kpname!r}: evaluate_sequences detects its keypoints itself, so the set needs a "
                           "'detector' (a set derived from other sets, or read from files, runs through snakemake)")
     raw["keypoint_sets"] = {kpname: spec}
-    # the schema wants a descriptor (and checks its name); the callable's entry replaces it after validation
-    raw["descriptors"] = {name: {"family": "sift"}}
-    raw.pop("sweeps", None)
     if tasks is not None:
         from descbench.tasks import SCORING_TASKS
 
@@ -200,7 +197,7 @@ def evaluate_sequences(describe: Callable[[np.ndarray, Any], Any], *, dataset: s
         descbench.errors.DataError: descriptor callable '...<lambda>' returned shape (..., 128) for the ... keypoints of descriptor 'custom', scene i_coffee, image 1 (.../1.ppm); return one row per keypoint, in order: shape (..., D)
     """
     from descbench import io
-    from descbench.config import score_job_sections, validate_config
+    from descbench.config import score_job_sections, validate_config_for_supplied_descriptor
     from descbench.datasets import list_scenes
     from descbench.datasets.layout import pairs_mode, read_image, scene_files
     from descbench.descriptors import check_rows
@@ -219,7 +216,7 @@ def evaluate_sequences(describe: Callable[[np.ndarray, Any], Any], *, dataset: s
     if descriptor_kind not in (None, "binary", "float"):
         raise ConfigError(f"descriptor_kind={descriptor_kind!r}: use 'binary' (packed bits), 'float' (8-bit values) or None")
     raw, kpset = _raw_config(dataset, keypoints, config, tasks, data_dir, name)
-    cfg = validate_config(raw, SCHEMA_PATH)
+    cfg = validate_config_for_supplied_descriptor(raw, SCHEMA_PATH, name)
     label = f"{getattr(describe, '__module__', None) or '?'}:{getattr(describe, '__qualname__', type(describe).__name__)}"
     spec = {"family": "python", "params": {"callable": label, "kwargs": {}, "color": bool(color), "descriptor_kind": descriptor_kind},
             "overrides": {}, "features_of": None, "keypoint_sets": None}
@@ -232,16 +229,17 @@ def evaluate_sequences(describe: Callable[[np.ndarray, Any], Any], *, dataset: s
         paths = ResultPaths(Path(root), batches)
         for batch in batches:
             detect_batch(paths, scene_root, batch, kpset, cfg["keypoint_sets"][kpset])
-        n_images = sum(scene_files(scene_root / s).n_images for s in scenes)
+        files_of = {s: scene_files(scene_root / s) for s in scenes}
+        n_images = sum(f.n_images for f in files_of.values())
         with _progress(n_images, f"describe ({name})", progress) as bar:
             for scene in scenes:
                 kp_file = Path(paths.keypoints(kpset, scene))
                 per_image, kmeta = load_keypoints(kp_file)
-                files = scene_files(scene_root / scene)
+                files = files_of[scene]
 
                 def rows(k, image_path, kps, where):
                     what = f"{where} ({image_path})"
-                    out = call_descriptor(describe, label, read_image(image_path, color=bool(color)), kps, {}, what)
+                    out = call_descriptor(describe, label, (read_image(image_path, color=bool(color)), kps), {}, what, "fix the callable")
                     d = checked_output(_as_array(out), len(kps), label, what, descriptor_kind, "descriptor_kind")
                     bar.update(1)
                     return check_rows(d, len(kps), f"descriptor callable '{label}'", image_path, where)
@@ -280,11 +278,10 @@ def _module_rows(net, like: str):
     if like not in kn.NETS:
         raise ConfigError(f"like={like!r}: a torch module is fed as one of the patch networks' families "
                           f"({', '.join(kn.NETS)}) feeds its own; pass one of those")
-    dev = next(net.parameters()).device if any(True for _ in net.parameters()) else None
-    if dev is None:
-        import torch
+    import torch
 
-        dev = torch.device("cpu")
+    first = next(net.parameters(), None)
+    dev = first.device if first is not None else torch.device("cpu")
     params = check_descriptor_params(like, {"weights": "random", "device": dev.type}, f"like ({like})")
 
     def rows(patches):
@@ -354,9 +351,9 @@ def evaluate_patches(describe: Callable[[np.ndarray], Any], *, split: str = "ful
         (True, False)
     """
     from descbench import io
-    from descbench.config import validate_config
+    from descbench.config import validate_config_for_supplied_descriptor
     from descbench.datasets import list_scenes
-    from descbench.descriptors.python import checked_output
+    from descbench.descriptors.python import call_descriptor, checked_output
     from descbench.params import SCHEMA_PATH
     from descbench.patches import PATCH_TYPES
     from descbench.patches import stages
@@ -370,8 +367,6 @@ def evaluate_patches(describe: Callable[[np.ndarray], Any], *, split: str = "ful
         raise ConfigError(f"benchmark={benchmark!r}: use one of {', '.join(PATCH_BENCHMARKS)}")
     raw = _load_config(config, dataset, data_dir)
     raw.setdefault("keypoint_sets", {"sift": {"detector": "sift"}})
-    raw["descriptors"] = {name: {"family": "sift"}}  # checks the name; the rows come from `describe`
-    raw.pop("sweeps", None)
     pcfg = dict(raw.get("patches") or {})
     if str(source) in ("generated", "hpatches_release"):
         pcfg["source"] = str(source)
@@ -383,10 +378,11 @@ def evaluate_patches(describe: Callable[[np.ndarray], Any], *, split: str = "ful
                                   "splits": [split], "tasks": list(tasks)}
     pcfg["workbench"] = {**(pcfg.get("workbench") or {}), "enabled": False}
     raw["patches"] = pcfg
-    cfg = validate_config(raw, SCHEMA_PATH)
+    cfg = validate_config_for_supplied_descriptor(raw, SCHEMA_PATH, name)
     pc = cfg["patches"]
-    if _torch_module(describe):
-        rows_of, params = _module_rows(describe, like)
+    module = describe if _torch_module(describe) else None
+    if module is not None:
+        rows_of, params = _module_rows(module, like)
         label = f"torch module {type(describe).__module__}.{type(describe).__qualname__}, fed like '{like}'"
         how = {"family": like, "params": params, "module": label}
     else:
@@ -406,7 +402,6 @@ def evaluate_patches(describe: Callable[[np.ndarray], Any], *, split: str = "ful
         else:
             validate_patch_dataset(patch_root, seqs)
         files = []
-        module = describe if _torch_module(describe) else None
         was_training = module.training if module is not None else None
         try:
             if module is not None:
@@ -418,12 +413,7 @@ def evaluate_patches(describe: Callable[[np.ndarray], Any], *, split: str = "ful
                         path = strip_path(patch_root / seq, t)
                         patches = read_strip(path)
                         what = f"descriptor '{name}', sequence {seq}, strip {t} ({path})"
-                        try:
-                            out = rows_of(patches)
-                        except DescbenchError:
-                            raise
-                        except Exception as exc:  # the user's code: any exception, named with its type
-                            raise DataError(f"{what}: the descriptor raised {type(exc).__name__}: {exc}; fix it") from exc
+                        out = call_descriptor(rows_of, label, (patches,), {}, what, "fix the descriptor")
                         descs[t] = checked_output(_as_array(out), len(patches), label, what, descriptor_kind, "descriptor_kind",
                                                  unit=("patch", "patches"))
                         bar.update(1)

@@ -89,4 +89,15 @@ def test_an_exception_in_the_callable_names_it_and_where():
         raise ValueError("boom")
 
     with pytest.raises(DataError, match=r"^descriptor callable 'b' raised ValueError on img, at .*test_python\.py:\d+ in broken\(\): boom"):
-        P.call_descriptor(broken, "b", np.zeros((4, 4), np.uint8), kps_at([(1, 1)]), {}, "img")
+        P.call_descriptor(broken, "b", (np.zeros((4, 4), np.uint8), kps_at([(1, 1)])), {}, "img")
+
+
+@pytest.mark.bad_input
+def test_a_descbench_error_in_the_callable_passes_unchanged():
+    """An error that already names its case (e.g. a check inside a family the callable runs) is not
+    wrapped a second time."""
+    def checks(image, keypoints):
+        raise DataError("scene x, image 2: NaN in the rows")
+
+    with pytest.raises(DataError, match=r"^scene x, image 2: NaN in the rows$"):
+        P.call_descriptor(checks, "b", (np.zeros((4, 4), np.uint8), kps_at([(1, 1)])), {}, "img")

@@ -35,7 +35,7 @@ import numpy as np
 from descbench.datasets.layout import read_image
 from descbench.descriptors import DescriptorFamily, PatchJob
 from descbench.descriptors.sift import sift_patch_support
-from descbench.errors import ConfigError, DataError
+from descbench.errors import ConfigError, DataError, DescbenchError
 from descbench.jobfacts import (Cost, conventional_files, conventional_runtime, conventional_torch_params,
                                 conventional_weights_labels)
 from descbench.keypoints import ImageKeypoints
@@ -118,15 +118,19 @@ def _user_frame(exc: BaseException) -> str:
     return f", at {frames[-1].filename}:{frames[-1].lineno} in {frames[-1].name}()" if frames else ""
 
 
-def call_descriptor(fn, name: str, image: np.ndarray, kps: ImageKeypoints, kwargs: dict, what: str):
-    """``fn(image, kps, **kwargs)``; an exception it raises becomes a DataError naming the
-    callable, ``what`` (the image or patch), the exception's type and message and where in the
-    user's code it was raised (the original exception is chained)."""
+def call_descriptor(fn, name: str, args: tuple, kwargs: dict, what: str,
+                    fix: str = "fix the callable (or params.kwargs)"):
+    """``fn(*args, **kwargs)``; an exception it raises becomes a DataError naming the callable,
+    ``what`` (the image or patch strip), the exception's type and message and where in the
+    user's code it was raised (the original exception is chained), ending with ``fix``. A
+    :class:`~descbench.errors.DescbenchError` (already naming its case) passes unchanged."""
     try:
-        return fn(image, kps, **kwargs)
+        return fn(*args, **kwargs)
+    except DescbenchError:
+        raise
     except Exception as exc:  # the user's code: any exception, named with its type
         raise DataError(f"descriptor callable '{name}' raised {type(exc).__name__} on {what}{_user_frame(exc)}: {exc}; "
-                        "fix the callable (or params.kwargs)") from exc
+                        f"{fix}") from exc
 
 
 def checked_output(out, n: int, name: str, what: str, kind: str | None, kind_key: str,
@@ -167,7 +171,7 @@ def python_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpse
     fn = resolve(params["callable"])
     image = read_image(image_path, color=bool(params["color"]))
     name = params["callable"]
-    out = call_descriptor(fn, name, image, kps, params["kwargs"], str(image_path))
+    out = call_descriptor(fn, name, (image, kps), params["kwargs"], str(image_path))
     return checked_output(out, len(kps), name, str(image_path), params.get("descriptor_kind"),
                           "params.descriptor_kind of the python descriptor (or stack part)")
 
@@ -188,7 +192,7 @@ def python_patch_rows(job: PatchJob, params: dict) -> np.ndarray:
 
     def row(i):
         image = cv2.cvtColor(job.patches[i], cv2.COLOR_GRAY2BGR) if color else job.patches[i]
-        out = call_descriptor(fn, name, image, job.keypoint, kwargs, job.name(i))
+        out = call_descriptor(fn, name, (image, job.keypoint), kwargs, job.name(i))
         what = f"descriptor callable '{name}' returned"
         if isinstance(out, np.ndarray) and out.ndim == 2 and out.shape[0] == 1 and (out.dtype == np.uint8 or out.dtype.kind == "f"):
             k = (out.dtype == np.uint8, out.shape[1])
