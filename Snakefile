@@ -59,6 +59,7 @@ rule all:
         [PATHS.report(f) for f in KEYPOINT_STATS_FILES],
         str(RES / "results.sqlite"),
         [PATHS.report(f"plots/{name}.png") for name in PLOTS],
+        [PATHS.report("inspector.html")] if INSPECTOR else [],
         patch_outputs(),
         [PATHS.report(f"pipelines.{ext}") for ext in ("parquet", "csv", "md")] if MATCH_COMBOS and CFG["pipelines"]["enabled"] else
         [PATHS.matches_dir(ks, d, m, b) for ks, d, m in MATCH_COMBOS for b in BATCHES],

@@ -184,3 +184,35 @@ def test_a_supplied_descriptor_replaces_the_configs_own():
     assert cfg["keypoint_sets"]["k"]["detector"] == "sift"
     with pytest.raises(ConfigError, match="descriptors"):
         validate_config_for_supplied_descriptor(raw, SCHEMA, "bad name/with slash")
+
+
+def test_the_inspector_page_shows_the_configs_choice_or_its_first_set_and_two_descriptors():
+    from descbench.config import inspector_page
+
+    raw = {"keypoint_sets": {"k": {"detector": "sift"}, "o": {"detector": "orb"}},
+           "descriptors": {"d": {"family": "sift"}, "e": {"family": "rootsift"}, "f": {"family": "sift", "params": {"convention": "workbench"}}}}
+    assert inspector_page(validate_config(raw, SCHEMA)) == ("k", ["d", "e"], "mma_at_3")
+    chosen = validate_config({**raw, "inspector": {"keypoint_set": "o", "descriptors": ["f"], "metric": "corner_error"}}, SCHEMA)
+    assert inspector_page(chosen) == ("o", ["f"], "corner_error")
+    # the default metric: the MMA at the threshold nearest scoring.tau_px (the smaller of two as near)
+    near = {**raw, "scoring": {"tau_px": 2.5}, "matching": {"mma_thresholds": [5, 1.5, 3, 2]}}
+    assert inspector_page(validate_config(near, SCHEMA)).metric == "mma_at_2"
+    assert inspector_page(validate_config({**near, "matching": {"mma_thresholds": [5, 1.5]}}, SCHEMA)).metric == "mma_at_1.5"
+    assert inspector_page(validate_config({**raw, "inspector": {"enabled": False}}, SCHEMA)) is None
+    assert inspector_page(validate_config({**raw, "matching": {"enabled": False}}, SCHEMA)) is None  # null: with matching only
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("inspector, matching, message", [
+    ({"enabled": True}, False, "inspector.enabled is true, but .* matching.enabled is false"),
+    ({"keypoint_set": "x"}, True, "inspector.keypoint_set 'x' is not a keypoint set the config evaluates; use one of k"),
+    ({"descriptors": ["d", "x"]}, True, "inspector.descriptors: 'x' is not a descriptor evaluated on keypoint set 'k'; use one or two of d, e"),
+    ({"metric": "mma_at_11"}, True, "inspector.metric 'mma_at_11' is not a column .*; use one of n_keypoints_1, "),
+    ({"descriptors": ["d", "e", "d"]}, True, "inspector.descriptors"),
+    ({"max_pairs": 0}, True, "inspector.max_pairs"),
+])
+def test_a_bad_inspector_choice_is_an_error_naming_the_key(inspector, matching, message):
+    raw = {"keypoint_sets": {"k": {"detector": "sift"}}, "descriptors": {"d": {"family": "sift"}, "e": {"family": "rootsift"}},
+           "matching": {"enabled": matching}, "inspector": inspector}
+    with pytest.raises(ConfigError, match=message):
+        validate_config(raw, SCHEMA)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 import hashlib
 import json
 import re
@@ -67,6 +68,7 @@ def test_run_ends_with_the_table_its_caveats_and_the_paths(run):
     # two scenes: one distractor scene instead of the configured 10, said on the terminal
     assert "sift on sift: verification used only 1 distractor scene(s) for some scene (configured 10" in tail
     assert "results/demo/report/comparison.md" in tail and "results/demo/report/keypoint_stats.md" in tail
+    assert "inspector page     results/demo/report/inspector.html" in tail
     # and the report says it too
     md = (work / "results" / "demo" / "report" / "comparison.md").read_text()
     assert "Not plain results:" in md and "- sift on sift: verification used only 1 distractor scene(s)" in md
@@ -146,24 +148,32 @@ def test_rerun_is_bit_identical(run):
 
 def test_adding_or_changing_one_descriptor_reruns_only_its_jobs(run):
     work, cfg = run
+    # the inspector's settings rerun its page only
+    page = copy.deepcopy(cfg)  # (yaml.safe_dump sorts the descriptors: another order reruns the report)
+    page["inspector"] = {"max_pairs": 3, "metric": "corner_error"}
+    write_config(work, page)
+    assert job_counts(snakemake(work, "-n")) == {"inspector": 1, "all": 1}
     added = yaml.safe_load(yaml.safe_dump(cfg))
     added["descriptors"]["rootsift2"] = {"family": "rootsift"}
     write_config(work, added)
     counts = job_counts(snakemake(work, "-n"))
-    assert counts == {"descriptors": 2, "distractors": 1, "score": 2, "report": 1, "plots": 1, "results_db": 1, "all": 1}, counts
+    # the inspector page too: it reads the run's list of (keypoint set, descriptor), which changed
+    assert counts == {"descriptors": 2, "distractors": 1, "score": 2, "report": 1, "plots": 1, "results_db": 1, "inspector": 1,
+                      "all": 1}, counts
 
     changed = yaml.safe_load(yaml.safe_dump(cfg))
     changed["descriptors"]["rootsift"]["keypoint_sets"] = ["sift"]  # a change of rootsift's spec
     write_config(work, changed)
     out = snakemake(work, "-n")
-    assert job_counts(out) == {"descriptors": 2, "distractors": 1, "score": 2, "report": 1, "plots": 1, "results_db": 1, "all": 1}
+    assert job_counts(out) == {"descriptors": 2, "distractors": 1, "score": 2, "report": 1, "plots": 1, "results_db": 1, "inspector": 1,
+                               "all": 1}
     assert "sift/sift/" not in "".join(l for l in out.splitlines() if "output:" in l and "descriptors" in l)
     # a verification option reruns the scoring jobs (one job runs every task of a batch) and the
     # report, not the features nor the distractor draw
     ver = yaml.safe_load(yaml.safe_dump(cfg))
     ver["verification"]["hard_negatives"] = "ignore"
     write_config(work, ver)
-    assert job_counts(snakemake(work, "-n")) == {"score": 4, "report": 1, "plots": 1, "results_db": 1, "all": 1}
+    assert job_counts(snakemake(work, "-n")) == {"score": 4, "report": 1, "plots": 1, "results_db": 1, "inspector": 1, "all": 1}
     # the job structure is not a result: the batch size only moves files (and reruns jobs)
     assert "scenes_per_job" not in json.dumps(read_meta(result_paths(work, cfg).task_file("scores", "sift", "sift", "v_coins", "pairs.parquet")))
     write_config(work, cfg)
@@ -185,7 +195,8 @@ def test_verification_job_depends_on_its_distractor_scenes(run):
     draw["verification"]["seed"] = 1
     write_config(work, draw)
     try:
-        assert job_counts(snakemake(work, "-n")) == {"distractors": 2, "score": 4, "report": 1, "plots": 1, "results_db": 1, "all": 1}
+        assert job_counts(snakemake(work, "-n")) == {"distractors": 2, "score": 4, "report": 1, "plots": 1, "results_db": 1,
+                                                     "inspector": 1, "all": 1}
     finally:
         write_config(work, cfg)
     # without verification the scoring job reads only its own batch
@@ -316,11 +327,24 @@ def test_html_report_holds_the_tables_and_every_captioned_plot(run):
     snakemake(work, "--report", "report.html")
     html = (work / "report.html").read_text()
     for name in ("comparison.html", "significance.html", "per_scene.html", "keypoint_stats.html", "timings.html",
-                 *(f"{n}.png" for n in FIGURES)):
+                 "inspector.html", *(f"{n}.png" for n in FIGURES)):
         assert name in html, name
     for phrase in ("vertical averaging", "Mean matching accuracy", "paired permutation p-value", "Tables", "Plots",
-                   "Which jobs a row counts"):  # the timings table's caption
+                   "Which jobs a row counts",  # the timings table's caption
+                   "Inspector", "the mutual-nearest-neighbour matches, green when correct"):  # the inspector page's
         assert phrase in html, phrase
+
+
+def test_the_reports_inspector_page_renders_in_headless_chromium(run, tmp_path):
+    """report/inspector.html (config `inspector`: the first set, sift vs rootsift, at most 12 pairs):
+    2 scenes x 5 pairs, all drawn, in a browser."""
+    from chromium import render
+
+    work, _ = run
+    pixels, dom = render(work / "results" / "demo" / "report" / "inspector.html", tmp_path)
+    assert pixels.std() > 20  # drawn, not a blank page
+    assert "Pairs drawn: the 10 of 10 pairs where rootsift and sift differ most in mma_at_3." in dom
+    assert dom.count("<img ") == 2 * 10 and 'id="diff-table"' in dom and dom.count('class="failure-plot"') == 2
 
 
 def test_two_stage_interval_reads_the_query_files_of_the_run(run, tmp_path, monkeypatch):

@@ -13,7 +13,7 @@ import difflib
 import math
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import jsonschema
 import yaml
@@ -169,6 +169,7 @@ def _validate(config: dict | None, schema_path: Path | str) -> dict:
     _check_overrides(schema, cfg)
     _check_consistency(cfg)
     _check_pipelines(cfg)
+    inspector_page(cfg)  # its keys' cross-checks
     if cfg["patches"]["enabled"]:
         from descbench.patches.checks import check_source
 
@@ -493,6 +494,52 @@ def match_combinations(cfg: dict) -> list[tuple[str, str, str]]:
     (``matchers.<m>.descriptors``, null: every one)."""
     return [(ks, d, m) for m, spec in cfg["matchers"].items() for ks, d in combinations(cfg)
             if spec.get("descriptors") is None or d in spec["descriptors"]]
+
+
+class InspectorPage(NamedTuple):
+    """What the report's inspector page shows (:func:`inspector_page`)."""
+
+    keypoint_set: str
+    descriptors: list[str]  # one or two
+    metric: str  # a column of the matching task's pairs files
+
+
+def inspector_page(cfg: dict) -> InspectorPage | None:
+    """What the report's inspector page shows (config ``inspector``), or None when there is no page
+    (``enabled`` false, or null without the matching task). Defaults: the first keypoint set, its
+    first two descriptors, and the MMA at the matching threshold nearest ``scoring.tau_px`` (the
+    page colours a match correct at ``tau_px``; the smaller of two equally near), ``mma_at_3`` by
+    default. ConfigError when ``enabled`` is true without the matching task, a set or descriptor is
+    not evaluated, or ``metric`` is not a column of the matching task's pairs files."""
+    from descbench.columns import threshold_key
+    from descbench.tasks.matching import pairs_schema
+
+    spec = cfg.get("inspector") or {}
+    matching = cfg["matching"]["enabled"]
+    if spec.get("enabled") is False or (spec.get("enabled") is None and not matching):
+        return None
+    if not matching:
+        raise ConfigError("inspector.enabled is true, but the page shows the matching task's pairs and matching.enabled is "
+                          "false; enable matching or set inspector.enabled: false (or null: a page whenever matching runs)")
+    combos = combinations(cfg)
+    kpsets = list(dict.fromkeys(k for k, _ in combos))
+    kpset = spec.get("keypoint_set") or kpsets[0]
+    if kpset not in kpsets:
+        raise ConfigError(f"inspector.keypoint_set {kpset!r} is not a keypoint set the config evaluates; use one of {', '.join(kpsets)}")
+    known = [d for k, d in combos if k == kpset]
+    descriptors = list(spec.get("descriptors") or known[:2])
+    for d in descriptors:
+        if d not in known:
+            raise ConfigError(f"inspector.descriptors: {d!r} is not a descriptor evaluated on keypoint set {kpset!r}; use "
+                              f"one or two of {', '.join(known)}")
+    thresholds = cfg["matching"]["mma_thresholds"]
+    columns = [c for c in pairs_schema(thresholds).names if c not in ("scene", "pair")]
+    tau = cfg["scoring"]["tau_px"]
+    metric = spec.get("metric") or f"mma_at_{threshold_key(min(thresholds, key=lambda t: (abs(t - tau), t)))}"
+    if metric not in columns:
+        raise ConfigError(f"inspector.metric {metric!r} is not a column of the matching task's pairs files; "
+                          f"use one of {', '.join(columns)}")
+    return InspectorPage(kpset, descriptors, metric)
 
 
 def combinations(cfg: dict) -> list[tuple[str, str]]:

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from descbench.config import (check_folders, combinations, match_combinations, effective_config, job_resources, learned_weights, model_files,
-                              shared_base,
+                              shared_base, inspector_page,
                               needs_learned_extra,
                               score_job_sections,
                               type_command_line_values, validate_config)
@@ -125,7 +125,7 @@ def shared_base_of(kpset, descriptor):
     return shared_base(CFG, kpset, descriptor)  # (keypoint set, descriptor, matcher) of the matcher stage
 # The config of the sequence benchmarks' report rules: without the `patches` section, so that
 # turning the patch benchmarks on or changing them never reruns (or replaces) the sequence report.
-CFG_REPORT = {k: v for k, v in CFG.items() if k != "patches"}
+CFG_REPORT = {k: v for k, v in CFG.items() if k not in ("patches", "inspector")}  # their own rules read those
 WARMUP_FLAG = Path(CFG["results_dir"]) / ".numba_warmup.done"
 HPATCHES_FLAG = str(Path(CFG["data_dir"]) / "hpatches" / "validated.flag")
 ENV = "../../envs/descbench.yaml"
@@ -680,6 +680,8 @@ REPORT_TABLES = {"comparison.html": "table_comparison", "significance.html": "ta
 
 
 REPORT_PLOTS = {"patches/patches_map.png": "patches_map"}  # figures of other rules than `plots`
+# The report's inspector page: (keypoint set, descriptors) of config `inspector`, or None (descbench.config)
+INSPECTOR = inspector_page(CFG)
 
 
 def _in_report(name):

@@ -96,6 +96,40 @@ rule plots:
         "--config @{input.config:q} --report-dir {params.report_dir} --out-dir {params.out_dir} > {log} 2>&1"
 
 
+# The inspector page (descbench/report/inspect.py, config `inspector`): one or two descriptors'
+# matches on their worst or most different pairs, in `snakemake --report` under "Inspector".
+if INSPECTOR:
+
+    rule inspector:
+        input:
+            keypoints=[PATHS.keypoints_dir(INSPECTOR.keypoint_set, b) for b in BATCHES],
+            descriptors=[PATHS.descriptors_dir(INSPECTOR.keypoint_set, d, b) for d in INSPECTOR.descriptors for b in BATCHES],
+            matching=[PATHS.task_dir("matching", INSPECTOR.keypoint_set, d, b) for d in INSPECTOR.descriptors for b in BATCHES],
+            # the run's settings as the report jobs read them (descbench.jobs.inspect.run_settings)
+            combos=lambda wc: spec_file("report", "combos", COMBOS),
+            scenes=lambda wc: spec_file("report", "scenes", SCENES),
+            config=lambda wc: spec_file("report", "config", CFG_REPORT),
+        output:
+            report(PATHS.report("inspector.html"), caption=str(CAPTIONS_DIR / "inspector.rst"), category="Inspector"),
+        params:
+            descbench=DESCBENCH,  # how the job starts descbench (common.smk)
+            results=lambda wc, output: str(Path(output[0]).parents[1]),  # <results>/report/inspector.html
+            choice=" ".join([f"--keypoint-set {shlex.quote(INSPECTOR.keypoint_set)} --descriptor {shlex.quote(INSPECTOR.descriptors[0])}",
+                             *(f"--vs {shlex.quote(d)}" for d in INSPECTOR.descriptors[1:]),
+                             f"--metric {shlex.quote(INSPECTOR.metric)} --max-pairs {CFG['inspector']['max_pairs']}"]),
+        log:
+            str(RES / "logs" / "inspector.log"),
+        threads: 1
+        resources:
+            # the pairs files, then the drawn pairs' images and features
+            mem_mb=2000,
+            runtime=15,
+        conda:
+            ENV
+        shell:
+            "{params.descbench} inspect --results {params.results:q} {params.choice} --out {output} > {log} 2>&1"
+
+
 # The SQLite results database (descbench/report/database.py), rebuilt from the report files.
 rule results_db:
     input:

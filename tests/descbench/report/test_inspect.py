@@ -15,11 +15,11 @@ import pandas as pd
 import pytest
 import yaml
 
+from chromium import render
 from descbench.metrics.matching import MatchingParams
 from descbench.report import inspect as page
 
 ROOT = Path(__file__).resolve().parents[3]
-CHROMIUM = Path("/usr/bin/chromium")
 
 
 # ----------------------------------------------------------------------------- a hand-built pair
@@ -117,6 +117,30 @@ def test_the_diff_table_is_sorted_by_the_absolute_difference():
     assert (t.a == 1).all()
 
 
+def test_the_worst_pairs_are_undefined_first_then_the_lowest_or_for_an_error_the_highest():
+    t = pd.DataFrame({"scene": ["v_b", "i_a", "i_a", "i_a", "v_b"], "pair": [2, 2, 3, 4, 3],
+                      "mma_at_3": [0.5, float("nan"), 0.5, 0.1, 0.9],
+                      "corner_error": [2.0, float("inf"), 7.0, float("nan"), 0.5]})
+    mma = page.worst_pairs(t, "mma_at_3", 4)
+    # NaN first; then 0.1; then the 0.5 tie in scene order (i_a before v_b); 0.9 left out (n = 4)
+    assert list(zip(mma.scene, mma.b)) == [("i_a", 2), ("i_a", 4), ("i_a", 3), ("v_b", 2)]
+    err = page.worst_pairs(t, "corner_error", 5)
+    assert list(zip(err.scene, err.b)) == [("i_a", 4), ("i_a", 2), ("i_a", 3), ("v_b", 2), ("v_b", 3)]  # NaN, inf, 7, 2, 0.5
+    assert (err.a == 1).all()
+
+
+def test_the_pairs_drawn_are_every_pair_the_worst_or_the_most_different():
+    first = pd.DataFrame({"scene": ["i_a", "i_a", "v_b"], "pair": [2, 3, 2], "mma_at_3": [0.9, 0.2, 0.5]})
+    second = pd.DataFrame({"scene": ["i_a", "i_a", "v_b"], "pair": [2, 3, 2], "mma_at_3": [0.1, 0.3, 0.5]})
+    assert page.select_pairs({"d": first}, "mma_at_3", None) == (None, "every pair")
+    keys, why = page.select_pairs({"d": first}, "mma_at_3", 2)
+    assert keys == [("i_a", 1, 3), ("v_b", 1, 2)] and why.startswith("the 2 of 3 pairs where d has the worst mma_at_3")
+    keys, why = page.select_pairs({"d": first, "e": second}, "mma_at_3", 1)
+    assert keys == [("i_a", 1, 2)] and why == "the 1 of 3 pairs where e and d differ most in mma_at_3"
+    with pytest.raises(ValueError, match="max_pairs=0"):
+        page.select_pairs({"d": first}, "mma_at_3", 0)
+
+
 def test_the_failure_summary_averages_per_scene_group_and_image():
     # a pair (2, 3) of a run with pairs: all is not a reference pair: left out
     t = pd.DataFrame({"scene": ["i_a", "i_b", "v_a", "v_a", "x", "i_a"], "query_image": [1, 1, 1, 1, 1, 2], "pair": [2, 2, 2, 3, 2, 3],
@@ -182,6 +206,20 @@ def test_the_command_writes_a_self_contained_page(tiny_run, tmp_path):
     sizes = [abs(float(x)) for x in re.findall(r"<td>([-0-9.e]+)</td></tr>", diff)]
     assert sizes == sorted(sizes, reverse=True)
 
+    # at most 3 pairs drawn: the 3 where the two differ most; the table still lists all 10, the
+    # drawn ones linked; the summary covers every pair
+    res = _inspect(tiny_run, tmp_path / "three.html", "--vs", "rootsift", "--max-pairs", "3")
+    assert res.returncode == 0, res.stderr
+    text = (tmp_path / "three.html").read_text()
+    diff = re.search(r'<table id="diff-table">(.*?)</table>', text, re.S).group(1)
+    assert diff.count("<tr>") == 1 + 5 * len(SCENES)
+    top = re.findall(r'<td class="name">(?:<a href="#([^"]+)">)?([^<]+)', diff)[:4]
+    assert [t[0] != "" for t in top] == [True, True, True, False]
+    drawn = re.findall(r'<div class="pair" id="([^"]+)">', text)
+    assert drawn == [t[0] for t in top[:3]] and text.count("<img ") == 2 * 3
+    assert "Pairs drawn: the 3 of 10 pairs where rootsift and sift differ most in mma_at_3." in text
+    assert _inspect(tiny_run, tmp_path / "x.html", "--max-pairs", "0").returncode == 1
+
     # a missing pairs file: the error names it and the fix
     broken = tmp_path / "broken"
     shutil.copytree(tiny_run, broken / "results" / "demo")
@@ -193,22 +231,10 @@ def test_the_command_writes_a_self_contained_page(tiny_run, tmp_path):
 
 @pytest.mark.e2e
 def test_headless_chromium_renders_the_page(tiny_run, tmp_path):
-    if not CHROMIUM.exists():
-        pytest.skip(f"{CHROMIUM} is absent: install it (Debian: apt-get install -y chromium; .ci/run does) to render the "
-                    "inspector's page in a browser")
-    import cv2
-
     out = tmp_path / "page.html"
     assert _inspect(tiny_run, out, "--vs", "rootsift").returncode == 0
-    flags = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-             "--disable-background-networking", "--disable-component-update", "--disable-sync",
-             f"--user-data-dir={tmp_path / 'profile'}"]
-    png = tmp_path / "page.png"
-    res = subprocess.run(flags + [f"--screenshot={png}", "--window-size=1280,2000", out.as_uri()], capture_output=True, text=True, timeout=120)
-    assert png.is_file(), res.stderr[-2000:]
-    pixels = cv2.imread(str(png), cv2.IMREAD_GRAYSCALE).astype(float)
+    pixels, dom = render(out, tmp_path)
     assert pixels.shape == (2000, 1280) and pixels.std() > 20  # drawn, not a blank page
-    dom = subprocess.run(flags + ["--dump-dom", out.as_uri()], capture_output=True, text=True, timeout=120).stdout
     assert dom.count("<img ") == 2 * 5 * len(SCENES)
     assert 'id="diff-table"' in dom and 'id="scene-index"' in dom and dom.count('class="failure-plot"') == 2
     assert dom.count('<table class="metrics">') == 5 * len(SCENES)

@@ -132,5 +132,9 @@ def test_summary_gives_the_inspector_command_for_the_first_rows(tmp_path):
     line = [x for x in text.splitlines() if x.strip().startswith("inspector")]
     assert line == [f"  inspector          {shlex.quote(sys.executable)} -m descbench inspect --results {tmp_path / 'results' / 'demo'} "
                     "--keypoint-set sift --descriptor sift --vs rootsift --out inspect.html (per-pair matches, where it fails)"]
+    assert "inspector page" not in text
+    (rep / "inspector.html").write_text("<html></html>")  # the report's page, when the workflow wrote one
+    assert f"  inspector page     {rep / 'inspector.html'} (per-pair matches" in run_summary(rep)
     pd.DataFrame({"descriptor": ["sift"], "keypoint_set": ["sift"], "true_map_micro": [0.8]}).to_csv(rep / "comparison.csv", index=False)
+    (rep / "inspector.html").unlink()
     assert "inspector" not in run_summary(rep)

@@ -33,13 +33,18 @@ def add_commands(sub) -> dict:
     p.add_argument("--scenes", nargs="+", default=None, help="only these scenes (default: every scene of the run)")
     p.add_argument("--data-dir", type=Path, default=None, help="the run's data_dir, if not where the run's config says")
     p.add_argument("--metric", default="mma_at_3", help="the pairs-file column the summary and the --vs table use (default mma_at_3)")
+    p.add_argument("--max-pairs", type=int, default=None,
+                   help="draw at most this many pairs: the worst by --metric, or with --vs those where the two differ most "
+                        "(default: every pair; the summary and the difference table always cover every pair)")
     p.add_argument("--out", type=Path, required=True, help="the HTML file to write")
     return {"inspect": run}
 
 
 def run(a: argparse.Namespace) -> None:
     descriptors = [a.descriptor] + ([a.vs] if a.vs else [])
-    page = inspect_run(a.results, a.keypoint_set, descriptors, a.scenes, a.data_dir, a.metric)
+    if a.max_pairs is not None and a.max_pairs < 1:
+        raise DescbenchError(f"--max-pairs {a.max_pairs}: draw at least one pair (leave it out to draw every pair)")
+    page = inspect_run(a.results, a.keypoint_set, descriptors, a.scenes, a.data_dir, a.metric, a.max_pairs)
     from descbench.fileops import write_text_atomic
 
     write_text_atomic(a.out, page)
@@ -92,9 +97,11 @@ def _need(path, what: str, fix: str) -> Path:
 
 
 def inspect_run(results: Path, kpset: str, descriptors: list[str], scenes: list[str] | None, data_dir: Path | None,
-                metric: str) -> str:
+                metric: str, max_pairs: int | None = None) -> str:
     """The page of ``descriptors`` (one or two) on ``kpset`` over ``scenes`` (None: all) of the run
-    in ``results`` (:func:`descbench.report.inspect.render_page`)."""
+    in ``results`` (:func:`descbench.report.inspect.render_page`); the pairs drawn: every pair, or
+    at most ``max_pairs`` (:func:`descbench.report.inspect.select_pairs`). Every pairs file is read
+    (the summary and the diff table cover every pair); features and images only for drawn pairs."""
     import pandas as pd
 
     from descbench import io
@@ -127,28 +134,34 @@ def inspect_run(results: Path, kpset: str, descriptors: list[str], scenes: list[
     rerun = "rerun the workflow (snakemake --cores N) to make it"
 
     tables: dict[str, list] = {d: [] for d in descriptors}
-    sections = []
-    for scene in wanted:
-        scene_dir = root / scene
-        if not scene_dir.is_dir():
-            raise DescbenchError(f"scene folder {scene_dir} does not exist; pass --data-dir <the run's data_dir>")
-        files = scene_files(scene_dir)
-        kp = _need(paths.keypoints(kpset, scene), "keypoints", rerun)
-        feats, rows = {}, {}
+    rows: dict[str, dict] = {}  # scene -> descriptor -> (a, b) -> the pair's row
+    for scene in wanted:  # every file checked before any work: the first missing one is named
+        if not (root / scene).is_dir():
+            raise DescbenchError(f"scene folder {root / scene} does not exist; pass --data-dir <the run's data_dir>")
+        _need(paths.keypoints(kpset, scene), "keypoints", rerun)
+        rows[scene] = {}
         for d in descriptors:
-            desc = _need(paths.descriptors(kpset, d, scene), f"descriptors of {d}", rerun)
+            _need(paths.descriptors(kpset, d, scene), f"descriptors of {d}", rerun)
             pf = _need(paths.task_file("matching", kpset, d, scene, "pairs.parquet"), f"matching pairs of {d}", rerun)
-            feats[d] = read_features(kp, desc)
             table = io.read_table(pf, with_meta=False)[0].to_pandas()
             if metric not in table.columns:
                 numeric = [c for c in table.columns if c not in page.KEY_COLUMNS]
                 raise DescbenchError(f"--metric {metric!r} is not a column of {pf}; use one of {', '.join(numeric)}")
             tables[d].append(table)
-            rows[d] = {(int(r.get("query_image", 1)), int(r["pair"])): r for r in table.to_dict("records")}
+            rows[scene][d] = {(int(r.get("query_image", 1)), int(r["pair"])): r for r in table.to_dict("records")}
+    tables_all = {d: pd.concat(t, ignore_index=True) for d, t in tables.items()}
+    chosen, selection = page.select_pairs(tables_all, metric, max_pairs)
+    if chosen is None:  # every pair present for every descriptor, scene by scene
+        chosen = [(scene, a, b) for scene in wanted for a, b in sorted(set.intersection(*(set(r) for r in rows[scene].values())))]
+
+    sections_of: dict[tuple, object] = {}
+    for scene in dict.fromkeys(k[0] for k in chosen):
+        files = scene_files(root / scene)
+        kp = paths.keypoints(kpset, scene)
+        feats = {d: read_features(kp, paths.descriptors(kpset, d, scene)) for d in descriptors}
         sizes = feats[descriptors[0]].kmeta["image_sizes"]
-        pairs = sorted(set.intersection(*(set(r) for r in rows.values())))
         images: dict[int, object] = {}
-        for a, b in pairs:
+        for _, a, b in (k for k in chosen if k[0] == scene):
             H = pair_homography(files, next((p for p in files.listed if (p.a, p.b) == (a, b)), PairSpec(a, b)))
             for k in (a, b):
                 if k not in images:
@@ -157,7 +170,9 @@ def inspect_run(results: Path, kpset: str, descriptors: list[str], scenes: list[
             for d in descriptors:
                 f = feats[d]
                 views[d] = page.inspect_pair(scene, a, b, d, f.per_image[a].xy, f.by_image[a], f.per_image[b].xy, f.by_image[b], H,
-                                             tuple(sizes[str(a)]), tuple(sizes[str(b)]), rows[d][(a, b)], params)
-            sections.append(page.pair_section(images[a], images[b], views))
-    run_info = {"results": results, "keypoint_set": kpset, "tau_px": params.tau_px, "ransac_px": params.ransac_px}
-    return page.render_page(run_info, sections, {d: pd.concat(t, ignore_index=True) for d, t in tables.items()}, metric)
+                                             tuple(sizes[str(a)]), tuple(sizes[str(b)]), rows[scene][d][(a, b)], params)
+            sections_of[(scene, a, b)] = page.pair_section(images[a], images[b], views)
+    sections = [sections_of[k] for k in chosen]
+    run_info = {"results": results, "keypoint_set": kpset, "tau_px": params.tau_px, "ransac_px": params.ransac_px,
+                "selection": selection}
+    return page.render_page(run_info, sections, tables_all, metric)

@@ -236,6 +236,51 @@ def diff_table(first: pd.DataFrame, second: pd.DataFrame, metric: str) -> pd.Dat
     return t.drop(columns=["_undefined", "_size"]).reset_index(drop=True)
 
 
+#: Pairs-file metrics for which a smaller value is better (for every other metric a larger one is).
+LOWER_IS_BETTER = frozenset({"corner_error"})
+
+
+def worst_pairs(table: pd.DataFrame, metric: str, n: int) -> pd.DataFrame:
+    """The ``n`` pairs of one descriptor's pairs table where ``metric`` is worst: undefined values
+    first (NaN: nothing was measured, e.g. a pair without a match), then the lowest values (the
+    highest, inf first, for a metric in :data:`LOWER_IS_BETTER`); ties by scene, a, b ascending.
+
+    Columns: ``scene, a, b, value``.
+
+    >>> t = pd.DataFrame({"scene": ["s", "s", "s", "t"], "pair": [2, 3, 4, 2], "mma_at_3": [0.9, float("nan"), 0.2, 0.2]})
+    >>> worst_pairs(t, "mma_at_3", 3)[["scene", "b"]].values.tolist()
+    [['s', 3], ['s', 4], ['t', 2]]
+    """
+    t = pair_keys(table)[["scene", "a", "b", metric]].rename(columns={metric: "value"})
+    v = t["value"].astype(float)
+    t["_undefined"] = v.isna()
+    t["_key"] = (-v if metric in LOWER_IS_BETTER else v).fillna(0.0)
+    t = t.sort_values(["_undefined", "_key", "scene", "a", "b"], ascending=[False, True, True, True, True], kind="mergesort")
+    return t.drop(columns=["_undefined", "_key"]).head(n).reset_index(drop=True)
+
+
+def select_pairs(tables: dict[str, pd.DataFrame], metric: str, max_pairs: int | None) -> tuple[list[tuple[str, int, int]] | None, str]:
+    """The pairs a page draws, as ``(scene, a, b)`` in page order, and the sentence saying which.
+
+    ``max_pairs`` None: every pair (``None`` is returned: the caller keeps its own order). Else
+    at most ``max_pairs`` pairs: with one descriptor the worst (:func:`worst_pairs`), with two
+    those where they differ most (:func:`diff_table`)."""
+    if max_pairs is None:
+        return None, "every pair"
+    if max_pairs < 1:
+        raise ValueError(f"max_pairs={max_pairs}: draw at least one pair (or None: every pair)")
+    descriptors = list(tables)
+    if len(descriptors) == 2:
+        picked = diff_table(tables[descriptors[0]], tables[descriptors[1]], metric).head(max_pairs)
+        why = f"where {descriptors[1]} and {descriptors[0]} differ most in {metric}"
+    else:
+        picked = worst_pairs(tables[descriptors[0]], metric, max_pairs)
+        why = f"where {descriptors[0]} has the worst {metric} (no value first)"
+    total = len(pair_keys(tables[descriptors[0]]))
+    keys = [(str(r.scene), int(r.a), int(r.b)) for r in picked.itertuples()]
+    return keys, f"the {len(keys)} of {total} pairs {why}"
+
+
 def scene_group(scene: str) -> str:
     """HPatches' kind of a scene from its name: ``illumination`` (``i_``), ``viewpoint`` (``v_``), else ``other``."""
     return {"i_": "illumination", "v_": "viewpoint"}.get(scene[:2], "other")
@@ -382,7 +427,9 @@ def render_page(run: dict, sections: list[PairSection], tables: dict[str, pd.Dat
     """The whole page (a string of HTML). ``run``: what the header states (``results``,
     ``keypoint_set``, ``tau_px``, ``ransac_px``); ``sections``: the pairs in page order;
     ``tables``: each descriptor's pairs rows (all inspected scenes, the pairs files' columns), in
-    page order; with two descriptors the diff table (:func:`diff_table`) of ``metric`` is added."""
+    page order; with two descriptors the diff table (:func:`diff_table`) of ``metric`` is added
+    (a pair links to its drawing when it has one). ``run["selection"]`` (optional) says which
+    pairs are drawn (:func:`select_pairs`)."""
     descriptors = list(tables)
     e = html.escape
     out = ["<!DOCTYPE html>", '<html lang="en"><head><meta charset="utf-8">',
@@ -403,13 +450,20 @@ def render_page(run: dict, sections: list[PairSection], tables: dict[str, pd.Dat
     if len(descriptors) == 2:
         d1, d2 = descriptors
         diff = diff_table(tables[d1], tables[d2], metric)
-        rows = "".join(f'<tr><td class="name"><a href="#{pair_anchor(r.scene, r.a, r.b)}">{e(r.scene)} ({r.a}, {r.b})</a></td>'
+        drawn = {(s.scene, s.a, s.b) for s in sections}
+
+        def name(r) -> str:
+            label = f"{e(r.scene)} ({r.a}, {r.b})"
+            return f'<a href="#{pair_anchor(r.scene, r.a, r.b)}">{label}</a>' if (r.scene, r.a, r.b) in drawn else label
+
+        rows = "".join(f'<tr><td class="name">{name(r)}</td>'
                        f"<td>{format_value(r.first)}</td><td>{format_value(r.second)}</td><td>{format_value(r.difference)}</td></tr>"
                        for r in diff.itertuples())
         out += ['<h2 id="differences">Pairs by difference</h2>',
                 f"<p>{e(metric)} of {e(d2)} minus that of {e(d1)}, largest absolute difference first.</p>",
                 f'<table id="diff-table"><tr><th class="name">pair</th><th>{e(d1)}</th><th>{e(d2)}</th><th>difference</th></tr>{rows}</table>']
-    out.append('<h2 id="scenes">Scenes</h2><ul id="scene-index">')
+    out.append(f'<h2 id="scenes">Scenes</h2><p id="selection">Pairs drawn: {e(run.get("selection", "every pair"))}.</p>'
+               '<ul id="scene-index">')
     for scene in dict.fromkeys(s.scene for s in sections):
         links = " ".join(f'<a href="#{pair_anchor(s.scene, s.a, s.b)}">({s.a}, {s.b})</a>' for s in sections if s.scene == scene)
         out.append(f"<li><b>{e(scene)}</b> ({scene_group(scene)}): {links}</li>")

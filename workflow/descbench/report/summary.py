@@ -164,6 +164,9 @@ def run_summary(report_dir: Path, distractor_scenes: int | None = None) -> str:
               f"  plots              {report_dir / 'plots'}/*.png (and .svg)",
               f"  results database   {report_dir.parent / 'results.sqlite'} (sqlite3: SELECT * FROM results)",
               "  HTML report        snakemake --report report.html (tables and captioned plots)",
+              *([f"  inspector page     {report_dir / 'inspector.html'} (per-pair matches on the worst or most different pairs, "
+                 "where it fails; in the HTML report too)"]
+                if (report_dir / "inspector.html").exists() else []),
               *([f"  inspector          {inspect_command(report_dir.parent, table)}"] if "mma_at_3" in table.columns else [])]
     return "\n".join(lines) + "\n"
 
