@@ -23,6 +23,11 @@ recall@K; settings :class:`RetrievalParams`), :func:`match_pair` (mutual-NN matc
 matching score, repeatability, homography estimate and corner error; settings
 :class:`MatchingParams`).
 
+One scene's keypoint verification and keypoint retrieval with distractors (Bojanić et al.):
+:func:`score_scene_tasks` (image 1's keypoints against the scene's other images,
+:class:`Target`, and other scenes' keypoints, :class:`Distractors`; settings
+:class:`BojanicParams`; result :class:`SceneTaskResult`).
+
 Homography estimation over pairs: :func:`corner_error`, :func:`homography_accuracy`,
 :func:`homography_auc`.
 
@@ -37,6 +42,7 @@ from __future__ import annotations
 import descbench
 from descbench.evaluate import evaluate_patches, evaluate_sequences
 from descbench.metrics.ap import ap_step, ap_tie_aware, ap_trapezoid, ap_vlfeat
+from descbench.metrics.bojanic import BojanicParams, Distractors, SceneTaskResult, Target, score_scene_tasks
 from descbench.metrics.matching import MatchingParams, corner_error, homography_accuracy, homography_auc, match_pair
 from descbench.metrics.nn import mutual_nearest, nearest_two
 from descbench.metrics.retrieval import PairResult, RetrievalParams, score_pair
@@ -56,6 +62,11 @@ __all__ = [
     "score_pair",
     "MatchingParams",
     "match_pair",
+    "BojanicParams",
+    "Target",
+    "Distractors",
+    "SceneTaskResult",
+    "score_scene_tasks",
     "corner_error",
     "homography_accuracy",
     "homography_auc",

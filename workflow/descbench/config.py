@@ -113,11 +113,12 @@ def validate_config_for_supplied_descriptor(config: dict | None, schema_path: Pa
     instead of a family of the config (:mod:`descbench.api`: a Python callable or a torch module).
 
     The config's own ``descriptors`` and ``sweeps`` are left out; ``name`` is checked by the
-    schema's name rule and seen by the cross-key checks as a descriptor with the ``sift``
-    family's rows (a float descriptor on any keypoint set, usable by every task). Returned with
-    ``descriptors`` empty: the caller adds ``name``'s entry (its family and params) itself."""
+    schema's name rule and seen by the cross-key checks as the schema's default descriptor (a
+    float descriptor on any keypoint set, usable by every task). Returned with ``descriptors``
+    empty: the caller adds ``name``'s entry (its family and params) itself."""
     raw = {k: v for k, v in (config or {}).items() if k not in ("descriptors", "sweeps")}
-    raw["descriptors"] = {name: {"family": "sift"}}
+    default = load_schema(schema_path)["properties"]["descriptors"]["default"]
+    raw["descriptors"] = {name: dict(next(iter(default.values())))}
     cfg = validate_config(raw, schema_path)
     cfg["descriptors"] = {}
     return cfg

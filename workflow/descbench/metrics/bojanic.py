@@ -63,8 +63,9 @@ class BojanicParams(ConfigParams):
 
 @dataclass(frozen=True)
 class Target:
-    """Image k of the scene: keypoint positions, descriptors, H_1_k and its (W, H) size; the
-    keypoints' angles and sizes (``gt: closest_oriented`` only)."""
+    """Image k of the scene: keypoint positions ``xy`` [Nk, 2], descriptors ``desc`` [Nk, D],
+    the homography ``H`` [3, 3] from image 1 to image k and the image's (width, height)
+    ``size``; the keypoints' angles (degrees) and sizes [Nk] (``gt: closest_oriented`` only)."""
 
     xy: np.ndarray
     desc: np.ndarray
@@ -76,6 +77,10 @@ class Target:
 
 @dataclass(frozen=True)
 class Distractors:
+    """A distractor set: keypoints of image ``image`` of another scene ``scene`` (their ``rows``
+    in that image's keypoint file, int [M]) and their descriptors ``desc`` [M, D] (the queries'
+    dtype and width). Every entry is a negative for every query."""
+
     scene: str
     image: int
     rows: np.ndarray  # keypoint rows of that image
@@ -84,6 +89,8 @@ class Distractors:
 
 @dataclass
 class SceneTaskResult:
+    """What :func:`score_scene_tasks` returns for one scene (field by field below)."""
+
     # verification list (nearest): one entry per (query, non-empty segment), query-major
     v_query: np.ndarray
     v_segment: np.ndarray  # int32: 0..4 = images 2..6, 5.. = distractor sets
@@ -220,9 +227,59 @@ class SceneTasks:
         return _finish_scene_tasks(self)
 
 
-def score_scene_tasks(q_xy, q_desc, targets: list[Target], distractors: list[Distractors],
-                      params: BojanicParams, where: str = "scene", q_frame=None) -> SceneTaskResult:
-    """Keypoint verification and keypoint retrieval of one scene (module docstring)."""
+def score_scene_tasks(q_xy: np.ndarray, q_desc: np.ndarray, targets: list[Target], distractors: list[Distractors],
+                      params: BojanicParams, where: str = "scene", q_frame: tuple | None = None) -> SceneTaskResult:
+    """Keypoint verification and keypoint retrieval with distractors of one scene (the module
+    docstring has the definitions): the workflow's ``verification`` task on arrays.
+
+    Args:
+        q_xy: float [Nq, 2], image 1's keypoints (x, y) in pixels: the queries.
+        q_desc: [Nq, D] float32 (L2) or uint8 packed bits (Hamming): their descriptors.
+        targets: the scene's other images (:class:`Target`: keypoints [Nk, 2], descriptors
+            [Nk, D] of the same dtype and width, the 3x3 homography from image 1 to image k, its
+            (width, height)).
+        distractors: keypoint sets of other scenes (:class:`Distractors`; may be empty).
+        params: :class:`BojanicParams` (the config's ``scoring`` and ``verification`` keys).
+        where: names the scene in errors.
+        q_frame: ``(angles [Nq] in degrees, sizes [Nq])`` of the queries; needed by
+            ``gt: closest_oriented`` (the default) together with each target's ``angle`` and
+            ``kp_size``.
+
+    Returns:
+        :class:`SceneTaskResult`: the verification list (one entry per query and image or
+        distractor set: ``v_query``, ``v_segment``, ``v_candidate``, ``v_distance``, ``v_label``),
+        the per-query retrieval APs (``r_ap_negative``: hard negatives count as non-relevant;
+        ``r_ap_ignore``: removed; NaN for a query without a relevant keypoint) and ``stats``
+        (the list's AP under every convention, counts, the retrieval AP sums).
+
+    Examples:
+        Three queries; image 2 is image 1 shifted 10 px right with the descriptors of its first
+        two keypoints swapped; one distractor set of two keypoints, all at squared distance 1:
+
+        >>> q_xy = np.array([[50.0, 50.0], [80.0, 60.0], [120.0, 90.0]])
+        >>> q_desc = np.eye(3, 4, dtype=np.float32)
+        >>> shift = np.array([[1.0, 0.0, 10.0], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0]])
+        >>> image2 = Target(q_xy + [10.0, 0.0], q_desc[[1, 0, 2]], shift, (200, 200))
+        >>> other = Distractors("other_scene", 1, np.array([5, 7]), np.full((2, 4), 0.5, np.float32))
+        >>> r = score_scene_tasks(q_xy, q_desc, [image2], [other], BojanicParams(gt="closest"))
+
+        Verification: each query's nearest neighbour in image 2 (distance 0; right only for
+        query 2) and in the distractor set (distance 1, wrong): one positive among the three
+        entries tied at distance 0, so scikit-learn's step AP is 1/3 and the tie-aware
+        (expected) AP is (1 + 1/2 + 1/3) / 3:
+
+        >>> r.v_label.tolist(), r.v_distance.tolist()
+        ([-1, -1, -1, -1, 1, -1], [0.0, 1.0, 0.0, 1.0, 0.0, 1.0])
+        >>> round(r.stats["verification_ap_step"], 6), round(r.stats["verification_ap_tie_aware"], 6)
+        (0.333333, 0.611111)
+
+        Retrieval: query 1's relevant keypoint (image 2's first, distance 2) comes after the
+        swapped one (0) and both distractors (1), tied with the third keypoint (2): rank 4 or 5,
+        AP (1/4 + 1/5) / 2; with the hard negatives removed it is third: 1/3:
+
+        >>> r.r_ap_negative.round(6).tolist(), r.r_ap_ignore.round(6).tolist()
+        ([0.225, 0.225, 1.0], [0.333333, 0.333333, 1.0])
+    """
     st = SceneTasks(q_xy, q_desc, targets, distractors, params, where, q_frame)
     seg = st.segments
     if seg.needs_screen:
