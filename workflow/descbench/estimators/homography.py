@@ -101,6 +101,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from descbench.errors import ConfigError, DataError
+from descbench.estimators import import_poselib
 
 GLUEFACTORY_COMMIT = "2d17e3b3bd7d30f0c828d4c4d3eac4ecefbf283d"
 # eval/hpatches.py:HPatchesPipeline.run_eval, ``ransac_th: -1``: the thresholds tried.
@@ -305,14 +306,8 @@ def estimator_spec(name: str, where: str = "estimator") -> Estimator:
 
 
 def _import_poselib(where: str):
-    try:
-        import poselib
-    except ImportError:
-        raise ConfigError(f"{where}: homography estimator 'poselib' needs the PoseLib package, which is not "
-                          "installed; fix: pip install poselib (descbench's `estimators` extra: pip install -e "
-                          "'.[estimators]'), or choose an OpenCV estimator: "
-                          f"{', '.join(n for n, e in ESTIMATORS.items() if e.library == 'opencv')}") from None
-    return poselib
+    return import_poselib(where, "homography estimator",
+                          [n for n, e in ESTIMATORS.items() if e.library == "opencv"])
 
 
 def _number(value, key: str, *, integer: bool = False):
