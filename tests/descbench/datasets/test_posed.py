@@ -1,0 +1,131 @@
+"""descbench.datasets.posed: glue-factory's posed_images layout read back (poses, cameras, pairs),
+the relative pose against 4x4 matrix algebra, and every bad line named by file and line."""
+
+from __future__ import annotations
+
+import doctest
+from pathlib import Path
+
+import cv2
+import numpy as np
+import pytest
+
+from descbench.datasets import posed as PS
+from descbench.errors import DataError
+
+
+def view_line(name, R, t, model="PINHOLE", size=(640, 480), params=(500.0, 510.0, 320.5, 240.5)) -> str:
+    return " ".join([name, *(repr(float(x)) for x in np.ravel(R)), *(repr(float(x)) for x in t), model,
+                     str(size[0]), str(size[1]), *(repr(float(p)) for p in params)])
+
+
+def make_scene(root: Path, lines: list[str], pairs: list[str], images=("a.jpg", "b.jpg", "c.jpg")) -> Path:
+    (root / "images").mkdir(parents=True)
+    for name in images:
+        cv2.imwrite(str(root / "images" / name), np.zeros((4, 4), np.uint8))
+    (root / "views.txt").write_text("\n".join(lines) + "\n")
+    (root / "pairs.txt").write_text("\n".join(pairs) + "\n")
+    return root
+
+
+def poses(seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return [(cv2.Rodrigues(rng.normal(size=3))[0], rng.normal(size=3)) for _ in range(3)]
+
+
+def test_the_examples_run():
+    failed, attempted = doctest.testmod(PS)
+    assert attempted >= 2 and failed == 0
+
+
+def test_a_scene_reads_back_with_its_cameras_and_pairs(tmp_path):
+    (Ra, ta), (Rb, tb), (Rc, tc) = poses()
+    scene = make_scene(tmp_path / "s", [
+        view_line("a.jpg", Ra, ta),
+        view_line("b.jpg", Rb, tb, "SIMPLE_RADIAL", (800, 600), (700.0, 400.0, 300.0, -0.01)),
+        "",  # empty lines are skipped
+        view_line("c.jpg", Rc, tc, "OPENCV", (320, 240), (300.0, 310.0, 160.0, 120.0, 0.1, -0.02, 0.001, 0.002)),
+    ], ["a.jpg b.jpg", "c.jpg a.jpg"])
+    s = PS.read_scene(scene)
+    assert list(s.views) == ["a.jpg", "b.jpg", "c.jpg"] and s.pairs == [("a.jpg", "b.jpg"), ("c.jpg", "a.jpg")]
+    a, b, c = s.views.values()
+    assert np.array_equal(a.R, Ra) and np.array_equal(a.t, ta)  # repr round-trips float64 exactly
+    assert a.K().tolist() == [[500.0, 0.0, 320.5], [0.0, 510.0, 240.5], [0.0, 0.0, 1.0]]
+    assert b.K().tolist() == [[700.0, 0.0, 400.0], [0.0, 700.0, 300.0], [0.0, 0.0, 1.0]] and b.params[-1] == -0.01
+    assert (c.width, c.height, c.model) == (320, 240, "OPENCV") and c.K()[1, 1] == 310.0
+
+
+def test_the_relative_pose_is_camera_1_after_camera_0_inverse():
+    """Reference: 4x4 world-to-camera matrices, T1 @ inv(T0)."""
+    for seed in range(5):
+        (R0, t0), (R1, t1), _ = poses(seed)
+        v0 = PS.View("0", R0, t0, "PINHOLE", 1, 1, (1.0, 1.0, 0.0, 0.0))
+        v1 = PS.View("1", R1, t1, "PINHOLE", 1, 1, (1.0, 1.0, 0.0, 0.0))
+        T0, T1 = np.eye(4), np.eye(4)
+        T0[:3, :3], T0[:3, 3], T1[:3, :3], T1[:3, 3] = R0, t0, R1, t1
+        T = T1 @ np.linalg.inv(T0)
+        R, t = PS.relative_pose(v0, v1)
+        assert np.abs(R - T[:3, :3]).max() < 1e-12 and np.abs(t - T[:3, 3]).max() < 1e-12
+        # a world point seen by both cameras: camera 0's coordinates map to camera 1's
+        X = np.array([0.3, -1.0, 2.0])
+        assert np.abs(R @ (R0 @ X + t0) + t - (R1 @ X + t1)).max() < 1e-12
+
+
+def test_the_depth_path_is_glue_factorys(tmp_path):
+    s = PS.PosedScene(tmp_path, {}, [])
+    assert s.depth_path("sub/x.y.jpg", "h5") == tmp_path / "depths" / "sub/x.h5"
+    assert s.image_path("sub/x.y.jpg") == tmp_path / "images" / "sub/x.y.jpg"
+
+
+R_OK, T_OK = np.eye(3), np.zeros(3)
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("line, message", [
+    ("a.jpg 1 0 0", r"views\.txt:1: 4 fields; a view line is: name, R \(9\), t \(3\), model"),
+    (view_line("a.jpg", R_OK, T_OK, "FISHEYE"), r"views\.txt:1: view 'a\.jpg': unknown camera model 'FISHEYE'; use one of SIMPLE_PINHOLE"),
+    (view_line("a.jpg", R_OK, T_OK, "PINHOLE", params=(500.0, 500.0, 320.0)),
+     r"camera model PINHOLE has 4 parameters \(fx, fy, cx, cy\), the line gives 3"),
+    (view_line("a.jpg", R_OK, T_OK).replace(" 0.0 ", " x ", 1), r"view 'a\.jpg' pose: 'x' is not a number"),
+    (view_line("a.jpg", R_OK, T_OK).replace(" 0.0 ", " nan ", 1), r"view 'a\.jpg' pose: 'nan' is not a finite number"),
+    (view_line("a.jpg", 2 * R_OK, T_OK), r"view 'a\.jpg': R \(the first 9 numbers, row-major\) is not a rotation"),
+    (view_line("a.jpg", np.diag([1.0, 1.0, -1.0]), T_OK), r"is not a rotation \(.*det -1\)"),
+    (view_line("a.jpg", R_OK, T_OK, size=(640, 0)), r"view 'a\.jpg': image size 640 x 0"),
+    (view_line("a.jpg", R_OK, T_OK, "SIMPLE_PINHOLE", params=(0.0, 320.0, 240.0)), r"a focal length <= 0 \(f=0\)"),
+])
+def test_a_bad_view_line_is_an_error_naming_file_and_line(tmp_path, line, message):
+    scene = make_scene(tmp_path / "s", [line], ["a.jpg b.jpg"])
+    with pytest.raises(DataError, match=message):
+        PS.read_scene(scene)
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("pairs, message", [
+    (["a.jpg b.jpg", "a.jpg"], r"pairs\.txt:2: 1 fields; a pair line is: name0 name1"),
+    (["a.jpg z.jpg"], r"pairs\.txt:1: view 'z\.jpg' is not in .*views\.txt"),
+    (["b.jpg b.jpg"], r"pairs\.txt:1: the pair names view 'b\.jpg' twice"),
+    ([""], r"pairs\.txt: no pair"),
+])
+def test_a_bad_pair_line_is_an_error_naming_file_and_line(tmp_path, pairs, message):
+    scene = make_scene(tmp_path / "s", [view_line("a.jpg", R_OK, T_OK), view_line("b.jpg", R_OK, T_OK)], pairs)
+    with pytest.raises(DataError, match=message):
+        PS.read_scene(scene)
+
+
+@pytest.mark.bad_input
+def test_missing_files_and_repeated_views_are_named(tmp_path):
+    lines = [view_line("a.jpg", R_OK, T_OK), view_line("b.jpg", R_OK, T_OK)]
+    with pytest.raises(DataError, match=r"posed scene folder .*nope does not exist"):
+        PS.read_scene(tmp_path / "nope")
+    scene = make_scene(tmp_path / "s", lines + [view_line("a.jpg", R_OK, T_OK)], ["a.jpg b.jpg"])
+    with pytest.raises(DataError, match=r"views\.txt:3: view 'a\.jpg' is listed twice"):
+        PS.read_scene(scene)
+    scene = make_scene(tmp_path / "t", lines, ["a.jpg b.jpg"], images=("a.jpg",))
+    with pytest.raises(DataError, match=r"images/b\.jpg \(the image of view 'b\.jpg', .*views\.txt\) is missing"):
+        PS.read_scene(scene)
+    scene = make_scene(tmp_path / "u", lines, ["a.jpg b.jpg"])
+    with pytest.raises(DataError, match=r"depths/a\.h5 \(the depth map of view 'a\.jpg'\) is missing"):
+        PS.read_scene(scene, depth_format="h5")
+    (scene / "pairs.txt").unlink()
+    with pytest.raises(DataError, match=r"pairs\.txt \(the scene's pairs\) is missing"):
+        PS.read_scene(scene)

@@ -1,0 +1,220 @@
+"""Posed image pairs: calibrated views with known poses, in cvg/glue-factory's ``posed_images``
+layout (``datasets/posed_images.py`` at commit ``2d17e3b``; MegaDepth-1500 and ScanNet-1500 as
+glue-factory ships them)::
+
+    <root>/<scene>/
+        images/<name>       the images (a name may hold sub-folders)
+        depths/<stem>.h5    optional depth maps, one per view: HDF5 dataset ``/depth`` (0 = unknown),
+                            or <stem>.png: 16-bit, depth = value / 256 (glue-factory's ``load_depth``)
+        views.txt           one line per view: name, R (9 numbers, row-major), t (3), camera model,
+                            width, height, the model's parameters (COLMAP's order)
+        pairs.txt           one line per pair: name0 name1 (glue-factory's ``view_groups``)
+
+Fields are separated by single spaces (glue-factory splits on ``" "``). ``(R, t)`` is a view's
+world-to-camera pose, ``x_cam = R x_world + t``; a pair's relative pose (:func:`relative_pose`)
+is ``T_0to1 = T_1 T_0^-1``: ``R = R1 R0^T``, ``t = t1 - R t0``.
+
+Cameras are COLMAP's (:data:`CAMERA_MODELS`), in COLMAP's pixel convention: the centre of the
+top-left pixel is (0.5, 0.5), where descbench's keypoints put it at (0, 0), so a view's
+intrinsics (:meth:`View.K`) are used with ``offset=0.5``
+(:func:`descbench.metrics.pose.normalized_points`). Like glue-factory's ``Camera.image2cam``,
+the relative-pose evaluation uses the focal lengths and the principal point only: a model's
+distortion parameters are read, checked and kept, but not undone.
+
+Every file is checked when the scene is read (:func:`read_scene`): a line with the wrong number
+of fields or a value that is not a finite number, an unknown camera model, a rotation that is not
+one (``|R R^T - I| > 1e-5`` or ``det R < 0``), a non-positive focal length or image size, a view
+named twice, a pair naming an unknown view or a view twice, a missing image or depth file: a
+:class:`~descbench.errors.DataError` naming the file and line and the fix.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from descbench.errors import DataError
+
+#: COLMAP's camera models that glue-factory's ``Camera.from_colmap`` reads, and their parameters.
+CAMERA_MODELS = {
+    "SIMPLE_PINHOLE": ("f", "cx", "cy"),
+    "PINHOLE": ("fx", "fy", "cx", "cy"),
+    "SIMPLE_RADIAL": ("f", "cx", "cy", "k"),
+    "RADIAL": ("f", "cx", "cy", "k1", "k2"),
+    "OPENCV": ("fx", "fy", "cx", "cy", "k1", "k2", "p1", "p2"),
+}
+#: The largest ``|R R^T - I|`` (max abs entry) a view's rotation may have (text files round).
+ROTATION_TOLERANCE = 1e-5
+#: The folders and files of a posed scene (glue-factory's MegaDepth-1500 configuration).
+IMAGE_DIR, DEPTH_DIR, VIEWS_FILE, PAIRS_FILE = "images", "depths", "views.txt", "pairs.txt"
+DEPTH_FORMATS = ("h5", "png")
+
+
+@dataclass(frozen=True)
+class View:
+    """One calibrated view: world-to-camera rotation ``R`` [3, 3] and translation ``t`` [3], and
+    its COLMAP camera (``model``, image ``width`` x ``height``, ``params`` in the model's order)."""
+
+    name: str
+    R: np.ndarray
+    t: np.ndarray
+    model: str
+    width: int
+    height: int
+    params: tuple[float, ...]
+
+    def K(self) -> np.ndarray:
+        """The pinhole intrinsics [3, 3] of the camera (COLMAP's pixel convention; distortion, if
+        the model has any, not included)."""
+        p = dict(zip(CAMERA_MODELS[self.model], self.params))
+        fx, fy = (p["f"], p["f"]) if "f" in p else (p["fx"], p["fy"])
+        return np.array([[fx, 0.0, p["cx"]], [0.0, fy, p["cy"]], [0.0, 0.0, 1.0]])
+
+
+def relative_pose(view0: View, view1: View) -> tuple[np.ndarray, np.ndarray]:
+    """``(R, t)`` of ``T_0to1 = T_1 T_0^-1``: camera 0's coordinates to camera 1's.
+
+    >>> I = np.eye(3)
+    >>> a = View("a", I, np.zeros(3), "PINHOLE", 640, 480, (500.0, 500.0, 320.0, 240.0))
+    >>> b = View("b", I, np.array([1.0, 0.0, 0.0]), "PINHOLE", 640, 480, (500.0, 500.0, 320.0, 240.0))
+    >>> relative_pose(a, b)[1].tolist()
+    [1.0, 0.0, 0.0]
+    """
+    R = view1.R @ view0.R.T
+    return R, view1.t - R @ view0.t
+
+
+def _fail(path: Path, line: int, problem: str, fix: str) -> DataError:
+    return DataError(f"{path}:{line}: {problem}; {fix}")
+
+
+def _numbers(fields: list[str], path: Path, line: int, what: str) -> list[float]:
+    out = []
+    for f in fields:
+        try:
+            v = float(f)
+        except ValueError:
+            raise _fail(path, line, f"{what}: {f!r} is not a number", "write every value as a number") from None
+        if not math.isfinite(v):
+            raise _fail(path, line, f"{what}: {f!r} is not a finite number", "write finite values")
+        out.append(v)
+    return out
+
+
+def parse_view(text: str, path: Path, line: int) -> View:
+    """One line of ``views.txt`` (module docstring); DataError naming ``path:line`` otherwise."""
+    fields = text.rstrip("\n").split(" ")
+    if len(fields) < 16:
+        raise _fail(path, line, f"{len(fields)} fields; a view line is: name, R (9), t (3), model, width, height, "
+                    "the camera's parameters", "write the view's fields separated by single spaces")
+    name, model = fields[0], fields[13]
+    if model not in CAMERA_MODELS:
+        raise _fail(path, line, f"view {name!r}: unknown camera model {model!r}",
+                    f"use one of {', '.join(CAMERA_MODELS)} (COLMAP's names)")
+    want = CAMERA_MODELS[model]
+    if len(fields) != 16 + len(want):
+        raise _fail(path, line, f"view {name!r}: camera model {model} has {len(want)} parameters ({', '.join(want)}), "
+                    f"the line gives {len(fields) - 16}", "write the model's parameters in COLMAP's order")
+    pose = _numbers(fields[1:13], path, line, f"view {name!r} pose")
+    R, t = np.array(pose[:9]).reshape(3, 3), np.array(pose[9:12])
+    if np.abs(R @ R.T - np.eye(3)).max() > ROTATION_TOLERANCE or np.linalg.det(R) < 0:
+        raise _fail(path, line, f"view {name!r}: R (the first 9 numbers, row-major) is not a rotation "
+                    f"(|R R^T - I| = {np.abs(R @ R.T - np.eye(3)).max():.2g}, det {np.linalg.det(R):.4g})",
+                    "write the world-to-camera rotation matrix row by row")
+    size = _numbers(fields[14:16], path, line, f"view {name!r} image size")
+    if any(v <= 0 or v != int(v) for v in size):
+        raise _fail(path, line, f"view {name!r}: image size {fields[14]} x {fields[15]}", "write width and height in pixels")
+    params = tuple(_numbers(fields[16:], path, line, f"view {name!r} camera parameters"))
+    p = dict(zip(want, params))
+    focal = [k for k in ("f", "fx", "fy") if k in p]
+    if any(p[k] <= 0 for k in focal):
+        raise _fail(path, line, f"view {name!r}: a focal length <= 0 ({', '.join(f'{k}={p[k]:g}' for k in focal)})",
+                    "write the focal length in pixels")
+    return View(name, R, t, model, int(size[0]), int(size[1]), params)
+
+
+def read_views(path: Path) -> dict[str, View]:
+    """``views.txt`` as ``{name: View}`` in file order (empty lines skipped)."""
+    path = Path(path)
+    views: dict[str, View] = {}
+    for i, text in enumerate(_lines(path, "the scene's views"), 1):
+        if not text.strip():
+            continue
+        view = parse_view(text, path, i)
+        if view.name in views:
+            raise _fail(path, i, f"view {view.name!r} is listed twice", "keep one line per view")
+        views[view.name] = view
+    if not views:
+        raise DataError(f"{path}: no view; write one line per view (name, R, t, model, width, height, params)")
+    return views
+
+
+def read_pairs(path: Path, views: dict[str, View]) -> list[tuple[str, str]]:
+    """``pairs.txt`` as ``[(name0, name1), ...]`` in file order; each name a view of ``views``."""
+    path = Path(path)
+    pairs = []
+    for i, text in enumerate(_lines(path, "the scene's pairs"), 1):
+        if not text.strip():
+            continue
+        fields = text.rstrip("\n").split(" ")
+        if len(fields) != 2:
+            raise _fail(path, i, f"{len(fields)} fields; a pair line is: name0 name1", "write two view names per line")
+        for name in fields:
+            if name not in views:
+                raise _fail(path, i, f"view {name!r} is not in {path.parent / VIEWS_FILE}", "pair views that views.txt lists")
+        if fields[0] == fields[1]:
+            raise _fail(path, i, f"the pair names view {fields[0]!r} twice", "pair two different views")
+        pairs.append((fields[0], fields[1]))
+    if not pairs:
+        raise DataError(f"{path}: no pair; write one line per pair (name0 name1)")
+    return pairs
+
+
+def _lines(path: Path, what: str) -> list[str]:
+    try:
+        return path.read_text(encoding="utf-8").splitlines()
+    except FileNotFoundError:
+        raise DataError(f"{path} ({what}) is missing; a posed scene holds {VIEWS_FILE}, {PAIRS_FILE} and {IMAGE_DIR}/") from None
+    except UnicodeDecodeError as exc:
+        raise DataError(f"{path} ({what}) is not UTF-8 text ({exc.reason}); write it as text") from None
+
+
+@dataclass(frozen=True)
+class PosedScene:
+    """A posed scene as read by :func:`read_scene`: its folder, views and pairs."""
+
+    root: Path
+    views: dict[str, View]
+    pairs: list[tuple[str, str]]
+
+    def image_path(self, name: str) -> Path:
+        return self.root / IMAGE_DIR / name
+
+    def depth_path(self, name: str, depth_format: str) -> Path:
+        """glue-factory's ``get_depth_path``: the name's part before its first dot, then the format."""
+        return self.root / DEPTH_DIR / f"{name.split('.')[0]}.{depth_format}"
+
+
+def read_scene(root: Path, depth_format: str | None = None) -> PosedScene:
+    """The posed scene in folder ``root``: its views and pairs checked, and every view's image
+    (and depth map, with ``depth_format`` ``h5`` or ``png``) present."""
+    root = Path(root)
+    if not root.is_dir():
+        raise DataError(f"posed scene folder {root} does not exist; point the dataset at a folder of scenes in "
+                        "glue-factory's posed_images layout")
+    views = read_views(root / VIEWS_FILE)
+    pairs = read_pairs(root / PAIRS_FILE, views)
+    scene = PosedScene(root, views, pairs)
+    if depth_format is not None and depth_format not in DEPTH_FORMATS:
+        raise DataError(f"depth format {depth_format!r}; use one of {', '.join(DEPTH_FORMATS)}")
+    for name in views:
+        if not scene.image_path(name).is_file():
+            raise DataError(f"{scene.image_path(name)} (the image of view {name!r}, {root / VIEWS_FILE}) is missing; "
+                            "put the image there or remove the view")
+        if depth_format is not None and not scene.depth_path(name, depth_format).is_file():
+            raise DataError(f"{scene.depth_path(name, depth_format)} (the depth map of view {name!r}) is missing; add it, "
+                            "or evaluate without depth")
+    return scene
