@@ -28,6 +28,10 @@ One scene's keypoint verification and keypoint retrieval with distractors (Bojan
 :class:`Target`, and other scenes' keypoints, :class:`Distractors`; settings
 :class:`BojanicParams`; result :class:`SceneTaskResult`).
 
+Two-view relative pose (glue-factory's definitions): :func:`estimate_relative_pose` (OpenCV's
+essential matrix or PoseLib; :class:`PoseEstimate`), :func:`relative_pose_error`,
+:func:`epipolar_errors`, :func:`epipolar_precision`, :func:`pose_auc`.
+
 Homography estimation over pairs: :func:`corner_error`, :func:`homography_accuracy`,
 :func:`homography_auc`.
 
@@ -44,7 +48,9 @@ from descbench.evaluate import evaluate_patches, evaluate_sequences
 from descbench.metrics.ap import ap_step, ap_tie_aware, ap_trapezoid, ap_vlfeat
 from descbench.metrics.bojanic import BojanicParams, Distractors, SceneTaskResult, Target, score_scene_tasks
 from descbench.metrics.matching import MatchingParams, corner_error, homography_accuracy, homography_auc, match_pair
+from descbench.estimators.relative_pose import PoseEstimate, estimate_relative_pose
 from descbench.metrics.nn import mutual_nearest, nearest_two
+from descbench.metrics.pose import epipolar_errors, epipolar_precision, pose_auc, relative_pose_error
 from descbench.metrics.retrieval import PairResult, RetrievalParams, score_pair
 
 __version__ = descbench.__version__
@@ -70,6 +76,12 @@ __all__ = [
     "corner_error",
     "homography_accuracy",
     "homography_auc",
+    "estimate_relative_pose",
+    "PoseEstimate",
+    "relative_pose_error",
+    "epipolar_errors",
+    "epipolar_precision",
+    "pose_auc",
     "evaluate_sequences",
     "evaluate_patches",
 ]

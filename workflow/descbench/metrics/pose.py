@@ -227,5 +227,10 @@ def pose_auc(errors: ArrayLike, thresholds: Sequence[float] = POSE_AUC_THRESHOLD
 
     >>> pose_auc([2.5, 7.5, float("inf")], thresholds=[5, 10]).tolist()
     [0.25, 0.4583]
+
+    At the default 5, 10 and 20 degrees, one pair at 1 degree and one failure:
+
+    >>> pose_auc([1.0, float("inf")]).tolist()
+    [0.45, 0.475, 0.4875]
     """
     return homography_auc(errors, thresholds, decimals=AUC_DECIMALS)
