@@ -129,3 +129,40 @@ def test_missing_files_and_repeated_views_are_named(tmp_path):
     (scene / "pairs.txt").unlink()
     with pytest.raises(DataError, match=r"pairs\.txt \(the scene's pairs\) is missing"):
         PS.read_scene(scene)
+
+
+def calibrated_line(R, t, K0, K1, rot=None) -> str:
+    T = np.eye(4)
+    T[:3, :3], T[:3, 3] = R, t
+    head = ["a.jpg", "b.jpg"] + ([str(rot[0]), str(rot[1])] if rot is not None else [])
+    return " ".join(head + [repr(float(x)) for x in (*K0.ravel(), *K1.ravel(), *T.ravel())])
+
+
+def test_calibrated_pairs_read_back_in_both_lengths(tmp_path):
+    (R, t), _, _ = poses(3)
+    K0 = np.array([[500.0, 0.0, 320.0], [0.0, 505.0, 240.0], [0.0, 0.0, 1.0]])
+    K1 = np.array([[400.0, 0.0, 300.0], [0.0, 400.0, 200.0], [0.0, 0.0, 1.0]])
+    path = tmp_path / "pairs.txt"
+    path.write_text(calibrated_line(R, t, K0, K1) + "\n\n" + calibrated_line(R.T, -R.T @ t, K1, K0, rot=(0, 0)) + "\n")
+    a, b = PS.read_calibrated_pairs(path)
+    assert (a.name0, a.name1) == ("a.jpg", "b.jpg") and np.array_equal(a.K0, K0) and np.array_equal(a.K1, K1)
+    assert np.array_equal(a.R, R) and np.array_equal(a.t, t)
+    assert np.array_equal(b.K0, K1) and np.abs(b.R @ a.R - np.eye(3)).max() < 1e-12  # the inverse motion
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("edit, message", [
+    (lambda f: f[:30], r"pairs\.txt:1: 30 fields; a calibrated pair is name0 name1 K0 \(9\) K1 \(9\) T_0to1 \(16\)"),
+    (lambda f: f[:2] + ["1", "0"] + f[2:], r"pairs\.txt:1: EXIF rotations 1 0; rotate the images"),
+    (lambda f: f[:5] + ["nan"] + f[6:], r"pair a\.jpg b\.jpg: 'nan' is not a finite number"),
+    (lambda f: f[:3] + ["0.5"] + f[4:], r"pair a\.jpg b\.jpg: K0: expected pinhole intrinsics"),
+    (lambda f: f[:-2] + ["1.0", "2.0"], r"T_0to1 \(the last 16 numbers, row-major\) is not a rigid motion"),
+    (lambda f: f[:20] + [str(2 * float(f[20]))] + f[21:], r"is not a rigid motion"),
+])
+def test_a_bad_calibrated_pair_is_an_error_naming_file_and_line(tmp_path, edit, message):
+    K = np.array([[500.0, 0.0, 320.0], [0.0, 500.0, 240.0], [0.0, 0.0, 1.0]])
+    fields = calibrated_line(np.eye(3), np.array([1.0, 0.0, 0.0]), K, K).split()
+    path = tmp_path / "pairs.txt"
+    path.write_text(" ".join(edit(fields)) + "\n")
+    with pytest.raises(DataError, match=message):
+        PS.read_calibrated_pairs(path)

@@ -21,6 +21,13 @@ intrinsics (:meth:`View.K`) are used with ``offset=0.5``
 the relative-pose evaluation uses the focal lengths and the principal point only: a model's
 distortion parameters are read, checked and kept, but not undone.
 
+The other layout of published pose test sets is one text file of calibrated pairs
+(:func:`read_calibrated_pairs`), one pair per line: ``name0 name1 K0 (9) K1 (9) T_0to1 (16)``
+(36 fields, the ``pairs_calibrated.txt`` files of MegaDepth-1500 loaders) or SuperGlue's
+``name0 name1 rot0 rot1 K0 K1 T_0to1`` (38 fields, its ScanNet and YFCC test pairs), matrices
+row-major, ``T_0to1`` camera 0 to camera 1. The file does not say in which pixel convention its
+``K`` are, so the dataset that uses it must.
+
 Every file is checked when the scene is read (:func:`read_scene`): a line with the wrong number
 of fields or a value that is not a finite number, an unknown camera model, a rotation that is not
 one (``|R R^T - I| > 1e-5`` or ``det R < 0``), a non-positive focal length or image size, a view
@@ -218,3 +225,59 @@ def read_scene(root: Path, depth_format: str | None = None) -> PosedScene:
             raise DataError(f"{scene.depth_path(name, depth_format)} (the depth map of view {name!r}) is missing; add it, "
                             "or evaluate without depth")
     return scene
+
+
+@dataclass(frozen=True)
+class CalibratedPair:
+    """One line of a calibrated pairs file: the two image names, their intrinsics ``K0``, ``K1``
+    [3, 3] and the relative pose ``R`` [3, 3], ``t`` [3] (camera 0 to camera 1)."""
+
+    name0: str
+    name1: str
+    K0: np.ndarray
+    K1: np.ndarray
+    R: np.ndarray
+    t: np.ndarray
+
+
+def read_calibrated_pairs(path: Path) -> list[CalibratedPair]:
+    """A calibrated pairs file (module docstring) in file order; empty lines skipped. A line of
+    another length, a value that is not a finite number, an EXIF rotation other than 0 (SuperGlue's
+    ``rot0``, ``rot1``: descbench does not rotate images), intrinsics that are not pinhole, a
+    ``T_0to1`` whose last row is not ``0 0 0 1`` or whose rotation is not one: DataError naming
+    the file and line."""
+    from descbench.metrics.pose import pinhole_intrinsics
+
+    path = Path(path)
+    pairs = []
+    for i, text in enumerate(_lines(path, "calibrated pairs"), 1):
+        if not text.strip():
+            continue
+        fields = text.split()
+        if len(fields) not in (36, 38):
+            raise _fail(path, i, f"{len(fields)} fields; a calibrated pair is name0 name1 K0 (9) K1 (9) T_0to1 (16): 36 "
+                        "fields, or 38 with SuperGlue's rot0 rot1 after the names", "write one pair per line")
+        name0, name1 = fields[:2]
+        if len(fields) == 38:
+            rot = _numbers(fields[2:4], path, i, "rot0 rot1")
+            if rot != [0.0, 0.0]:
+                raise _fail(path, i, f"EXIF rotations {fields[2]} {fields[3]}", "rotate the images and their K beforehand "
+                            "(descbench reads images as stored), then write 0 0")
+            fields = fields[:2] + fields[4:]
+        values = _numbers(fields[2:], path, i, f"pair {name0} {name1}")
+        K0, K1 = np.array(values[:9]).reshape(3, 3), np.array(values[9:18]).reshape(3, 3)
+        T = np.array(values[18:]).reshape(4, 4)
+        for K, which in ((K0, "K0"), (K1, "K1")):
+            try:
+                pinhole_intrinsics(K, which)
+            except ValueError as exc:
+                raise _fail(path, i, f"pair {name0} {name1}: {exc}", "write the intrinsics row-major") from None
+        R = T[:3, :3]
+        if not np.array_equal(T[3], [0.0, 0.0, 0.0, 1.0]) or np.abs(R @ R.T - np.eye(3)).max() > ROTATION_TOLERANCE \
+                or np.linalg.det(R) < 0:
+            raise _fail(path, i, f"pair {name0} {name1}: T_0to1 (the last 16 numbers, row-major) is not a rigid motion "
+                        "[[R, t], [0, 0, 0, 1]]", "write the 4x4 pose from camera 0 to camera 1 row by row")
+        pairs.append(CalibratedPair(name0, name1, K0, K1, R.copy(), T[:3, 3].copy()))
+    if not pairs:
+        raise DataError(f"{path}: no pair; write one calibrated pair per line")
+    return pairs
