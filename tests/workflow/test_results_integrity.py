@@ -286,7 +286,9 @@ def test_changed_descriptor_setting_without_snakemake_records_reruns_exactly_its
     write_config(work, two)
     _, out = snakemake(work, "--cores", "2")
     counts = job_counts(out)
-    assert counts == {"descriptors": 1, "distractors": 1, "score": 1, "report": 1, "plots": 1, "results_db": 1, "all": 1}, counts
+    # (the inspector page too: it shows sift against sift2)
+    assert counts == {"descriptors": 1, "distractors": 1, "score": 1, "report": 1, "plots": 1, "results_db": 1, "inspector": 1,
+                      "all": 1}, counts
     assert jobs_of(out, "descriptors") == ["results/demo/descriptors/sift/sift2/batch000"]
     assert jobs_of(out, "score")[0].startswith("results/demo/scores/sift/sift2/")
     assert (work / "results/demo/descriptors/sift/sift/batch000/v_coins.parquet").read_bytes() == sift_before
@@ -348,7 +350,7 @@ def test_two_working_directories_on_one_results_folder(base):
     assert "keypoints" not in job_counts(out)  # A's keypoints are B's too
     _, out = snakemake(a, "--cores", "2")
     assert list(true_map(a / "results/demo")) == ["sift"]
-    assert set(job_counts(out)) == {"report", "plots", "results_db", "all"}, job_counts(out)
+    assert set(job_counts(out)) == {"report", "plots", "results_db", "inspector", "all"}, job_counts(out)  # the page showed rootsift
 
 
 @pytest.mark.bad_input

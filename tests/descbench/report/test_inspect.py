@@ -117,6 +117,16 @@ def test_the_diff_table_is_sorted_by_the_absolute_difference():
     assert (t.a == 1).all()
 
 
+def test_scenes_with_and_without_their_own_pairs_mix_in_one_table():
+    """A scene with a pairs.txt (query_image column) beside one with the reference pairs (none): the
+    concatenated table's missing query images are image 1."""
+    listed = pd.DataFrame({"scene": ["v_a", "v_a"], "query_image": [2, 3], "pair": [5, 4], "mma_at_3": [0.5, 0.2]})
+    reference = pd.DataFrame({"scene": ["v_b"], "pair": [2], "mma_at_3": [0.1]})
+    both = pd.concat([listed, reference], ignore_index=True)
+    assert page.pair_keys(both)[["a", "b"]].values.tolist() == [[2, 5], [3, 4], [1, 2]]
+    assert [k[:3] for k in page.worst_pairs(both, "mma_at_3", 2).values.tolist()] == [["v_b", 1, 2], ["v_a", 3, 4]]
+
+
 def test_the_worst_pairs_are_undefined_first_then_the_lowest_or_for_an_error_the_highest():
     t = pd.DataFrame({"scene": ["v_b", "i_a", "i_a", "i_a", "v_b"], "pair": [2, 2, 3, 4, 3],
                       "mma_at_3": [0.5, float("nan"), 0.5, 0.1, 0.9],

@@ -205,9 +205,10 @@ def jpeg_data_uri(img: np.ndarray, quality: int = JPEG_QUALITY) -> str:
 
 def pair_keys(table: pd.DataFrame) -> pd.DataFrame:
     """A pairs table with columns ``a`` (query image: ``query_image``, 1 when the file has none) and
-    ``b`` (``pair``) added."""
+    ``b`` (``pair``) added. Tables of several scenes may mix both kinds of file (a scene with its
+    own ``pairs.txt`` beside one with the reference pairs): a row without a query image is 1."""
     out = table.copy()
-    out["a"] = out["query_image"].astype(int) if "query_image" in out else 1
+    out["a"] = out["query_image"].fillna(1).astype(int) if "query_image" in out else 1
     out["b"] = out["pair"].astype(int)
     return out
 
