@@ -53,14 +53,17 @@ if not PATCHES_ON and "patch_report" in _sys.argv[1:]:
                         "set patches.enabled: true (e.g. --configfile config/patches.yaml patch_report)")
 
 
+# A posed dataset (relative poses): the pose table and figure (rules score_pose, pose_report); an
+# image-sequence dataset (homographies): the comparison report and everything beside it.
 rule all:
     input:
-        report_outputs(),
-        [PATHS.report(f) for f in KEYPOINT_STATS_FILES],
-        str(RES / "results.sqlite"),
-        [PATHS.report(f"plots/{name}.png") for name in PLOTS],
+        [] if POSED else report_outputs(),
+        [] if POSED else [PATHS.report(f) for f in KEYPOINT_STATS_FILES],
+        [] if POSED else str(RES / "results.sqlite"),
+        [] if POSED else [PATHS.report(f"plots/{name}.png") for name in PLOTS],
         [PATHS.report("inspector.html")] if INSPECTOR else [],
         patch_outputs(),
+        [PATHS.report(f"pose.{ext}") for ext in ("parquet", "csv", "md")] + [PATHS.report("plots/pose_error.png")] if POSED else
         [PATHS.report(f"pipelines.{ext}") for ext in ("parquet", "csv", "md")] if MATCH_COMBOS and CFG["pipelines"]["enabled"] else
         [PATHS.matches_dir(ks, d, m, b) for ks, d, m in MATCH_COMBOS for b in BATCHES],
     default_target: True

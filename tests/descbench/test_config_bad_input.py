@@ -465,3 +465,26 @@ def test_poselib_missing_is_a_config_error(monkeypatch):
     monkeypatch.setattr(builtins, "__import__", no_poselib)
     msg = error_of({**base(), "pipelines": {"estimators": {"poselib": {}}}})
     assert "pipelines.estimators.poselib" in msg and "pip install poselib" in msg
+
+
+def _posed(**kw) -> dict:
+    return {"dataset": "posed_demo", "keypoint_sets": {"sift": {"detector": "sift"}},
+            "descriptors": {"sift": {"family": "sift"}}, "matchers": {"mnn": {"matcher": "mnn"}}, **kw}
+
+
+def test_a_posed_dataset_without_matchers_says_to_add_one():
+    msg = error_of({k: v for k, v in _posed().items() if k != "matchers"})
+    assert "dataset 'posed_demo' is evaluated by relative pose from matches" in msg and "add one" in msg
+
+
+def test_a_posed_dataset_refuses_resize_and_needs_its_path():
+    assert "resizing posed scenes" in error_of(_posed(resize={"size": 480, "side": "short"}))
+    assert "dataset 'posed' needs posed.path" in error_of(_posed(dataset="posed"))
+
+
+def test_a_posed_datasets_pose_estimators_are_checked_at_config_time():
+    assert "pose.estimators.opencv.ransac_th: -1" in error_of(_posed(pose={"estimators": {"opencv": {"ransac_th": -1}}}))
+    assert "unknown relative pose estimator 'ransac'" in error_of(_posed(pose={"estimators": {"ransac": {}}}))
+    cfg = validate_config(_posed(), SCHEMA)
+    assert cfg["pose"] == {"estimators": {"opencv": {"ransac_th": [0.5]}}, "auc_thresholds": [5, 10, 20],
+                           "epipolar_thresholds": [0.0001, 0.0005, 0.001]}

@@ -74,3 +74,28 @@ def test_resize_moves_the_scene_root_and_the_experiment():
     assert D.list_scenes(h) == D.list_scenes({**h, "resize": None})
     assert D.images_note(r) == "images resized: short side 480 px, homographies adjusted."
     assert doctest.testmod(D).failed == 0
+
+
+def test_posed_demo_scenes_root_and_tag():
+    from descbench.datasets import dataset_geometry
+    from descbench.datasets.posed_demo import N_SCENES
+
+    c = cfg(dataset="posed_demo", posed_demo={"seed": 2})
+    assert list_scenes(c) == [f"posed_{i:02d}" for i in range(N_SCENES)] and N_SCENES == 4
+    assert scene_root(c) == Path("data/posed_demo/seed2") and dataset_tag(c) == "posed_demo"
+    assert dataset_geometry(c) == "relative_pose" and dataset_geometry(cfg()) == "homography"
+
+
+@pytest.mark.bad_input
+def test_posed_dataset_lists_posed_scene_folders_only(tmp_path):
+    root = tmp_path / "mega"
+    (root / "s1").mkdir(parents=True)
+    (root / "s1" / "views.txt").write_text("")
+    c = cfg(dataset="posed", posed={"path": str(root), "name": None})
+    assert list_scenes(c) == ["s1"] and dataset_tag(c) == "posed-mega"
+    assert dataset_tag(cfg(dataset="posed", posed={"path": str(root), "name": "md1500"})) == "posed-md1500"
+    (root / "flat").mkdir()
+    with pytest.raises(ConfigError, match=r"posed.path .*mega: the folder\(s\) flat hold no views.txt"):
+        list_scenes(c)
+    with pytest.raises(ConfigError, match="posed.path .* is not a directory"):
+        list_scenes(cfg(dataset="posed", posed={"path": str(tmp_path / "nope"), "name": None}))

@@ -126,9 +126,9 @@ def job_modules() -> tuple:
     Imported when the command line is built (inside :func:`main`'s interrupt handling), not when
     this module is."""
     from descbench.jobs import (checkconfig, datasets, descriptors, distractors, featurefiles, inspect, keypoints, matches,
-                                patches, report, score, warmup)
+                                patches, pose, report, score, warmup)
 
-    return (datasets, keypoints, descriptors, matches, score, distractors, report, inspect, patches, warmup, checkconfig,
+    return (datasets, keypoints, descriptors, matches, pose, score, distractors, report, inspect, patches, warmup, checkconfig,
             featurefiles)
 
 

@@ -428,6 +428,22 @@ def _check_consistency(cfg: dict) -> None:
         )
     if cfg["dataset"] == "folder" and not cfg["folder"].get("path"):
         raise ConfigError("dataset 'folder' needs folder.path: the directory holding your scene folders")
+    if cfg["dataset"] == "posed" and not cfg["posed"].get("path"):
+        raise ConfigError("dataset 'posed' needs posed.path: the directory holding your posed scene folders "
+                          "(glue-factory's posed_images layout: <scene>/views.txt, pairs.txt, images/)")
+    from descbench.datasets import dataset_geometry
+
+    if dataset_geometry(cfg) == "relative_pose":
+        if not cfg["matchers"]:
+            raise ConfigError(f"dataset '{cfg['dataset']}' is evaluated by relative pose from matches (the pose task), but "
+                              "the config has no matchers; add one (e.g. matchers: {mnn: {matcher: mnn}}, "
+                              "config/pose_study.yaml)")
+        if cfg.get("resize"):
+            raise ConfigError(f"resize {cfg['resize']}: resizing posed scenes (with their intrinsics) is not supported yet; "
+                              f"remove resize (and protocol) for dataset '{cfg['dataset']}'")
+        from descbench.tasks.pose import estimator_settings
+
+        estimator_settings(cfg["pose"])
     kpsets = cfg["keypoint_sets"]
     _check_sets(kpsets)
     from descbench.descriptors import get_family

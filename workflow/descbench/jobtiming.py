@@ -53,9 +53,9 @@ from descbench.errors import DataError
 
 # The stages with a timing file (the report's column prefixes).
 STAGES = ("keypoints", "descriptors", "scoring")
-# The matcher stage's jobs (the ``match`` and ``score_pipelines`` rules; their folders' names): a
+# The matcher stage's jobs (the ``match``, ``score_pipelines`` and ``score_pose`` rules; their folders' names): a
 # timing file too, with the matcher's name; not in the report's timings table.
-MATCHER_STAGES = ("matches", "pipelines")
+MATCHER_STAGES = ("matches", "pipelines", "pose")
 FIELDS = ("stage", "keypoint_set", "descriptor", "batch", "scenes", "wall_ms", "cpu_time_ms", "threads", "device",
           "device_name", "cpu")
 NUMBERS = ("wall_ms", "cpu_time_ms")

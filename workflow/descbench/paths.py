@@ -138,7 +138,7 @@ class ResultPaths:
         """A keypoint (``descriptor`` None), descriptor, scoring or matcher-stage job's timing file
         (``stage``: one of descbench.jobtiming.STAGES or MATCHER_STAGES): :data:`JOB_TIMING` in the
         job's batch directory; a scoring job's in the folder of its scoring task ``task`` (it writes
-        one into each); a ``matches`` or ``pipelines`` job's in its folder of ``matcher``."""
+        one into each); a ``matches``, ``pipelines`` or ``pose`` job's in its folder of ``matcher``."""
         if stage == "keypoints":
             folder = self.keypoints_dir(kpset, batch)
         elif stage == "descriptors":
@@ -147,11 +147,11 @@ class ResultPaths:
             folder = self.task_dir(task, kpset, descriptor, batch)
         elif stage == "matches" and matcher is not None:
             folder = self.matches_dir(kpset, descriptor, matcher, batch)
-        elif stage == "pipelines" and matcher is not None:
+        elif stage in ("pipelines", "pose") and matcher is not None:
             folder = self.match_task_dir(stage, kpset, descriptor, matcher, batch)
         else:
             raise ValueError(f"no timing file of stage {stage!r}" + (" without its scoring task" if stage == "scoring" else
-                                                                     " without its matcher" if stage in ("matches", "pipelines") else ""))
+                                                                     " without its matcher" if stage in ("matches", "pipelines", "pose") else ""))
         return str(Path(folder) / JOB_TIMING)
 
     def report(self, name: str) -> str:

@@ -11,7 +11,7 @@ from descbench.config import (check_folders, combinations, match_combinations, e
                               score_job_sections,
                               type_command_line_values, validate_config)
 from descbench.keypoints.sets import global_top_n, root_detector_spec, set_sources
-from descbench.datasets import dataset_tag, experiment_name, list_scenes, scene_root, source_root
+from descbench.datasets import dataset_geometry, dataset_tag, experiment_name, list_scenes, scene_root, source_root
 from descbench.datasets.resize import RESIZED_FLAG
 from descbench.datasets.hpatches import N_IMAGES  # the shape of a demo / HPatches scene not there yet
 from descbench.datasets.layout import pairs_mode, scene_files
@@ -151,8 +151,13 @@ def _warn_changed_settings():
 
 
 _warn_changed_settings()
+# A posed dataset's pairs have calibrated relative poses, not homographies (descbench.datasets.DATASET_GEOMETRY):
+# they are evaluated by the pose task from the matcher stage's matches (rules score_pose, pose_report),
+# and the stages that need a homography (the scoring tasks, keypoint statistics, the comparison
+# report, the inspector) do not run.
+POSED = dataset_geometry(CFG) == "relative_pose"
 # Which tasks the scoring job runs, each into its own folder (scores/, verification/, matching/).
-SCORE_TASKS_ON = score_tasks_on(CFG)  # descbench.tasks.SCORING_TASKS
+SCORE_TASKS_ON = [] if POSED else score_tasks_on(CFG)  # descbench.tasks.SCORING_TASKS
 
 
 # ----------------------------------------------------------------------------- results integrity
@@ -183,6 +188,12 @@ _RUN = {}  # this run's lock holder (take_results_lock) and what the guard decid
 def _main_process():
     """The run's own Snakemake process (not a cluster job's, which re-reads the workflow)."""
     return getattr(workflow, "exec_mode", _ExecMode.DEFAULT) == _ExecMode.DEFAULT
+
+
+if POSED and _main_process():
+    logger.info(f"descbench: dataset '{CFG['dataset']}' is posed (relative poses, no homographies): the pose task "
+                f"evaluates {len(MATCH_COMBOS)} keypoint set + descriptor + matcher combination(s); the homography-based "
+                "stages (scoring tasks, keypoint statistics, comparison report, inspector) do not run")
 
 
 def _write_mode():
@@ -317,14 +328,30 @@ def as_json(obj):
     return json.dumps(obj, sort_keys=True)
 
 
+def posed_demo_scene_paths(folder):
+    """The files of one posed demo scene (descbench.datasets.posed_demo, imported only for that dataset: it loads OpenCV)."""
+    from descbench.datasets.posed_demo import scene_paths
+
+    return scene_paths(folder)
+
+
 def source_scene_inputs(scene):
     """The dataset's own files of a scene: its images, homographies and pair list (stat only, no
     image is read). HPatches is represented by its download rule's flag: the archive is immutable.
     """
     if CFG["dataset"] == "hpatches":
         return [HPATCHES_FLAG]
+    if CFG["dataset"] == "posed_demo":
+        return [str(p) for p in posed_demo_scene_paths(SOURCE / scene)]
     try:
-        files = scene_files(SOURCE / scene, check_exists=CFG["dataset"] == "folder", n_images=N_IMAGES)
+        files = scene_files(SOURCE / scene, check_exists=CFG["dataset"] in ("folder", "posed"), n_images=N_IMAGES)
+        if files.views is not None and not POSED:
+            raise WorkflowError(f"descbench: scene folder {SOURCE / scene} is a posed scene (it has a views.txt), but dataset "
+                                f"'{CFG['dataset']}' evaluates image sequences with homographies; for posed scenes set "
+                                "dataset: posed and posed.path")
+        if POSED and files.views is None:
+            raise WorkflowError(f"descbench: scene folder {SOURCE / scene} has no views.txt, so it is not a posed scene "
+                                "(glue-factory's posed_images layout: views.txt, pairs.txt, images/)")
     except DescbenchError as exc:
         raise WorkflowError(str(exc))
     return [str(p) for p in files.all_paths()]
@@ -356,7 +383,7 @@ def batch_scene_inputs(wildcards):
 def user_files():
     """Whether the stages read the user's own scene files (a folder dataset, not resized), which
     are tracked by content; the demo's, HPatches' and the resized copies come from rules."""
-    return CFG["dataset"] == "folder" and not CFG.get("resize")
+    return CFG["dataset"] in ("folder", "posed") and not CFG.get("resize")
 
 
 def has_global_filter(kpset):
@@ -657,6 +684,13 @@ def print_run_summary():
     """The workflow's onsuccess (descbench.report.summary): the table when the report exists."""
     from descbench.report.summary import run_summary
 
+    if POSED:
+        pose_md = Path(PATHS.report("pose.md"))
+        if pose_md.exists():
+            when = "written by this run" if pose_md.stat().st_mtime >= RUN_STARTED else "up to date, unchanged by this run"
+            print(f"descbench pose results, {when}:\n{pose_md.read_text()}\n  table: {pose_md} (.csv, .parquet beside it)\n"
+                  f"  figure: {PATHS.report('plots/pose_error.png')}\n  per pair: {RES / 'pose'}", flush=True)
+        return
     table_csv = Path(PATHS.report("comparison.csv"))
     if not table_csv.exists():
         return
@@ -681,7 +715,7 @@ REPORT_TABLES = {"comparison.html": "table_comparison", "significance.html": "ta
 
 REPORT_PLOTS = {"patches/patches_map.png": "patches_map"}  # figures of other rules than `plots`
 # The report's inspector page: (keypoint set, descriptors) of config `inspector`, or None (descbench.config)
-INSPECTOR = inspector_page(CFG)
+INSPECTOR = None if POSED else inspector_page(CFG)
 
 
 def _in_report(name):

@@ -80,3 +80,26 @@ if CFG.get("resize"):
         shell:
             "{params.descbench} resize-scene --source {params.source:q} --out {params.out:q} --size {params.size} "
             "--side {params.side} > {log} 2>&1"
+
+
+if CFG["dataset"] == "posed_demo":
+
+    rule posed_demo_scene:
+        output:
+            # a posed scene (descbench.datasets.posed_demo: images, views.txt, pairs.txt)
+            [str(p) for p in posed_demo_scene_paths(SOURCE / "{scene}")],
+        params:
+            descbench=DESCBENCH,  # how the job starts descbench (common.smk)
+            out_dir=lambda wc: str(SOURCE),
+            seed=CFG["posed_demo"]["seed"],
+        log:
+            str(RES / "logs" / "posed_demo_scene" / "{scene}.log"),
+        threads: 1
+        resources:
+            # five 640 x 480 renders, seconds
+            mem_mb=500,
+            runtime=5,
+        conda:
+            ENV
+        shell:
+            "{params.descbench} posed-demo-scene --scene {wildcards.scene} --out-dir {params.out_dir:q} --seed {params.seed} > {log} 2>&1"

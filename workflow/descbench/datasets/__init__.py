@@ -14,10 +14,29 @@ from descbench.errors import ConfigError
 from descbench.datasets.hpatches import HPATCHES_ROOT, hpatches_names, hpatches_scenes  # noqa: F401
 
 
+#: The dataset kinds (config ``dataset``) and the geometry of their pairs: image sequences related
+#: by homographies (:mod:`descbench.datasets.layout`), or posed views related by calibrated relative
+#: poses (:mod:`descbench.datasets.posed`; evaluated by the pose task, :mod:`descbench.tasks.pose`).
+DATASET_GEOMETRY = {"demo": "homography", "hpatches": "homography", "folder": "homography",
+                    "posed_demo": "relative_pose", "posed": "relative_pose"}
+
+
+def dataset_geometry(cfg: dict) -> str:
+    """``homography`` or ``relative_pose``: the geometry of the config's dataset's pairs (:data:`DATASET_GEOMETRY`)."""
+    return DATASET_GEOMETRY[cfg["dataset"]]
+
+
+def _user_folder(cfg: dict) -> dict | None:
+    """The config section of a dataset in the user's own folder (``folder``, ``posed``), else None."""
+    return cfg[cfg["dataset"]] if cfg["dataset"] in ("folder", "posed") else None
+
+
 def dataset_tag(cfg: dict) -> str:
-    """The results sub-folder of a dataset: ``demo``, ``hpatches`` or ``folder-<name>``."""
-    if cfg["dataset"] == "folder":
-        return "folder-" + (cfg["folder"].get("name") or Path(cfg["folder"]["path"]).resolve().name)
+    """The results sub-folder of a dataset: ``demo``, ``hpatches``, ``posed_demo``, ``folder-<name>``
+    or ``posed-<name>``."""
+    own = _user_folder(cfg)
+    if own is not None:
+        return f"{cfg['dataset']}-" + (own.get("name") or Path(own["path"]).resolve().name)
     return cfg["dataset"]
 
 
@@ -55,7 +74,9 @@ def source_root(cfg: dict) -> Path:
         return Path(cfg["data_dir"]) / "demo" / f"seed{cfg['demo']['seed']}"
     if cfg["dataset"] == "hpatches":
         return Path(cfg["data_dir"]) / "hpatches" / HPATCHES_ROOT
-    return Path(cfg["folder"]["path"])
+    if cfg["dataset"] == "posed_demo":
+        return Path(cfg["data_dir"]) / "posed_demo" / f"seed{cfg['posed_demo']['seed']}"
+    return Path(_user_folder(cfg)["path"])
 
 
 def scene_root(cfg: dict) -> Path:
@@ -75,12 +96,24 @@ def available_scenes(cfg: dict) -> list[str]:
         return list(DEMO_SCENES)
     if cfg["dataset"] == "hpatches":
         return hpatches_scenes(cfg["hpatches"]["subset"])
-    root = source_root(cfg)
+    if cfg["dataset"] == "posed_demo":
+        from descbench.datasets.posed_demo import N_SCENES, scene_name
+
+        return [scene_name(i) for i in range(N_SCENES)]
+    root, key = source_root(cfg), f"{cfg['dataset']}.path"
+    layout = "HPatches layout" if cfg["dataset"] == "folder" else "glue-factory's posed_images layout: views.txt, pairs.txt, images/"
     if not root.is_dir():
-        raise ConfigError(f"folder.path {root} is not a directory; point it at the folder that holds your scene folders")
+        raise ConfigError(f"{key} {root} is not a directory; point it at the folder that holds your scene folders")
     names = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not names:
-        raise ConfigError(f"folder.path {root} holds no scene folder (expected sub-folders in HPatches layout)")
+        raise ConfigError(f"{key} {root} holds no scene folder (expected sub-folders in {layout})")
+    if cfg["dataset"] == "posed":
+        from descbench.datasets.posed import VIEWS_FILE
+
+        flat = [n for n in names if not (root / n / VIEWS_FILE).is_file()]
+        if flat:
+            raise ConfigError(f"{key} {root}: the folder(s) {', '.join(flat[:5])} hold no {VIEWS_FILE}, so they are not "
+                              f"posed scenes ({layout}); move them out of {root}, or point {key} at the folder of scenes")
     return names
 
 

@@ -7,9 +7,9 @@ image ``b`` (the target side). Two kinds of geometry are modelled:
 - :class:`Homography`: ``p_b ~ H [x_a, y_a, 1]^T`` in pixels (a planar scene or a pure rotation:
   HPatches, Oxford, the demo, folder datasets). Every metric implemented today reads this one.
 - :class:`RelativePose`: a calibrated relative pose (intrinsics of both images, rotation and
-  translation from camera a to camera b, optional depth maps), for posed image pairs of
-  non-planar scenes. It is declared here so that a pair's type admits it; no dataset yields it
-  yet and no metric reads it (a task that needs a homography refuses it by name).
+  translation from camera a to camera b), for posed image pairs of non-planar scenes
+  (:mod:`descbench.datasets.posed`; read by the pose task, :mod:`descbench.tasks.pose`). A task
+  that needs a homography refuses it by name.
 
 Pure: no file is read here (:mod:`descbench.datasets.layout` reads the files).
 """
@@ -35,15 +35,16 @@ class Homography:
 @dataclass(frozen=True, eq=False)
 class RelativePose:
     """A calibrated relative pose: a 3-D point ``X_a`` in camera a's frame is ``R X_a + t`` in camera
-    b's frame; pixels are ``K_a X_a`` and ``K_b (R X_a + t)`` up to scale. ``depth_a`` / ``depth_b``:
-    optional per-pixel depth maps (same units as ``t``), None when the dataset has none."""
+    b's frame; pixels are ``K_a X_a`` and ``K_b (R X_a + t)`` up to scale, in the pixel convention
+    whose top-left pixel centre is ``(pixel_offset, pixel_offset)``: 0.5 for COLMAP's cameras
+    (posed datasets), 0 for descbench's keypoints, which are shifted by ``pixel_offset`` before
+    ``K`` applies (:func:`descbench.metrics.pose.normalized_points`)."""
 
     K_a: np.ndarray
     K_b: np.ndarray
     R: np.ndarray
     t: np.ndarray
-    depth_a: np.ndarray | None = None
-    depth_b: np.ndarray | None = None
+    pixel_offset: float = 0.0
     kind: ClassVar[str] = "relative_pose"
 
 
@@ -65,6 +66,13 @@ class Pair:
             raise DataError(f"pair ({self.a}, {self.b}) has a {self.geometry.kind} geometry, but {what} needs a "
                             "homography; evaluate this dataset with the tasks that read its geometry")
         return self.geometry.H
+
+    def relative_pose(self, what: str = "this task") -> RelativePose:
+        """The pair's calibrated relative pose; DataError naming ``what`` for any other geometry."""
+        if not isinstance(self.geometry, RelativePose):
+            raise DataError(f"pair ({self.a}, {self.b}) has a {self.geometry.kind} geometry, but {what} needs a "
+                            "calibrated relative pose (a posed dataset)")
+        return self.geometry
 
 
 def compose_homography(H_1a: np.ndarray, H_1b: np.ndarray, where: str = "") -> np.ndarray:

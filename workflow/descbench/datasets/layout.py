@@ -30,6 +30,12 @@ keypoints against image ``b``'s, see :mod:`descbench.datasets.geometry`):
   self pair, a duplicate pair, a missing homography file. With a ``pairs.txt``, ``H_1_k`` files
   are needed only by the pairs composed from them (and by ``mode: projected`` keypoint sets).
 
+A folder holding a ``views.txt`` is a **posed scene** instead (glue-factory's ``posed_images``
+layout, :mod:`descbench.datasets.posed`): its images are the views its ``pairs.txt`` names, numbered
+``1..n`` in ``views.txt`` order (views no pair names are not read), and each pair's geometry is the
+calibrated relative pose of its two views (:class:`~descbench.datasets.geometry.RelativePose`);
+:func:`posed_scene_files`.
+
 Everything here is pure: it only stats, reads and validates files, and every failure is a
 :class:`~descbench.errors.DataError` that names the file and the fix.
 """
@@ -42,7 +48,7 @@ from pathlib import Path
 
 import numpy as np
 
-from descbench.datasets.geometry import Homography, Pair, compose_homography
+from descbench.datasets.geometry import Homography, Pair, RelativePose, compose_homography
 from descbench.errors import ConfigError, DataError
 from descbench.fileops import write_text_atomic
 
@@ -77,6 +83,10 @@ class SceneFiles:
     homographies: dict[int, Path]
     pairs_file: Path | None = None
     listed: tuple[PairSpec, ...] = ()
+    #: a posed scene's views (:class:`descbench.datasets.posed.View`), ``views[k-1]`` of image k; None for a sequence
+    views: tuple | None = None
+    #: a posed scene's ``views.txt``
+    views_file: Path | None = None
 
     @property
     def n_images(self) -> int:
@@ -90,6 +100,7 @@ class SceneFiles:
         """Every input file of the scene: images, ``H_1_k`` files, ``pairs.txt`` and its pairs' files."""
         own = [p.file for p in self.listed if p.file is not None]
         return [*self.images, *(self.homographies[k] for k in sorted(self.homographies)),
+                *([self.views_file] if self.views_file is not None else []),
                 *([self.pairs_file] if self.pairs_file is not None else []), *dict.fromkeys(own)]
 
     def pairs(self, mode: str = "reference") -> tuple[PairSpec, ...]:
@@ -201,6 +212,8 @@ def scene_files(scene_dir: Path | str, check_exists: bool = True, n_images: int 
     """
     scene_dir = Path(scene_dir)
     scene = scene_dir.name
+    if check_exists and (scene_dir / POSED_VIEWS_FILE).is_file():
+        return posed_scene_files(scene_dir)
     if not check_exists:
         if n_images is None:
             raise ValueError("scene_files(check_exists=False) needs n_images: the names of a scene not there yet")
@@ -267,6 +280,57 @@ def scene_files(scene_dir: Path | str, check_exists: bool = True, n_images: int 
     if not has_pairs:
         return SceneFiles(scene, images, homs)
     return SceneFiles(scene, images, homs, pairs_path, read_pairs_file(pairs_path, n, homs))
+
+
+#: The file that makes a scene folder a posed scene (:mod:`descbench.datasets.posed`).
+POSED_VIEWS_FILE = "views.txt"
+#: The most images a scene may have: keypoint and descriptor files number them as int8.
+MAX_IMAGES = 127
+
+
+def posed_scene_files(scene_dir: Path | str) -> SceneFiles:
+    """The :class:`SceneFiles` of a posed scene (module docstring): its ``views.txt`` and ``pairs.txt``
+    read and checked (:func:`descbench.datasets.posed.read_views`, ``read_pairs``), images = the
+    views the pairs name, in ``views.txt`` order, each present. DataError naming the file for a
+    missing image, a pair listed twice, or more than :data:`MAX_IMAGES` views in pairs (split the
+    scene into several)."""
+    from descbench.datasets.posed import IMAGE_DIR, PAIRS_FILE as POSED_PAIRS_FILE, read_pairs, read_views
+
+    scene_dir = Path(scene_dir)
+    views_file, pairs_file = scene_dir / POSED_VIEWS_FILE, scene_dir / POSED_PAIRS_FILE
+    views = read_views(views_file)
+    pairs = read_pairs(pairs_file, views)
+    first: dict[tuple[str, str], int] = {}
+    for i, pair in enumerate(pairs, 1):
+        if pair in first:
+            raise DataError(f"{pairs_file}: pair {pair[0]} {pair[1]} is listed twice (pairs {first[pair]} and {i}); each pair "
+                            "is evaluated once (a repeat would count it twice in every mean), remove one of the lines")
+        first[pair] = i
+    used = {name for pair in pairs for name in pair}
+    names = [name for name in views if name in used]
+    if len(names) > MAX_IMAGES:
+        raise DataError(f"{pairs_file} names {len(names)} views, more than the {MAX_IMAGES} a scene may have (descbench's "
+                        "keypoint files number a scene's images in int8); split the scene into several folders, each "
+                        "with the views.txt lines and pairs of its part")
+    number = {name: k for k, name in enumerate(names, 1)}
+    images = tuple(scene_dir / IMAGE_DIR / name for name in names)
+    for name, path in zip(names, images):
+        if not path.is_file():
+            raise DataError(f"{path} (the image of view {name!r}, {views_file}) is missing; put the image there or "
+                            "remove the view's pairs")
+    listed = tuple(PairSpec(number[a], number[b], None, f"{POSED_PAIRS_FILE}:{a} {b}") for a, b in pairs)
+    return SceneFiles(scene_dir.name, images, {}, pairs_file, listed, tuple(views[n] for n in names), views_file)
+
+
+def posed_pair(files: SceneFiles, spec: PairSpec) -> Pair:
+    """A posed scene's pair with its relative pose (``T_0to1 = T_1 T_0^-1`` of the two views,
+    :func:`descbench.datasets.posed.relative_pose`), intrinsics in COLMAP's pixel convention
+    (``pixel_offset`` 0.5)."""
+    from descbench.datasets.posed import relative_pose
+
+    va, vb = files.views[spec.a - 1], files.views[spec.b - 1]
+    R, t = relative_pose(va, vb)
+    return Pair(spec.a, spec.b, RelativePose(va.K(), vb.K(), R, t, pixel_offset=0.5))
 
 
 def read_pairs_file(path: Path | str, n_images: int, homographies: dict[int, Path]) -> tuple[PairSpec, ...]:
@@ -344,7 +408,10 @@ def pair_homography(files: SceneFiles, spec: PairSpec) -> np.ndarray:
 
 
 def load_pairs(files: SceneFiles, mode: str = "reference") -> list[Pair]:
-    """The scene's pairs (:meth:`SceneFiles.pairs`) with their homographies read."""
+    """The scene's pairs (:meth:`SceneFiles.pairs`) with their geometry: homographies read, or a
+    posed scene's relative poses (:func:`posed_pair`)."""
+    if files.views is not None:
+        return [posed_pair(files, p) for p in files.pairs(mode)]
     return [Pair(p.a, p.b, Homography(pair_homography(files, p))) for p in files.pairs(mode)]
 
 

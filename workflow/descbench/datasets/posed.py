@@ -94,6 +94,12 @@ def relative_pose(view0: View, view1: View) -> tuple[np.ndarray, np.ndarray]:
     return R, view1.t - R @ view0.t
 
 
+def is_rotation(R: np.ndarray) -> bool:
+    """Whether the 3x3 ``R`` is a rotation within :data:`ROTATION_TOLERANCE`: ``|R R^T - I|``
+    (largest entry) at most the tolerance and ``det R > 0`` (a reflection is not a rotation)."""
+    return bool(np.abs(R @ R.T - np.eye(3)).max() <= ROTATION_TOLERANCE and np.linalg.det(R) > 0)
+
+
 def _fail(path: Path, line: int, problem: str, fix: str) -> DataError:
     return DataError(f"{path}:{line}: {problem}; {fix}")
 
@@ -127,7 +133,7 @@ def parse_view(text: str, path: Path, line: int) -> View:
                     f"the line gives {len(fields) - 16}", "write the model's parameters in COLMAP's order")
     pose = _numbers(fields[1:13], path, line, f"view {name!r} pose")
     R, t = np.array(pose[:9]).reshape(3, 3), np.array(pose[9:12])
-    if np.abs(R @ R.T - np.eye(3)).max() > ROTATION_TOLERANCE or np.linalg.det(R) < 0:
+    if not is_rotation(R):
         raise _fail(path, line, f"view {name!r}: R (the first 9 numbers, row-major) is not a rotation "
                     f"(|R R^T - I| = {np.abs(R @ R.T - np.eye(3)).max():.2g}, det {np.linalg.det(R):.4g})",
                     "write the world-to-camera rotation matrix row by row")
@@ -273,8 +279,7 @@ def read_calibrated_pairs(path: Path) -> list[CalibratedPair]:
             except ValueError as exc:
                 raise _fail(path, i, f"pair {name0} {name1}: {exc}", "write the intrinsics row-major") from None
         R = T[:3, :3]
-        if not np.array_equal(T[3], [0.0, 0.0, 0.0, 1.0]) or np.abs(R @ R.T - np.eye(3)).max() > ROTATION_TOLERANCE \
-                or np.linalg.det(R) < 0:
+        if not np.array_equal(T[3], [0.0, 0.0, 0.0, 1.0]) or not is_rotation(R):
             raise _fail(path, i, f"pair {name0} {name1}: T_0to1 (the last 16 numbers, row-major) is not a rigid motion "
                         "[[R, t], [0, 0, 0, 1]]", "write the 4x4 pose from camera 0 to camera 1 row by row")
         pairs.append(CalibratedPair(name0, name1, K0, K1, R.copy(), T[:3, 3].copy()))

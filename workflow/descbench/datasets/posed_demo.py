@@ -237,3 +237,12 @@ def write_scene(root: Path, index: int, seed: int = 0) -> Path:
     write_text_atomic(folder / VIEWS_FILE, "\n".join(lines) + "\n")
     write_text_atomic(folder / PAIRS_FILE, "".join(f"{view_name(i)} {view_name(j)}\n" for i, j in scene_pairs(len(cams))))
     return folder
+
+
+def scene_paths(folder: Path) -> list[Path]:
+    """The files :func:`write_scene` writes into a scene ``folder`` (the workflow rule's outputs):
+    the images, ``views.txt`` and ``pairs.txt``."""
+    from descbench.datasets.posed import IMAGE_DIR, PAIRS_FILE, VIEWS_FILE
+
+    folder = Path(folder)
+    return [*(folder / IMAGE_DIR / view_name(k) for k in range(N_VIEWS)), folder / VIEWS_FILE, folder / PAIRS_FILE]

@@ -97,7 +97,7 @@ def batch_args(p: argparse.ArgumentParser) -> None:
 # stage's commands (stages descbench.jobtiming.MATCHER_STAGES) also name their matcher (--matcher).
 TIMED_COMMANDS = {"keypoints": ("keypoints", "name", None), "descriptors": ("descriptors", "keypoint_set", "name"),
                   "score": ("scoring", "keypoint_set", "descriptor"), "match": ("matches", "keypoint_set", "descriptor"),
-                  "score-pipelines": ("pipelines", "keypoint_set", "descriptor")}
+                  "score-pipelines": ("pipelines", "keypoint_set", "descriptor"), "score-pose": ("pose", "keypoint_set", "descriptor")}
 
 
 def job_timing(a: argparse.Namespace):

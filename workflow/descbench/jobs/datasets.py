@@ -1,4 +1,5 @@
-"""The dataset jobs: one scene of the offline demo dataset (``demo-scene``), HPatches sequences
+"""The dataset jobs: one scene of the offline demo dataset (``demo-scene``) or of the posed demo
+(``posed-demo-scene``, :mod:`descbench.datasets.posed_demo`), HPatches sequences
 downloaded, extracted and validated (``hpatches``), and the resized copy of one scene
 (``resize-scene``, :mod:`descbench.datasets.resize`)."""
 
@@ -15,6 +16,11 @@ def add_commands(sub) -> dict:
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--seed", type=int, default=0)
 
+    p = sub.add_parser("posed-demo-scene", help="render one scene of the offline posed demo dataset")
+    p.add_argument("--scene", required=True)
+    p.add_argument("--out-dir", type=Path, required=True)
+    p.add_argument("--seed", type=int, default=0)
+
     p = sub.add_parser("hpatches", help="download (resumable), extract and validate HPatches sequences")
     p.add_argument("--urls", nargs="+", required=True)
     p.add_argument("--sha256", default=None)
@@ -26,13 +32,24 @@ def add_commands(sub) -> dict:
     p.add_argument("--out", type=Path, required=True, help="its resized copy (written, resized.json last)")
     p.add_argument("--size", type=int, required=True)
     p.add_argument("--side", required=True)
-    return {"demo-scene": run_demo_scene, "hpatches": run_hpatches, "resize-scene": run_resize_scene}
+    return {"demo-scene": run_demo_scene, "posed-demo-scene": run_posed_demo_scene, "hpatches": run_hpatches,
+            "resize-scene": run_resize_scene}
 
 
 def run_demo_scene(a: argparse.Namespace) -> None:
     from descbench.datasets.demo import generate_scene
 
     generate_scene(a.scene, a.out_dir, a.seed)
+
+
+def run_posed_demo_scene(a: argparse.Namespace) -> None:
+    from descbench.datasets.posed_demo import N_SCENES, scene_name, write_scene
+    from descbench.errors import ConfigError
+
+    names = [scene_name(i) for i in range(N_SCENES)]
+    if a.scene not in names:
+        raise ConfigError(f"{a.scene!r} is not a scene of the posed demo; its scenes: {', '.join(names)}")
+    print(f"wrote {write_scene(a.out_dir, names.index(a.scene), a.seed)}")
 
 
 def run_hpatches(a: argparse.Namespace) -> None:

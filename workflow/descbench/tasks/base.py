@@ -92,9 +92,10 @@ class ScoringTask:
         return f"<scoring task {self.name!r}>"
 
 
-def write_timing(path: Path, scene: str, t0: float) -> None:
-    """Wall time since ``t0``: not reproducible, so it lives outside the bit-identical Parquet files."""
-    io.write_text(path, json.dumps({"scene": scene, "processing_time_ms": 1000 * (time.perf_counter() - t0)}) + "\n")
+def write_timing(path: Path, scene: str, t0: float, **extra) -> None:
+    """Wall time since ``t0`` (and a task's ``extra`` timings): not reproducible, so it lives outside
+    the bit-identical Parquet files."""
+    io.write_text(path, json.dumps({"scene": scene, "processing_time_ms": 1000 * (time.perf_counter() - t0), **extra}) + "\n")
 
 
 @dataclass

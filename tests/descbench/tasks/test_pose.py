@@ -1,0 +1,228 @@
+"""The pose task (descbench.tasks.pose): per-pair rows against independent computations on a
+synthetic two-camera scene (exact correspondences: pose error 0, AUC 1; outliers: the epipolar
+precision by brute force), failures and pairs without data, the summary against hand-worked AUCs,
+and the estimator settings' checks."""
+
+from __future__ import annotations
+
+import json
+from types import SimpleNamespace
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+
+from descbench.datasets.geometry import Homography, Pair, RelativePose
+from descbench.errors import ConfigError, DataError
+from descbench.matchers import Matches
+from descbench.tasks.pose import ESTIMATES, epipolar_key, estimator_settings, pairs_schema, score_pose, summarize_pose
+
+SECTION = {"estimators": {"opencv": {"ransac_th": [0.5, 1.0]}}, "auc_thresholds": [5, 10, 20],
+           "epipolar_thresholds": [1e-4, 5e-4, 1e-3]}
+K_COLMAP = np.array([[500.0, 0.0, 320.5], [0.0, 510.0, 240.5], [0.0, 0.0, 1.0]])  # centre of pixel (0, 0) at (0.5, 0.5)
+
+
+def _rotation(axis, deg):
+    import cv2
+
+    return cv2.Rodrigues(np.asarray(axis, float) / np.linalg.norm(axis) * np.deg2rad(deg))[0]
+
+
+def _scene(n=300, seed=0, outliers=0):
+    """Points in front of camera 0, seen by camera 1 = (R, t); descbench keypoints (COLMAP pixel - 0.5)."""
+    rng = np.random.default_rng(seed)
+    X0 = np.column_stack([rng.uniform(-2, 2, n), rng.uniform(-1.5, 1.5, n), rng.uniform(4, 9, n)])
+    R, t = _rotation([0.2, 1.0, 0.1], 12.0), np.array([0.8, 0.05, 0.2])
+    X1 = X0 @ R.T + t
+
+    def pixels(X):
+        p = X @ K_COLMAP.T
+        return p[:, :2] / p[:, 2:] - 0.5
+
+    x0, x1 = pixels(X0), pixels(X1)
+    if outliers:
+        x1[:outliers] = rng.uniform([0, 0], [640, 480], (outliers, 2))
+    return x0, x1, R, t
+
+
+def _features(per_image):
+    return SimpleNamespace(scene="s", per_image={k: SimpleNamespace(xy=v) for k, v in per_image.items()},
+                           kmeta={"image_sizes": {str(k): [640, 480] for k in per_image}})
+
+
+def _run(tmp_path, per_image, matches, pairs, section=SECTION):
+    out = [tmp_path / f"s.{k}" for k in ("pairs.parquet", "estimates.parquet", "timing.json")]
+    names = [(f"{p.a}.png", f"{p.b}.png") for p in pairs]
+    score_pose(_features(per_image), matches, pairs, names, section, *out, {"descriptor": "d"})
+    return pq.read_table(out[0]).to_pandas(), pq.read_table(out[1]).to_pandas(), json.loads(out[2].read_text())
+
+
+def _pair(a, b, R, t):
+    return Pair(a, b, RelativePose(K_COLMAP, K_COLMAP, R, t, pixel_offset=0.5))
+
+
+def _brute_force_epipolar(x0, x1, R, t):
+    """The symmetric epipolar distance in normalised coordinates, point by point (glue-factory's
+    generalized_epi_dist, essential form, with its 1e-6 clamps on the squared line norms)."""
+    tx = np.array([[0, -t[2], t[1]], [t[2], 0, -t[0]], [-t[1], t[0], 0]])
+    E = tx @ R
+    Kinv = np.linalg.inv(K_COLMAP)
+    out = []
+    for p, q in zip(x0, x1):
+        u = Kinv @ np.array([p[0] + 0.5, p[1] + 0.5, 1.0])
+        v = Kinv @ np.array([q[0] + 0.5, q[1] + 0.5, 1.0])
+        l1, l0 = E @ u, E.T @ v
+        num = abs(v @ E @ u)
+        out.append(num * (1 / np.sqrt(max(l1[0] ** 2 + l1[1] ** 2, 1e-6)) + 1 / np.sqrt(max(l0[0] ** 2 + l0[1] ** 2, 1e-6))) / 2)
+    return np.array(out)
+
+
+def test_exact_correspondences_give_pose_error_zero_and_epipolar_precision_one(tmp_path):
+    x0, x1, R, t = _scene()
+    idx = np.arange(len(x0))
+    pairs_df, est, timing = _run(tmp_path, {1: x0, 2: x1}, {(1, 2): Matches(idx, idx, np.zeros(len(idx)))}, [_pair(1, 2, R, t)])
+    assert pairs_df[[epipolar_key(t) for t in SECTION["epipolar_thresholds"]]].to_numpy().tolist() == [[1.0, 1.0, 1.0]]
+    assert list(est.ransac_th) == [0.5, 1.0] and est.success.tolist() == [1, 1]
+    assert est.pose_error.max() < 1e-3 and (est.n_inliers == len(x0)).all()
+    assert est.pose_error.equals(est[["rotation_error", "translation_error"]].max(axis=1))
+    s = summarize_pose(pairs_df, est, SECTION)
+    assert [s[f"opencv_auc_at_{t}"] for t in (5, 10, 20)] == [1.0, 1.0, 1.0] and s["opencv_mAA"] == 1.0
+    assert s["opencv_failures"] == 0 and s["opencv_pairs"] == 1 and s["opencv_median_inliers"] == len(x0)
+    assert set(timing["estimator_seconds"]) == {"opencv"}
+
+
+def test_epipolar_precision_equals_a_brute_force_count_with_outliers(tmp_path):
+    x0, x1, R, t = _scene(n=200, seed=3, outliers=60)
+    x1 = x1 + np.random.default_rng(1).normal(0, 0.3, x1.shape)  # sub-pixel noise: errors spread over the thresholds
+    idx = np.arange(len(x0))
+    pairs_df, est, _ = _run(tmp_path, {1: x0, 2: x1}, {(1, 2): Matches(idx, idx, np.zeros(len(idx)))}, [_pair(1, 2, R, t)])
+    err = _brute_force_epipolar(x0, x1, R, t)
+    want = [float(np.mean(err < th)) for th in SECTION["epipolar_thresholds"]]
+    got = pairs_df[[epipolar_key(th) for th in SECTION["epipolar_thresholds"]]].iloc[0].tolist()
+    assert got == pytest.approx(want, abs=1e-12) and 0 < want[0] < want[1] <= want[2] < 1
+    assert est.success.all() and est.pose_error.max() < 3.0  # RANSAC rejects the 30 % outliers (0.3 px noise: ~1 degree)
+
+
+def test_a_matched_subset_uses_the_matched_keypoints(tmp_path):
+    """idx_a / idx_b select rows: matching keypoint i of image 1 with keypoint n-1-i of a reversed image 2."""
+    x0, x1, R, t = _scene(n=120, seed=5)
+    rev = x1[::-1].copy()
+    idx = np.arange(0, 120, 2)
+    pairs_df, est, _ = _run(tmp_path, {1: x0, 2: rev}, {(1, 2): Matches(idx, 119 - idx, np.zeros(len(idx)))}, [_pair(1, 2, R, t)])
+    assert pairs_df.n_matches.tolist() == [60] and pairs_df.n_keypoints1.tolist() == [120]
+    assert pairs_df[epipolar_key(1e-4)].tolist() == [1.0] and est.pose_error.max() < 1e-3
+
+
+def test_too_few_matches_fail_with_inf_and_an_image_without_keypoints_is_no_data(tmp_path):
+    x0, x1, R, t = _scene(n=50)
+    few = np.arange(4)  # under the 5 of the five-point solver
+    pairs = [_pair(1, 2, R, t), _pair(1, 3, R, t)]
+    pairs_df, est, _ = _run(tmp_path, {1: x0, 2: x1, 3: np.zeros((0, 2))},
+                            {(1, 2): Matches(few, few, np.zeros(4)), (1, 3): Matches(np.zeros(0, int), np.zeros(0, int), np.zeros(0))},
+                            pairs)
+    first, second = est[est.pair == 0], est[est.pair == 1]
+    assert (first.success == 0).all() and np.isinf(first.pose_error).all() and (first.inlier_ratio == 0).all()
+    assert second.pose_error.isna().all() and pairs_df[epipolar_key(1e-4)].isna().tolist() == [False, True]
+    s = summarize_pose(pairs_df, est, SECTION)
+    assert s["opencv_failures"] == 1 and s["opencv_pairs"] == 1 and s["pairs_without_keypoints"] == 1 and s["pairs"] == 2
+    assert s["opencv_auc_at_5"] == 0.0 and np.isinf(s["opencv_median_pose_error"])
+
+
+def test_the_summary_equals_hand_worked_aucs_and_picks_the_best_threshold():
+    """Two pairs. ransac_th 0.5: errors 1 and inf (a failure); 1.0: errors 2 and 3; 2.0: errors 90
+    (a known 90-degree error) and 1. Hand-worked AUCs of the recall polyline at 5/10/20 degrees:
+    0.5: 0.45, 0.475, 0.4875 (mAA 0.4708); 1.0: (0,0) (2,.5) (3,1) encloses 3.25 by 5 degrees, so
+    0.65, 0.825, 0.9125 (mAA 0.7958), the best; 2.0: the 90 never counts: 0.45, 0.475, 0.4875."""
+    pairs = pd.DataFrame({"scene": ["s", "s"], "pair": [0, 1], "image0": ["a", "a"], "image1": ["b", "c"],
+                          "n_keypoints0": [10, 20], "n_keypoints1": [30, 40], "n_matches": [7, 9],
+                          **{epipolar_key(t): [0.5, 1.0] for t in SECTION["epipolar_thresholds"]}})
+    errors = {0.5: [1.0, np.inf], 1.0: [2.0, 3.0], 2.0: [90.0, 1.0]}
+    est = pd.DataFrame([{"scene": "s", "pair": i, "estimator": "opencv", "ransac_th": th, "pose_error": e,
+                         "n_inliers": 5 + i + int(10 * th), "inlier_ratio": 0.25 * i + th / 4} for th, es in errors.items()
+                        for i, e in enumerate(es)])
+    section = {**SECTION, "estimators": {"opencv": {"ransac_th": [0.5, 1.0, 2.0]}}}
+    s = summarize_pose(pairs, est, section)
+    assert (s["opencv_auc_at_5"], s["opencv_auc_at_10"], s["opencv_auc_at_20"]) == (0.65, 0.825, 0.9125)
+    assert s["opencv_mAA"] == pytest.approx((0.65 + 0.825 + 0.9125) / 3) and s["opencv_ransac_th"] == 1.0
+    # the medians of the best threshold's rows (1.0: inliers 15 and 16, ratios 0.25 and 0.5)
+    assert s["opencv_median_pose_error"] == 2.5 and s["opencv_median_inliers"] == 15.5 and s["opencv_median_inlier_ratio"] == 0.375
+    assert s["keypoints"] == 25.0 and s["matches"] == 8.0 and s[epipolar_key(1e-4)] == 0.75
+    only_90 = summarize_pose(pairs, est[est.ransac_th == 2.0], {**SECTION, "estimators": {"opencv": {"ransac_th": [2.0]}}})
+    assert (only_90["opencv_auc_at_5"], only_90["opencv_auc_at_20"]) == (0.45, 0.4875)
+
+
+def test_score_pose_refuses_a_pair_with_a_homography(tmp_path):
+    x0, x1, _, _ = _scene(n=20)
+    idx = np.arange(20)
+    with pytest.raises(DataError, match="needs a calibrated relative pose"):
+        _run(tmp_path, {1: x0, 2: x1}, {(1, 2): Matches(idx, idx, np.zeros(20))}, [Pair(1, 2, Homography(np.eye(3)))])
+
+
+def test_the_tables_match_their_schemas(tmp_path):
+    x0, x1, R, t = _scene(n=40)
+    idx = np.arange(40)
+    _run(tmp_path, {1: x0, 2: x1}, {(1, 2): Matches(idx, idx, np.zeros(40))}, [_pair(1, 2, R, t)])
+    assert pq.read_schema(tmp_path / "s.pairs.parquet").remove_metadata() == pairs_schema(SECTION["epipolar_thresholds"])
+    assert pq.read_schema(tmp_path / "s.estimates.parquet").remove_metadata() == ESTIMATES
+
+
+def test_the_same_input_gives_bit_identical_parquet(tmp_path):
+    x0, x1, R, t = _scene(n=150, seed=7, outliers=40)
+    idx = np.arange(150)
+    section = {**SECTION, "estimators": {"opencv": {"ransac_th": [1.0]}, "usac_magsac": {"ransac_th": [1.0]}}}
+    digests = []
+    for run in ("a", "b"):
+        (tmp_path / run).mkdir()
+        _run(tmp_path / run, {1: x0, 2: x1}, {(1, 2): Matches(idx, idx, np.zeros(150))}, [_pair(1, 2, R, t)], section)
+        digests.append([(tmp_path / run / f"s.{k}").read_bytes() for k in ("pairs.parquet", "estimates.parquet")])
+    assert digests[0] == digests[1]
+
+
+@pytest.mark.parametrize("estimators, message", [
+    ({"opencvv": {}}, "unknown relative pose estimator 'opencvv'"),
+    ({"opencv": {"ransac_th": 0}}, r"pose.estimators.opencv.ransac_th: 0"),
+    ({"opencv": {"ransac_th": []}}, r"ransac_th: \[\]"),
+    ({"opencv": {"ransac_th": [1.0, 1]}}, "repeats a threshold"),
+    ({"opencv": {"confidence": 1.0}}, "confidence: 1.0"),
+    ({"opencv": {"seed": -1}}, "seed: -1"),
+    ({"opencv": {"max_iters": 10}}, "unknown setting"),
+])
+def test_estimator_settings_refuse_bad_values_naming_the_key(estimators, message):
+    with pytest.raises(ConfigError, match=message):
+        estimator_settings({"estimators": estimators})
+
+
+def test_estimator_settings_fill_the_defaults():
+    s = estimator_settings({"estimators": {"opencv": {}, "usac_magsac": {"ransac_th": 2}}})
+    assert s == {"opencv": {"ransac_th": [0.5], "confidence": 0.99999, "seed": 0},
+                 "usac_magsac": {"ransac_th": [2.0], "confidence": 0.99999, "seed": 0}}
+
+
+def test_a_known_90_degree_translation_error_and_a_known_rotation_error_are_recorded(tmp_path, monkeypatch):
+    """An estimator stand-in returning the true rotation with the translation turned by 90 degrees
+    (pair 0), and the true translation with the rotation turned by 7 degrees about an axis (pair 1):
+    rotation, translation and pose errors 0/90/90 and 7/0/7, AUC 0 for the first pair."""
+    from descbench.estimators import relative_pose as rp
+
+    x0, x1, R, t = _scene(n=40)
+    t_side = np.cross(t, [0.0, 0.0, 1.0])  # a direction orthogonal to t
+    estimates = iter([(R, t_side), (_rotation([1.0, 2.0, 0.5], 7.0) @ R, 3 * t)])
+
+    def stand_in(xy0, xy1, K0, K1, estimator="opencv", ransac_th=None, **kw):
+        R_est, t_est = next(estimates)
+        return rp.PoseEstimate(R_est, t_est, np.ones(len(xy0), dtype=bool))
+
+    monkeypatch.setattr(rp, "estimate_relative_pose", stand_in)
+    idx = np.arange(40)
+    section = {**SECTION, "estimators": {"opencv": {"ransac_th": [1.0]}}}
+    pairs_df, est, _ = _run(tmp_path, {1: x0, 2: x1}, {(1, 2): Matches(idx, idx, np.zeros(40))},
+                            [_pair(1, 2, R, t), _pair(1, 2, R, t)], section)
+    # (arccos near 1 loses digits: the equal directions come out about 1e-6 degrees apart)
+    assert est.rotation_error.tolist() == pytest.approx([0.0, 7.0], abs=1e-5)
+    assert est.translation_error.tolist() == pytest.approx([90.0, 0.0], abs=1e-5)
+    assert est.pose_error.tolist() == pytest.approx([90.0, 7.0], abs=1e-5)
+    s = summarize_pose(pairs_df, est, section)
+    # errors 90 and 7: nothing within 5 degrees; to 10, the recall polyline (0, 0) (7, 0.5) (10, 0.5)
+    # encloses 1.75 + 1.5 = 3.25, / 10
+    assert (s["opencv_auc_at_5"], s["opencv_auc_at_10"]) == (0.0, 0.325)

@@ -1,0 +1,116 @@
+"""The pose table (``report/pose.{parquet,csv,md}``): one row per (keypoint set, descriptor,
+matcher) of a posed dataset, its columns :func:`descbench.tasks.pose.summarize_pose`'s; and the
+cumulative pose-error figure (``report/plots/pose_error.{png,svg}``). The Markdown file's header
+names every estimator with its RANSAC thresholds and the libraries' versions, so that a table
+copied elsewhere still says how its AUCs were measured."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from descbench import io
+from descbench.columns import threshold_key
+from descbench.config import learned_weights
+from descbench.paths import ResultPaths
+from descbench.report.patches import markdown
+from descbench.tasks.pose import KINDS, NAME, epipolar_key, estimator_settings, read_pose, summarize_pose
+
+FIGURE = "pose_error"  # report/plots/<FIGURE>.{png,svg}; caption captions/<FIGURE>.rst
+CUMULATIVE_MAX_DEG = 30.0  # the figure's x range, as glue-factory's plot_cumulative([0, 30])
+MARKDOWN_TAIL = ("weights",)
+
+
+def build(paths: ResultPaths, combos: list, cfg: dict) -> tuple[pd.DataFrame, dict[tuple[str, str, str], pd.DataFrame]]:
+    """Every combination's row, in ``combos`` order (``[keypoint_set, descriptor, matcher]``), and
+    its estimates rows (``{(keypoint_set, descriptor, matcher): rows}``, every scene: read once,
+    here, for the row and the figure)."""
+    rows, estimates = [], {}
+    section = cfg["pose"]
+    settings = estimator_settings(section)
+    for ks, d, m in combos:
+        files = {k: [Path(paths.match_task_file(NAME, ks, d, m, s, k)) for s in paths.scenes] for k in KINDS[:2]}
+        pairs, estimates[(ks, d, m)] = read_pose(files["pairs.parquet"], files["estimates.parquet"])
+        rows.append({"keypoint_set": ks, "descriptor": d, "matcher": m, "matcher_type": cfg["matchers"][m]["matcher"],
+                     "weights": learned_weights(cfg, ks, d, m), **summarize_pose(pairs, estimates[(ks, d, m)], section, settings)})
+    return pd.DataFrame(rows), estimates
+
+
+def markdown_columns(table: pd.DataFrame, cfg: dict) -> list[str]:
+    sec = cfg["pose"]
+    cols = ["keypoint_set", "descriptor", "matcher", "matches", *(epipolar_key(t) for t in sec["epipolar_thresholds"])]
+    for e in sec["estimators"]:
+        cols += [f"{e}_auc_at_{threshold_key(t)}" for t in sec["auc_thresholds"]] + [f"{e}_mAA", f"{e}_ransac_th"]
+    cols = [c for c in cols if c in table.columns]
+    # the networks' weights, when a row has any (RANDOM in capitals: not a published model)
+    return cols + [c for c in MARKDOWN_TAIL if c in table.columns and table[c].astype(bool).any()]
+
+
+def header(cfg: dict, libraries: dict) -> str:
+    """The Markdown table's header: how the AUCs were measured (estimators, thresholds, versions)."""
+    settings = estimator_settings(cfg["pose"])
+    est = "; ".join(f"{e}: ransac_th {', '.join(f'{t:g}' for t in s['ransac_th'])} px"
+                    + (" (the best mean AUC reported)" if len(s["ransac_th"]) > 1 else "") for e, s in settings.items())
+    libs = ", ".join(f"{k} {v}" for k, v in libraries.items() if v)
+    aucs = "/".join(f"{t:g}" for t in cfg["pose"]["auc_thresholds"])
+    return (f"Relative pose as glue-factory measures it: AUC of max(rotation, translation-direction) error at {aucs} "
+            f"degrees. Estimators: {est}. Libraries: {libs}.")
+
+
+def draw_cumulative(estimates: dict, table: pd.DataFrame, cfg: dict, plt):
+    """glue-factory's cumulative plot of the pose errors (``plot_cumulative``, 0-30 degrees): per
+    estimator (one panel), per combination (one line), the fraction of pairs whose pose error is at
+    most x degrees at that combination's best RANSAC threshold (failures never reach x; pairs
+    without data left out)."""
+    from descbench.metrics.matching import homography_accuracy
+
+    estimators = list(cfg["pose"]["estimators"])
+    fig, axes = plt.subplots(1, len(estimators), figsize=(4.5 * len(estimators) + 1.5, 3.8), sharey=True, squeeze=False)
+    grid = np.linspace(0.0, CUMULATIVE_MAX_DEG, 301)
+    cmap = plt.get_cmap("tab10" if len(table) <= 10 else "tab20")
+    for ax, e in zip(axes[0], estimators):
+        for i, r in enumerate(table.itertuples(index=False)):
+            est = estimates[(r.keypoint_set, r.descriptor, r.matcher)]
+            th = float(getattr(r, f"{e}_ransac_th"))
+            err = est[(est.estimator == e) & (est.ransac_th == th)].pose_error.to_numpy(np.float64)
+            err = err[~np.isnan(err)]
+            ax.plot(grid, homography_accuracy(err, grid), color=cmap(i % cmap.N), label=f"{r.descriptor} / {r.keypoint_set} + {r.matcher}")
+        ax.set(title=f"{e} (best ransac_th per row)", xlabel="pose error threshold (degrees)", ylim=(0, 1.02),
+               xlim=(0, CUMULATIVE_MAX_DEG))
+        ax.title.set_fontsize(9)
+    axes[0][0].set_ylabel("fraction of image pairs within the threshold")
+    if len(table):
+        axes[0][-1].legend(fontsize=7, title="descriptor / keypoint set + matcher", title_fontsize=7, loc="upper left",
+                           bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
+    fig.suptitle("Relative pose from each combination's matches: cumulative pose error (glue-factory's protocol)", y=1.0,
+                 va="bottom", fontsize=10)
+    return fig
+
+
+def write(paths: ResultPaths, combos: list, cfg: dict, out_dir: Path, provenance: dict,
+          plots_dir: Path | None = None) -> pd.DataFrame:
+    """Write the pose table's three files into ``out_dir`` (and, with ``plots_dir``, its figure
+    :data:`FIGURE`); returns the table."""
+    from descbench.estimators.homography import library_versions
+
+    table, estimates = build(paths, combos, cfg)
+    out_dir = Path(out_dir)
+    libraries = library_versions()
+    io.write_table(pa.Table.from_pandas(table, preserve_index=False), out_dir / "pose.parquet",
+                   io.provenance("pose_report", {"pose": cfg["pose"], "estimators": estimator_settings(cfg["pose"]),
+                                                 "matchers": cfg["matchers"], "dataset": cfg["dataset"]},
+                                 libraries=libraries, **provenance))
+    io.write_text(out_dir / "pose.csv", table.to_csv(index=False))
+    io.write_text(out_dir / "pose.md", f"{header(cfg, libraries)}\n\n" + markdown(table[markdown_columns(table, cfg)]))
+    if plots_dir is not None:
+        from descbench.report.drawing import pyplot, save
+
+        plt = pyplot()
+        Path(plots_dir).mkdir(parents=True, exist_ok=True)
+        fig = draw_cumulative(estimates, table, cfg, plt)
+        save(fig, Path(plots_dir), FIGURE)
+        plt.close(fig)
+    return table
