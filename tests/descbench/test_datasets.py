@@ -90,7 +90,9 @@ def test_posed_demo_scenes_root_and_tag():
 def test_posed_dataset_lists_posed_scene_folders_only(tmp_path):
     root = tmp_path / "mega"
     (root / "s1").mkdir(parents=True)
-    (root / "s1" / "views.txt").write_text("")
+    pose = "1 0 0 0 1 0 0 0 1 0 0 0 PINHOLE 640 480 500 500 320 240"
+    (root / "s1" / "views.txt").write_text(f"a.png {pose}\nb.png {pose}\n")
+    (root / "s1" / "pairs.txt").write_text("a.png b.png\n")
     c = cfg(dataset="posed", posed={"path": str(root), "name": None})
     assert list_scenes(c) == ["s1"] and dataset_tag(c) == "posed-mega"
     assert dataset_tag(cfg(dataset="posed", posed={"path": str(root), "name": "md1500"})) == "posed-md1500"

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from descbench.datasets.geometry import RelativePose
-from descbench.datasets.layout import MAX_IMAGES, load_pairs, scene_files
+from descbench.datasets.layout import MAX_IMAGES, load_pairs, posed_scene_parts, scene_files
 from descbench.datasets.posed_demo import make_scene, write_scene
 from descbench.errors import DataError
 
@@ -59,13 +59,22 @@ def test_a_missing_image_is_an_error_naming_the_view(tmp_path):
         scene_files(d)
 
 
-def test_more_views_than_a_scene_may_number_is_an_error(tmp_path):
-    views = [f"{k}.png" for k in range(MAX_IMAGES + 1)]
-    d = _scene(tmp_path, views, list(zip(views[:-1], views[1:])))
-    with pytest.raises(DataError, match=rf"names {MAX_IMAGES + 1} views, more than the {MAX_IMAGES}"):
+def test_a_folder_naming_more_views_than_a_scene_may_number_is_evaluated_in_parts(tmp_path):
+    views = [f"{k}.png" for k in range(MAX_IMAGES + 40)]
+    chain = list(zip(views[:-1], views[1:]))  # 166 pairs over 167 views
+    d = _scene(tmp_path, views, chain)
+    with pytest.raises(DataError, match=rf"more than the {MAX_IMAGES} views .* in 2 parts of consecutive pairs: s@000 .. s@001"):
         scene_files(d)
-    d2 = _scene(tmp_path / "ok", views[:MAX_IMAGES], list(zip(views[: MAX_IMAGES - 1], views[1:MAX_IMAGES])))
-    assert scene_files(d2).n_images == MAX_IMAGES
+    assert posed_scene_parts(d) == ["s@000", "s@001"]
+    first, second = scene_files(tmp_path / "s@000"), scene_files(tmp_path / "s@001")
+    assert first.scene == "s@000" and first.n_images == MAX_IMAGES and len(first.listed) == MAX_IMAGES - 1
+    got = [(first.images[p.a - 1].name, first.images[p.b - 1].name) for p in first.listed]
+    got += [(second.images[p.a - 1].name, second.images[p.b - 1].name) for p in second.listed]
+    assert got == chain  # every pair once, in file order
+    with pytest.raises(DataError, match="not s@002"):
+        scene_files(tmp_path / "s@002")
+    d2 = _scene(tmp_path / "ok", views[:MAX_IMAGES], chain[: MAX_IMAGES - 1])
+    assert scene_files(d2).n_images == MAX_IMAGES and posed_scene_parts(d2) == ["s"]
 
 
 def test_a_homography_task_refuses_a_posed_pair(tmp_path):

@@ -114,6 +114,9 @@ def available_scenes(cfg: dict) -> list[str]:
         if flat:
             raise ConfigError(f"{key} {root}: the folder(s) {', '.join(flat[:5])} hold no {VIEWS_FILE}, so they are not "
                               f"posed scenes ({layout}); move them out of {root}, or point {key} at the folder of scenes")
+        from descbench.datasets.layout import posed_scene_parts
+
+        return [part for n in names for part in posed_scene_parts(root / n)]  # a large folder: its parts
     return names
 
 

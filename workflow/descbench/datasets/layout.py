@@ -34,7 +34,10 @@ A folder holding a ``views.txt`` is a **posed scene** instead (glue-factory's ``
 layout, :mod:`descbench.datasets.posed`): its images are the views its ``pairs.txt`` names, numbered
 ``1..n`` in ``views.txt`` order (views no pair names are not read), and each pair's geometry is the
 calibrated relative pose of its two views (:class:`~descbench.datasets.geometry.RelativePose`);
-:func:`posed_scene_files`.
+:func:`posed_scene_files`. A folder whose pairs name more than :data:`MAX_IMAGES` views (one
+MegaDepth-1500 folder holds all 1,500 pairs) is evaluated in parts of consecutive pairs, scenes
+``<folder>@000``, ``<folder>@001``, ... (:func:`posed_scene_parts`), which also spreads it over
+several jobs.
 
 Everything here is pure: it only stats, reads and validates files, and every failure is a
 :class:`~descbench.errors.DataError` that names the file and the fix.
@@ -214,6 +217,9 @@ def scene_files(scene_dir: Path | str, check_exists: bool = True, n_images: int 
     scene = scene_dir.name
     if check_exists and (scene_dir / POSED_VIEWS_FILE).is_file():
         return posed_scene_files(scene_dir)
+    base, sep, part = scene_dir.name.rpartition(PART_SEPARATOR)
+    if check_exists and sep and part.isdigit() and not scene_dir.exists() and (scene_dir.parent / base / POSED_VIEWS_FILE).is_file():
+        return posed_scene_files(scene_dir.parent / base, int(part))  # a part of a large posed scene
     if not check_exists:
         if n_images is None:
             raise ValueError("scene_files(check_exists=False) needs n_images: the names of a scene not there yet")
@@ -286,17 +292,15 @@ def scene_files(scene_dir: Path | str, check_exists: bool = True, n_images: int 
 POSED_VIEWS_FILE = "views.txt"
 #: The most images a scene may have: keypoint and descriptor files number them as int8.
 MAX_IMAGES = 127
+#: Between a posed scene folder's name and its part's number (``megadepth1500@003``).
+PART_SEPARATOR = "@"
 
 
-def posed_scene_files(scene_dir: Path | str) -> SceneFiles:
-    """The :class:`SceneFiles` of a posed scene (module docstring): its ``views.txt`` and ``pairs.txt``
-    read and checked (:func:`descbench.datasets.posed.read_views`, ``read_pairs``), images = the
-    views the pairs name, in ``views.txt`` order, each present. DataError naming the file for a
-    missing image, a pair listed twice, or more than :data:`MAX_IMAGES` views in pairs (split the
-    scene into several)."""
-    from descbench.datasets.posed import IMAGE_DIR, PAIRS_FILE as POSED_PAIRS_FILE, read_pairs, read_views
+def _posed_lists(scene_dir: Path) -> tuple[dict, list[tuple[str, str]], Path, Path]:
+    """``(views, pairs, views.txt, pairs.txt)`` of a posed scene folder, read and checked; a pair
+    listed twice is a DataError."""
+    from descbench.datasets.posed import PAIRS_FILE as POSED_PAIRS_FILE, read_pairs, read_views
 
-    scene_dir = Path(scene_dir)
     views_file, pairs_file = scene_dir / POSED_VIEWS_FILE, scene_dir / POSED_PAIRS_FILE
     views = read_views(views_file)
     pairs = read_pairs(pairs_file, views)
@@ -306,20 +310,68 @@ def posed_scene_files(scene_dir: Path | str) -> SceneFiles:
             raise DataError(f"{pairs_file}: pair {pair[0]} {pair[1]} is listed twice (pairs {first[pair]} and {i}); each pair "
                             "is evaluated once (a repeat would count it twice in every mean), remove one of the lines")
         first[pair] = i
-    used = {name for pair in pairs for name in pair}
-    names = [name for name in views if name in used]
-    if len(names) > MAX_IMAGES:
-        raise DataError(f"{pairs_file} names {len(names)} views, more than the {MAX_IMAGES} a scene may have (descbench's "
-                        "keypoint files number a scene's images in int8); split the scene into several folders, each "
-                        "with the views.txt lines and pairs of its part")
-    number = {name: k for k, name in enumerate(names, 1)}
-    images = tuple(scene_dir / IMAGE_DIR / name for name in names)
-    for name, path in zip(names, images):
+    return views, pairs, views_file, pairs_file
+
+
+def split_posed_pairs(pairs: list[tuple[str, str]], max_views: int = MAX_IMAGES) -> list[range]:
+    """The parts of a posed scene's pairs: consecutive runs of pairs (file order), each as long as
+    its pairs name at most ``max_views`` views (greedy), as ranges of pair positions.
+
+    >>> split_posed_pairs([("a", "b"), ("b", "c"), ("d", "e"), ("a", "e")], max_views=3)
+    [range(0, 2), range(2, 4)]
+    """
+    parts, start, seen = [], 0, set()
+    for i, pair in enumerate(pairs):
+        if len(seen | set(pair)) > max_views:
+            parts.append(range(start, i))
+            start, seen = i, set()
+        seen |= set(pair)
+    parts.append(range(start, len(pairs)))
+    return parts
+
+
+def posed_scene_parts(scene_dir: Path | str) -> list[str]:
+    """The scenes a posed scene folder is evaluated as: the folder's name when its pairs name at most
+    :data:`MAX_IMAGES` views, else one part per run of pairs (:func:`split_posed_pairs`) named
+    ``<folder>@<k>`` (``megadepth1500@000``, ...), which :func:`scene_files` reads back."""
+    scene_dir = Path(scene_dir)
+    parts = split_posed_pairs(_posed_lists(scene_dir)[1])
+    return [scene_dir.name] if len(parts) == 1 else [f"{scene_dir.name}{PART_SEPARATOR}{k:03d}" for k in range(len(parts))]
+
+
+def posed_scene_files(scene_dir: Path | str, part: int | None = None) -> SceneFiles:
+    """The :class:`SceneFiles` of a posed scene (module docstring), or of its part ``part``
+    (:func:`posed_scene_parts`; scene name ``<folder>@<part>``): ``views.txt`` and ``pairs.txt``
+    read and checked (:func:`descbench.datasets.posed.read_views`, ``read_pairs``), images = the
+    views the (part's) pairs name, in ``views.txt`` order, each present. DataError naming the file
+    for a missing image, a pair listed twice, a folder read whole whose pairs name more than
+    :data:`MAX_IMAGES` views (it is evaluated in parts), or a part it does not have."""
+    from descbench.datasets.posed import IMAGE_DIR, PAIRS_FILE as POSED_PAIRS_FILE
+
+    scene_dir = Path(scene_dir)
+    views, pairs, views_file, pairs_file = _posed_lists(scene_dir)
+    parts = split_posed_pairs(pairs)
+    name = scene_dir.name
+    if part is None and len(parts) > 1:
+        raise DataError(f"{pairs_file} names more than the {MAX_IMAGES} views a scene may have (descbench's keypoint files "
+                        f"number a scene's images in int8), so the folder is evaluated in {len(parts)} parts of consecutive "
+                        f"pairs: {name}{PART_SEPARATOR}000 .. {name}{PART_SEPARATOR}{len(parts) - 1:03d}; list those")
+    if part is not None:
+        if not 0 <= part < len(parts):
+            raise DataError(f"{pairs_file}: the scene has parts {name}{PART_SEPARATOR}000 .. {name}{PART_SEPARATOR}"
+                            f"{len(parts) - 1:03d}, not {name}{PART_SEPARATOR}{part:03d}")
+        pairs = [pairs[i] for i in parts[part]]
+        name = f"{name}{PART_SEPARATOR}{part:03d}"
+    used = {view for pair in pairs for view in pair}
+    names = [view for view in views if view in used]
+    number = {view: k for k, view in enumerate(names, 1)}
+    images = tuple(scene_dir / IMAGE_DIR / view for view in names)
+    for view, path in zip(names, images):
         if not path.is_file():
-            raise DataError(f"{path} (the image of view {name!r}, {views_file}) is missing; put the image there or "
+            raise DataError(f"{path} (the image of view {view!r}, {views_file}) is missing; put the image there or "
                             "remove the view's pairs")
     listed = tuple(PairSpec(number[a], number[b], None, f"{POSED_PAIRS_FILE}:{a} {b}") for a, b in pairs)
-    return SceneFiles(scene_dir.name, images, {}, pairs_file, listed, tuple(views[n] for n in names), views_file)
+    return SceneFiles(name, images, {}, pairs_file, listed, tuple(views[n] for n in names), views_file)
 
 
 def posed_pair(files: SceneFiles, spec: PairSpec) -> Pair:

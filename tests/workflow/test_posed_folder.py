@@ -1,0 +1,70 @@
+"""A posed dataset in the user's own folder (dataset: posed, posed.path) runs end to end; its files
+are tracked by content (an edited pairs.txt reruns the jobs that read it); a missing image stops the
+DAG build with a message naming the file."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from descbench.datasets.posed_demo import write_scene
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.e2e
+
+
+def smk(work: Path, *args: str):
+    return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(work),
+                           "--configfile", str(work / "cfg.yaml"), "--replace-workflow-config", "--cores", "2", *args],
+                          capture_output=True, text=True, timeout=900)
+
+
+@pytest.fixture(scope="module")
+def work(tmp_path_factory):
+    work = tmp_path_factory.mktemp("posedfolder")
+    write_scene(work / "mine", 1, seed=4)
+    cfg = {"dataset": "posed", "posed": {"path": str(work / "mine")},
+           "keypoint_sets": {"sift": {"detector": "sift", "max_keypoints": 800}},
+           "descriptors": {"sift": {"family": "sift", "keypoint_sets": ["sift"]}}, "matchers": {"mnn": {"matcher": "mnn"}}}
+    (work / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    r = smk(work)
+    assert r.returncode == 0, r.stderr[-5000:]
+    return work
+
+
+def test_a_posed_folder_runs_into_its_own_results_folder(work):
+    table = pd.read_parquet(work / "results" / "posed-mine" / "report" / "pose.parquet")
+    assert table.matcher.tolist() == ["mnn"] and table.pairs.tolist() == [10] and table.opencv_auc_at_20.iloc[0] > 0.3
+
+
+def test_an_edited_pairs_file_reruns_the_jobs_that_read_it(work):
+    pairs = work / "mine" / "posed_01" / "pairs.txt"
+    keep = pairs.read_text()
+    pairs.write_text("".join(keep.splitlines(keepends=True)[:4]))  # the first 4 pairs (views 0-4)
+    try:
+        r = smk(work)
+        assert r.returncode == 0, r.stderr[-5000:]
+        assert "rule keypoints" in r.stdout + r.stderr and "rule score_pose" in r.stdout + r.stderr
+        assert pd.read_parquet(work / "results" / "posed-mine" / "report" / "pose.parquet").pairs.tolist() == [4]
+    finally:
+        pairs.write_text(keep)
+
+
+@pytest.mark.bad_input
+def test_a_missing_image_stops_the_dag_build_naming_it(work):
+    image = work / "mine" / "posed_01" / "images" / "3.png"
+    data = image.read_bytes()
+    image.unlink()
+    try:
+        r = smk(work, "--dry-run")
+        out = r.stdout + r.stderr
+        assert r.returncode != 0
+        assert f"{image} (the image of view '3.png'" in out and "Traceback" not in out, out
+    finally:
+        image.write_bytes(data)
