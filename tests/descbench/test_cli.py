@@ -21,7 +21,7 @@ def _subcommands(parser) -> dict:
 
 def test_every_subcommand_runs_a_job_modules_function():
     commands = _subcommands(cli.build_parser())
-    assert list(commands) == ["demo-scene", "posed-demo-scene", "hpatches", "resize-scene", "keypoints", "keypoint-cutoff", "keypoint-stats",
+    assert list(commands) == ["demo-scene", "posed-demo-scene", "posed-download", "hpatches", "resize-scene", "keypoints", "keypoint-cutoff", "keypoint-stats",
                               "export-keypoints", "descriptors", "match", "score-pipelines", "pipelines-report", "score-pose", "pose-report", "score", "distractors", "report", "plots", "database", "compare", "inspect", "patches",
                               "warmup", "check-config", "export-features", "import-features"]
     for name, parser in commands.items():

@@ -486,5 +486,5 @@ def test_a_posed_datasets_pose_estimators_are_checked_at_config_time():
     assert "pose.estimators.opencv.ransac_th: -1" in error_of(_posed(pose={"estimators": {"opencv": {"ransac_th": -1}}}))
     assert "unknown relative pose estimator 'ransac'" in error_of(_posed(pose={"estimators": {"ransac": {}}}))
     cfg = validate_config(_posed(), SCHEMA)
-    assert cfg["pose"] == {"estimators": {"opencv": {"ransac_th": [0.5]}}, "auc_thresholds": [5, 10, 20],
+    assert cfg["pose"] == {"estimators": {"opencv": {"ransac_th": [0.5]}}, "auc_thresholds": [5, 10, 20], "depth": None,
                            "epipolar_thresholds": [0.0001, 0.0005, 0.001]}

@@ -101,3 +101,9 @@ def test_posed_dataset_lists_posed_scene_folders_only(tmp_path):
         list_scenes(c)
     with pytest.raises(ConfigError, match="posed.path .* is not a directory"):
         list_scenes(cfg(dataset="posed", posed={"path": str(tmp_path / "nope"), "name": None}))
+
+
+@pytest.mark.bad_input
+def test_a_published_posed_set_not_downloaded_says_how_to_get_it(tmp_path):
+    with pytest.raises(ConfigError, match=r"run `descbench posed-download megadepth1500 --data-dir .*` first"):
+        list_scenes(cfg(dataset="posed", posed={"path": str(tmp_path / "megadepth1500"), "name": None}))

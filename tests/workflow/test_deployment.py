@@ -81,7 +81,7 @@ OPTIONAL_IMPORTS = {
     # the `estimators` extra of pyproject.toml (pip installs it; README's test command does, so CI runs it)
     "poselib": "the `poselib` homography estimator of descbench/estimators/homography.py (pip install poselib)",
     # the `interop` extra: hloc / glue-factory HDF5 feature files (descbench/featurefiles.py)
-    "h5py": "hloc / glue-factory feature files of descbench/featurefiles.py (pip install descbench[interop])",
+    "h5py": "hloc / glue-factory feature files of descbench/featurefiles.py and HDF5 depth maps of posed scenes (descbench/datasets/posed.py) (pip install descbench[interop])",
 }
 # package modules that only the Snakemake process imports (workflow/rules/common.smk): they may use
 # snakemake and what it installs (psutil); no job imports them

@@ -56,6 +56,8 @@ def test_the_study_writes_one_row_per_combination_labelled(study):
     md = (report / "pose.md").read_text()
     assert "opencv: ransac_th 0.5, 1 px" in md and "poselib: ransac_th 0.5, 1, 1.5, 2, 2.5, 3 px" in md and "poselib 2" in md
     assert (report / "plots" / "pose_error.png").stat().st_size > 10_000
+    assert {"reproj_prec_at_3", "covisible_percent", "gt_match_recall_at_3", "gt_match_precision_at_3"} <= set(table.columns)
+    assert "reproj_prec_at_3" in md and "depth metrics on" in r.stderr
     assert "descbench pose results, written by this run" in r.stdout and str(Path("report") / "pose.md") in r.stdout
     assert not (report / "comparison.csv").exists()  # the homography-based stages did not run
     assert "is posed (relative poses, no homographies)" in r.stderr
@@ -69,7 +71,7 @@ def test_the_table_is_the_summary_of_the_per_pair_files(study):
     pairs, est = read_pose([batch / f"{s}.pairs.parquet" for s in SCENES], [batch / f"{s}.estimates.parquet" for s in SCENES])
     assert len(pairs) == 20 and len(est) == 20 * (2 + 6)
     want = summarize_pose(pairs, est, {"auc_thresholds": [5, 10, 20], "epipolar_thresholds": [1e-4, 5e-4, 1e-3],
-                                       "estimators": cfg["pose"]["estimators"]})
+                                       "estimators": cfg["pose"]["estimators"], "depth": True})
     got = table.iloc[0]
     for k, v in want.items():
         assert got[k] == pytest.approx(v, nan_ok=True), k

@@ -41,6 +41,7 @@ def work(tmp_path_factory):
 def test_a_posed_folder_runs_into_its_own_results_folder(work):
     table = pd.read_parquet(work / "results" / "posed-mine" / "report" / "pose.parquet")
     assert table.matcher.tolist() == ["mnn"] and table.pairs.tolist() == [10] and table.opencv_auc_at_20.iloc[0] > 0.3
+    assert table.covisible_percent.iloc[0] == 100.0  # the folder's depth maps were found and read
 
 
 def test_an_edited_pairs_file_reruns_the_jobs_that_read_it(work):
@@ -68,3 +69,24 @@ def test_a_missing_image_stops_the_dag_build_naming_it(work):
         assert f"{image} (the image of view '3.png'" in out and "Traceback" not in out, out
     finally:
         image.write_bytes(data)
+
+
+@pytest.mark.bad_input
+def test_a_missing_depth_map_switches_the_depth_metrics_off_or_stops_a_run_that_requires_them(work):
+    depth = work / "mine" / "posed_01" / "depths" / "2.png"
+    data = depth.read_bytes()
+    depth.unlink()
+    cfg_path = work / "cfg.yaml"
+    keep = cfg_path.read_text()
+    try:
+        r = smk(work, "--dry-run")
+        assert r.returncode == 0 and "depth metrics off: 1 view(s) have no depth map (posed_01/2.png)" in r.stdout + r.stderr
+        cfg = yaml.safe_load(keep)
+        cfg["pose"] = {"depth": True}
+        cfg_path.write_text(yaml.safe_dump(cfg))
+        r = smk(work, "--dry-run")
+        out = r.stdout + r.stderr
+        assert r.returncode != 0 and "pose.depth: true, but 1 view(s) have no depth map" in out and "posed_01/2.png" in out
+    finally:
+        depth.write_bytes(data)
+        cfg_path.write_text(keep)

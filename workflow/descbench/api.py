@@ -30,7 +30,10 @@ One scene's keypoint verification and keypoint retrieval with distractors (Bojan
 
 Two-view relative pose (glue-factory's definitions): :func:`estimate_relative_pose` (OpenCV's
 essential matrix or PoseLib; :class:`PoseEstimate`), :func:`relative_pose_error`,
-:func:`epipolar_errors`, :func:`epipolar_precision`, :func:`pose_auc`.
+:func:`epipolar_errors`, :func:`epipolar_precision`, :func:`pose_auc`; with depth maps
+(:mod:`descbench.metrics.depth`): :func:`sample_depth`, :func:`symmetric_reprojection_error`,
+:func:`reprojection_precision`, :func:`covisibility`, :func:`gt_matches_from_pose_depth`,
+:func:`gt_match_recall`, :func:`gt_match_precision`.
 
 Homography estimation over pairs: :func:`corner_error`, :func:`homography_accuracy`,
 :func:`homography_auc`.
@@ -46,6 +49,8 @@ from __future__ import annotations
 import descbench
 from descbench.evaluate import evaluate_patches, evaluate_sequences
 from descbench.metrics.ap import ap_step, ap_tie_aware, ap_trapezoid, ap_vlfeat
+from descbench.metrics.depth import (covisibility, gt_match_precision, gt_match_recall, gt_matches_from_pose_depth,
+                                     reprojection_precision, sample_depth, symmetric_reprojection_error)
 from descbench.metrics.bojanic import BojanicParams, Distractors, SceneTaskResult, Target, score_scene_tasks
 from descbench.metrics.matching import MatchingParams, corner_error, homography_accuracy, homography_auc, match_pair
 from descbench.estimators.relative_pose import PoseEstimate, estimate_relative_pose
@@ -82,6 +87,13 @@ __all__ = [
     "epipolar_errors",
     "epipolar_precision",
     "pose_auc",
+    "sample_depth",
+    "symmetric_reprojection_error",
+    "reprojection_precision",
+    "covisibility",
+    "gt_matches_from_pose_depth",
+    "gt_match_recall",
+    "gt_match_precision",
     "evaluate_sequences",
     "evaluate_patches",
 ]

@@ -18,6 +18,23 @@ are glue-factory's; the keypoints, descriptors and matchers are the config's own
 hpatches`` is the config's to set: on the demo or a folder the preset resizes and estimates the
 same way (the subset is HPatches'), which is how the tests run it.
 
+``protocol: gluefactory_megadepth1500`` and ``gluefactory_scannet1500`` are its relative-pose
+benchmarks (``gluefactory/eval/megadepth1500.py``, ``scannet1500.py``; :mod:`descbench.tasks.pose`),
+their ``default_conf``:
+
+* ``dataset: posed`` with ``posed.path: data/megadepth1500`` (or ``data/scannet1500``), the
+  folders ``descbench posed-download`` fills (:mod:`descbench.datasets.posed_sets`);
+* ``pose.estimators``: MegaDepth-1500's ``poselib`` at ``ransac_th`` 1.0 px, ScanNet-1500's
+  ``opencv`` at 1.0 px (glue-factory's ``eval.estimator``, ``eval.ransac_th``);
+* ``pose.auc_thresholds: [5, 10, 20]`` degrees and ``pose.epipolar_thresholds: [1e-4, 5e-4,
+  1e-3]``; ``pose.depth``: true for MegaDepth-1500 (its depth maps: ``eval_matches_depth``), false
+  for ScanNet-1500 (glue-factory's copy has none).
+
+Not covered: glue-factory's per-model configs also resize MegaDepth-1500's images (``resize:
+1600`` on the long side, e.g. ``configs/disk+lightglue-official.yaml``); descbench evaluates posed
+images at their stored size (resizing a posed scene is a config error until its intrinsics and
+depth maps are resized with it).
+
 **Precedence** (glue-factory's: the user's conf is merged over the benchmark's ``default_conf``):
 the preset sets each of its keys unless the config gives that key a value other than the
 schema's default, in which case the config's value is used and the key is reported as a deviation
@@ -41,6 +58,22 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
         "pipelines.estimators": {"dlt": {}, "poselib": {"ransac_th": 1.0}},
         "pipelines.auc_thresholds": [1, 3, 5],
         "pipelines.precision_thresholds": [1, 3],
+    },
+    "gluefactory_megadepth1500": {
+        "dataset": "posed",
+        "posed.path": "data/megadepth1500",
+        "pose.estimators": {"poselib": {"ransac_th": 1.0}},
+        "pose.auc_thresholds": [5, 10, 20],
+        "pose.epipolar_thresholds": [0.0001, 0.0005, 0.001],
+        "pose.depth": True,
+    },
+    "gluefactory_scannet1500": {
+        "dataset": "posed",
+        "posed.path": "data/scannet1500",
+        "pose.estimators": {"opencv": {"ransac_th": 1.0}},
+        "pose.auc_thresholds": [5, 10, 20],
+        "pose.epipolar_thresholds": [0.0001, 0.0005, 0.001],
+        "pose.depth": False,
     },
 }
 

@@ -156,6 +156,30 @@ _warn_changed_settings()
 # and the stages that need a homography (the scoring tasks, keypoint statistics, the comparison
 # report, the inspector) do not run.
 POSED = dataset_geometry(CFG) == "relative_pose"
+
+
+def _pose_section():
+    """The pose task's settings with ``depth`` resolved to true / false (descbench.tasks.pose.resolve_depth):
+    the posed demo has depth maps; a posed folder's scenes are looked at."""
+    from descbench.tasks.pose import resolve_depth
+
+    missing = []
+    if CFG["dataset"] == "posed":
+        try:
+            for s in SCENES:
+                files = scene_files(SOURCE / s)
+                missing += [f"{s}/{n}" for n, d in zip(files.image_names, files.depths) if d is None]
+        except DescbenchError as exc:
+            raise WorkflowError(f"descbench: {exc}") from None
+    try:
+        on, why = resolve_depth(CFG["pose"]["depth"], missing)
+    except DescbenchError as exc:
+        logger.error(f"descbench config error: {exc}")
+        raise SystemExit(1) from None
+    return {**CFG["pose"], "depth": on}, why
+
+
+POSE_SECTION, POSE_DEPTH_WHY = _pose_section() if POSED else (None, "")
 # Which tasks the scoring job runs, each into its own folder (scores/, verification/, matching/).
 SCORE_TASKS_ON = [] if POSED else score_tasks_on(CFG)  # descbench.tasks.SCORING_TASKS
 
@@ -193,7 +217,7 @@ def _main_process():
 if POSED and _main_process():
     logger.info(f"descbench: dataset '{CFG['dataset']}' is posed (relative poses, no homographies): the pose task "
                 f"evaluates {len(MATCH_COMBOS)} keypoint set + descriptor + matcher combination(s); the homography-based "
-                "stages (scoring tasks, keypoint statistics, comparison report, inspector) do not run")
+                f"stages (scoring tasks, keypoint statistics, comparison report, inspector) do not run; {POSE_DEPTH_WHY}")
 
 
 def _write_mode():
@@ -345,13 +369,13 @@ def source_scene_inputs(scene):
         return [str(p) for p in posed_demo_scene_paths(SOURCE / scene)]
     try:
         files = scene_files(SOURCE / scene, check_exists=CFG["dataset"] in ("folder", "posed"), n_images=N_IMAGES)
-        if files.views is not None and not POSED:
-            raise WorkflowError(f"descbench: scene folder {SOURCE / scene} is a posed scene (it has a views.txt), but dataset "
+        if files.posed and not POSED:
+            raise WorkflowError(f"descbench: scene folder {SOURCE / scene} is a posed scene (views.txt or pairs_calibrated.txt), but dataset "
                                 f"'{CFG['dataset']}' evaluates image sequences with homographies; for posed scenes set "
                                 "dataset: posed and posed.path")
-        if POSED and files.views is None:
-            raise WorkflowError(f"descbench: scene folder {SOURCE / scene} has no views.txt, so it is not a posed scene "
-                                "(glue-factory's posed_images layout: views.txt, pairs.txt, images/)")
+        if POSED and not files.posed:
+            raise WorkflowError(f"descbench: scene folder {SOURCE / scene} has no views.txt or pairs_calibrated.txt, so it is not "
+                                "a posed scene (glue-factory's posed_images layout: views.txt, pairs.txt, images/)")
     except DescbenchError as exc:
         raise WorkflowError(str(exc))
     return [str(p) for p in files.all_paths()]

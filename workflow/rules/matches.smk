@@ -114,7 +114,7 @@ rule score_pose:
         descriptors=lambda wc: PATHS.descriptors_dir(wc.kpset, features_of(wc.descriptor), wc.batch),
         batch_spec=lambda wc: batch_spec(wc.batch),
         spec=lambda wc: spec_file("matchers", wc.matcher, CFG["matchers"][wc.matcher]),
-        section=lambda wc: spec_file("pose", "section", CFG["pose"]),
+        section=lambda wc: spec_file("pose", "section", POSE_SECTION),  # depth resolved (common.smk)
     output:
         directory(PATHS.match_task_dir("pose", "{kpset}", "{descriptor}", "{matcher}", "{batch}")),
     params:

@@ -81,3 +81,73 @@ def test_a_homography_task_refuses_a_posed_pair(tmp_path):
     d = _scene(tmp_path, ["a.png", "b.png"], [("a.png", "b.png")])
     with pytest.raises(DataError, match="has a relative_pose geometry, but matching needs a homography"):
         load_pairs(scene_files(d))[0].homography("matching")
+
+
+def _calibrated_copy(folder, out):
+    """The posed scene ``folder`` rewritten as one pairs_calibrated.txt (images under images/, named
+    relative to the folder; K in views.txt's convention; T_0to1 from the two views' poses)."""
+    import shutil
+
+    from descbench.datasets.posed import read_scene, relative_pose
+
+    scene = read_scene(folder)
+    shutil.copytree(folder / "images", out / "images")
+    lines = []
+    for a, b in scene.pairs:
+        va, vb = scene.views[a], scene.views[b]
+        R, t = relative_pose(va, vb)
+        T = np.eye(4)
+        T[:3, :3], T[:3, 3] = R, t
+        lines.append(" ".join([f"images/{a}", f"images/{b}", *map(repr, va.K().ravel().tolist()),
+                               *map(repr, vb.K().ravel().tolist()), *map(repr, T.ravel().tolist())]))
+    (out / "pairs_calibrated.txt").write_text("\n".join(lines) + "\n")
+    return out
+
+
+def test_a_calibrated_pairs_file_gives_the_same_pairs_as_the_views_layout(tmp_path):
+    folder = write_scene(tmp_path / "views", 2, seed=1)
+    cal = _calibrated_copy(folder, tmp_path / "cal" / "posed_02")
+    f_views, f_cal = scene_files(folder), scene_files(cal)
+    assert f_cal.posed and f_cal.views is None and f_cal.views_file is None and f_cal.pairs_file == cal / "pairs_calibrated.txt"
+    assert f_cal.image_names == tuple(f"images/{n}" for n in f_views.image_names)  # first appearance = views.txt order here
+    assert [(p.a, p.b) for p in f_cal.listed] == [(p.a, p.b) for p in f_views.listed]
+    assert f_cal.depths == (None,) * 5 and f_cal.all_paths()[-1] == cal / "pairs_calibrated.txt"
+    for pv, pc in zip(load_pairs(f_views), load_pairs(f_cal)):
+        gv, gc = pv.relative_pose(), pc.relative_pose()
+        for x, y in ((gv.K_a, gc.K_a), (gv.K_b, gc.K_b), (gv.R, gc.R), (gv.t, gc.t)):
+            np.testing.assert_allclose(x, y, rtol=0, atol=1e-12)
+        assert gc.pixel_offset == 0.5
+
+
+def test_a_calibrated_file_numbers_images_in_order_of_first_appearance(tmp_path):
+    d = tmp_path / "c"
+    (d / "x").mkdir(parents=True)
+    for n in ("b.png", "a.png", "c.png"):
+        (d / "x" / n).write_bytes(b"")
+    K = "500 0 320 0 500 240 0 0 1"
+    T = "1 0 0 1 0 1 0 0 0 0 1 0 0 0 0 1"
+    (d / "pairs_calibrated.txt").write_text(f"x/b.png x/a.png {K} {K} {T}\nx/c.png x/b.png {K} {K} {T}\n")
+    f = scene_files(d)
+    assert f.image_names == ("x/b.png", "x/a.png", "x/c.png") and [(p.a, p.b) for p in f.listed] == [(1, 2), (3, 1)]
+
+
+@pytest.mark.bad_input
+def test_a_folder_with_both_layouts_or_an_image_outside_it_is_an_error(tmp_path):
+    d = _scene(tmp_path, ["a.png", "b.png"], [("a.png", "b.png")])
+    K, T = "500 0 320 0 500 240 0 0 1", "1 0 0 1 0 1 0 0 0 0 1 0 0 0 0 1"
+    (d / "pairs_calibrated.txt").write_text(f"images/a.png images/b.png {K} {K} {T}\n")
+    with pytest.raises(DataError, match="holds both views.txt and pairs_calibrated.txt"):
+        scene_files(d)
+    (d / "views.txt").unlink()
+    (d / "pairs_calibrated.txt").write_text(f"../a.png images/b.png {K} {K} {T}\n")
+    with pytest.raises(DataError, match=r"image '../a.png' is not a path inside the scene folder"):
+        scene_files(d)
+
+
+def test_windows_line_ends_and_trailing_spaces_are_accepted(tmp_path):
+    d = _scene(tmp_path, ["a.png", "b.png", "c.png"], [("a.png", "b.png"), ("b.png", "c.png")])
+    for name in ("views.txt", "pairs.txt"):
+        text = (d / name).read_text()
+        (d / name).write_bytes(text.replace("\n", "  \r\n").encode())
+    f = scene_files(d)
+    assert f.image_names == ("a.png", "b.png", "c.png") and [(p.a, p.b) for p in f.listed] == [(1, 2), (2, 3)]

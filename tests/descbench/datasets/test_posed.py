@@ -166,3 +166,78 @@ def test_a_bad_calibrated_pair_is_an_error_naming_file_and_line(tmp_path, edit, 
     path.write_text(" ".join(edit(fields)) + "\n")
     with pytest.raises(DataError, match=message):
         PS.read_calibrated_pairs(path)
+
+
+# --- depth maps (glue-factory's load_depth) -------------------------------------------------------
+
+def depth_view(width=5, height=3) -> PS.View:
+    return PS.View("a.jpg", np.eye(3), np.zeros(3), "PINHOLE", width, height, (10.0, 10.0, 2.5, 1.5))
+
+
+def test_a_png_depth_map_is_its_16_bit_value_over_256(tmp_path):
+    """Reference: the values written, divided by 256 by hand (glue-factory's png convention)."""
+    raw = np.array([[0, 256, 300, 65535, 1], [2, 3, 4, 5, 6], [512, 0, 0, 0, 7]], np.uint16)
+    path = tmp_path / "a.png"
+    assert cv2.imwrite(str(path), raw)
+    depth = PS.read_depth(path, depth_view())
+    assert depth.dtype == np.float64 and depth.shape == (3, 5)
+    assert depth[0].tolist() == [0.0, 1.0, 300 / 256, 65535 / 256, 1 / 256] and depth[2, 0] == 2.0
+
+
+def test_an_h5_depth_map_is_its_depth_dataset(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    want = np.arange(15, dtype=np.float32).reshape(3, 5) / 7
+    with h5py.File(tmp_path / "a.h5", "w") as f:
+        f["depth"] = want
+    depth = PS.read_depth(tmp_path / "a.h5", depth_view())
+    assert depth.dtype == np.float64 and np.array_equal(depth, want.astype(np.float64))
+    with h5py.File(tmp_path / "b.h5", "w") as f:
+        f["depths"] = want
+    with pytest.raises(DataError, match=r"b\.h5: no dataset /depth"):
+        PS.read_depth(tmp_path / "b.h5", depth_view())
+    (tmp_path / "c.h5").write_bytes(b"not hdf5")
+    with pytest.raises(DataError, match=r"c\.h5 is not a readable HDF5"):
+        PS.read_depth(tmp_path / "c.h5", depth_view())
+
+
+def test_without_h5py_an_h5_depth_map_names_the_interop_extra(tmp_path, monkeypatch):
+    import builtins
+
+    real_import = builtins.__import__
+
+    def no_h5py(name, *args, **kwargs):
+        if name == "h5py":
+            raise ImportError("no h5py")
+        return real_import(name, *args, **kwargs)
+
+    (tmp_path / "a.h5").write_bytes(b"")
+    monkeypatch.setattr(builtins, "__import__", no_h5py)
+    with pytest.raises(DataError, match=r'a\.h5: .*pip install "descbench\[interop\]"'):
+        PS.read_depth(tmp_path / "a.h5", depth_view())
+
+
+@pytest.mark.parametrize("write, message", [
+    (lambda p: cv2.imwrite(str(p / "a.png"), np.zeros((3, 5), np.uint8)), r"a\.png: a uint8 PNG; a PNG depth map is 16-bit"),
+    (lambda p: cv2.imwrite(str(p / "a.png"), np.zeros((4, 5), np.uint16)),
+     r"a\.png: the depth map is 5 x 4, view 'a\.jpg' is 5 x 3 \(width x height\)"),
+    (lambda p: (p / "a.png").write_bytes(b"junk"), r"a\.png is not a readable PNG"),
+    (lambda p: (p / "a.exr").write_bytes(b"junk"), r"a\.exr: unknown depth map format '\.exr'; use one of \.h5, \.png"),
+])
+def test_a_bad_depth_map_is_an_error_naming_the_file(tmp_path, write, message):
+    write(tmp_path)
+    path = next(tmp_path.iterdir())
+    with pytest.raises(DataError, match=message):
+        PS.read_depth(path, depth_view())
+
+
+def test_negative_or_non_finite_depths_and_missing_files_are_errors(tmp_path):
+    h5py = pytest.importorskip("h5py")
+    for k, bad in enumerate((-1.0, np.nan, np.inf)):
+        values = np.ones((3, 5))
+        values[1, 2] = bad
+        with h5py.File(tmp_path / f"{k}.h5", "w") as f:
+            f["depth"] = values
+        with pytest.raises(DataError, match=rf"{k}\.h5: the depth map holds a negative or non-finite value"):
+            PS.read_depth(tmp_path / f"{k}.h5", depth_view())
+    with pytest.raises(DataError, match=r"missing\.png \(the depth map of view 'a\.jpg'\) is missing"):
+        PS.read_depth(tmp_path / "missing.png", depth_view())

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from descbench.datasets import posed_demo as D
-from descbench.datasets.posed import read_scene, relative_pose
+from descbench.datasets.posed import read_depth, read_scene, relative_pose
 from descbench.metrics.pose import epipolar_errors, essential_matrix, normalized_points, rotation_error
 
 
@@ -89,7 +89,7 @@ def test_the_same_seed_writes_the_same_files(tmp_path):
                 for p in sorted(folder.rglob("*")) if p.is_file()}
 
     a, b = D.write_scene(tmp_path / "a", 2), D.write_scene(tmp_path / "b", 2)
-    assert digest(a) == digest(b) and len(digest(a)) == D.N_VIEWS + 2
+    assert digest(a) == digest(b) and len(digest(a)) == 2 * D.N_VIEWS + 2  # images, depth maps, views, pairs
     assert digest(D.write_scene(tmp_path / "c", 2, seed=1)) != digest(a)
 
 
@@ -123,3 +123,72 @@ def test_the_nearest_plane_wins_whatever_the_drawing_order(scene0):
     image_r, depth_r = D.render(planes[::-1], cams[0])
     assert np.array_equal(depth, depth_r)
     assert (image != image_r).any(axis=2).mean() < 1e-3  # only where two planes meet at one depth
+
+
+def test_the_written_depth_maps_are_the_renders_to_1_512(tmp_path):
+    """Reference: render's exact depth; the file holds round(depth * 256) (glue-factory's PNG
+    convention), so read back it is within half a step, 1/512 m."""
+    folder = D.write_scene(tmp_path, 0)
+    scene = read_scene(folder, depth_format="png")
+    planes, cams = D.make_scene(0)
+    for k, cam in enumerate(cams):
+        name = D.view_name(k)
+        depth = read_depth(scene.depth_path(name, "png"), scene.views[name])
+        exact = D.render(planes, cam)[1]
+        assert np.abs(depth - exact).max() <= 1 / 512 and (depth > 0).all()
+
+
+def test_the_depth_png_refuses_what_it_cannot_hold():
+    assert D.depth_png(np.array([[0.0, np.inf, 255.99]])).tolist() == [[0, 0, 65533]]
+    with pytest.raises(ValueError, match="256.00 m does not fit a 16-bit PNG"):
+        D.depth_png(np.array([[1.0, 256.0]]))
+    with pytest.raises(ValueError, match="negative or NaN"):
+        D.depth_png(np.array([[1.0, -2.0]]))
+
+
+def surface_depth(planes, cam: D.Camera, xy: np.ndarray) -> np.ndarray:
+    """A view's z-buffer at sub-pixel positions ``xy`` [N, 2] (descbench's convention): the depth of
+    the nearest plane whose rectangle (as render draws it: texel centres from 0.5 / s to
+    size - 0.5 / s) holds the ray's point; inf where none."""
+    surface = np.full(len(xy), np.inf)
+    rays = np.linalg.solve(cam.K, np.column_stack([xy, np.ones(len(xy))]).T)
+    for p in planes:
+        z = D.plane_depth(p, cam, xy[:, 0], xy[:, 1])
+        X = (cam.R.T @ (rays * np.where(np.isfinite(z), z, 1.0) - cam.t[:, None])).T
+        a, b = (X - p.origin) @ p.u, (X - p.origin) @ p.v
+        th, tw = p.texture.shape[:2]
+        lo = 0.5 / p.px_per_m
+        on = np.isfinite(z) & (a >= lo) & (a <= (tw - 0.5) / p.px_per_m) & (b >= lo) & (b <= (th - 0.5) / p.px_per_m)
+        surface = np.where(on & (z < surface), z, surface)
+    return surface
+
+
+def test_a_pixel_reprojected_through_the_written_files_lands_on_view_bs_surface(tmp_path):
+    """Pixels of view a, back-projected with their depth and the cameras read from views.txt
+    (COLMAP's K: offset 0.5) and projected into view b (descbench.metrics.depth.project): where b
+    sees that point, b's z-buffer at the projected position (from the planes, at the sub-pixel
+    position) is the point's depth in b -- to 1e-9 with render's exact depth, to the file's
+    quantisation (1/512 m, a few mm in b) with the depth read from the PNG; nowhere does b see a
+    surface behind the point (with the file's depth: except where the quantisation moves a point
+    across a rectangle's edge)."""
+    from descbench.metrics.depth import project
+
+    folder = D.write_scene(tmp_path, 0)
+    scene = read_scene(folder, depth_format="png")
+    planes, cams = D.make_scene(0)
+    va, vb = scene.views[D.view_name(0)], scene.views[D.view_name(1)]
+    ys, xs = np.mgrid[3:480:9, 4:640:9]
+    xy = np.column_stack([xs.ravel(), ys.ravel()]).astype(float)
+    R, t = relative_pose(va, vb)
+    exact = D.render(planes, cams[0])[1][ys.ravel(), xs.ravel()]
+    written = read_depth(scene.depth_path(va.name, "png"), va)[ys.ravel(), xs.ravel()]
+    seen_fractions = []
+    for d, tol, behind_allowed in ((exact, 1e-9, 0), (written, 2e-3, 3)):
+        xy_b, visible = project(xy, d, va.K(), vb.K(), R, t, (vb.width, vb.height), offset=0.5)
+        X_a = (np.linalg.solve(cams[0].K, np.column_stack([xy, np.ones(len(xy))]).T) * d).T  # descbench's K
+        z_b = (X_a @ R.T + t)[:, 2]
+        diff = (surface_depth(planes, cams[1], xy_b) - z_b)[visible]
+        assert visible.sum() > 2000
+        seen_fractions.append(np.mean(np.abs(diff) < tol))
+        assert (diff > tol).sum() <= behind_allowed  # measured: 0 and 1
+    assert seen_fractions[0] > 0.8 and abs(seen_fractions[0] - seen_fractions[1]) < 0.01  # measured: 0.915 both

@@ -63,7 +63,7 @@ def test_each_batch_job_writes_its_timing_file_into_its_folder(tmp_path):
     assert len({Path(f).read_text() for f in files[2:]}) == 1
     # a command that is not a batch job writes none
     assert isinstance(job_timing(argparse.Namespace(cmd="report")), nullcontext)
-    assert set(TIMED_COMMANDS) == {"keypoints", "descriptors", "score", "match", "score-pipelines"}
+    assert set(TIMED_COMMANDS) == {"keypoints", "descriptors", "score", "match", "score-pipelines", "score-pose"}
     assert {v[0] for v in TIMED_COMMANDS.values()} == set(jobtiming.STAGES + jobtiming.MATCHER_STAGES)
 
 

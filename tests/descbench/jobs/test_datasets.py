@@ -1,9 +1,12 @@
-"""descbench.jobs.datasets: the ``demo-scene``, ``hpatches`` and ``resize-scene`` commands."""
+"""descbench.jobs.datasets: the ``demo-scene``, ``posed-demo-scene``, ``posed-download``, ``hpatches`` and
+``resize-scene`` commands."""
 
 from __future__ import annotations
 
 import argparse
 from pathlib import Path
+
+import pytest
 
 from descbench import cli
 from descbench.datasets.demo import generate_scene
@@ -31,7 +34,8 @@ def test_hpatches_passes_its_options_to_obtain(tmp_path, monkeypatch):
 def test_add_commands_and_the_run_functions(tmp_path):
     sub = argparse.ArgumentParser().add_subparsers()
     funcs = jobs_datasets.add_commands(sub)
-    assert funcs == {"demo-scene": jobs_datasets.run_demo_scene, "hpatches": jobs_datasets.run_hpatches,
+    assert funcs == {"demo-scene": jobs_datasets.run_demo_scene, "posed-demo-scene": jobs_datasets.run_posed_demo_scene,
+                     "posed-download": jobs_datasets.run_posed_download, "hpatches": jobs_datasets.run_hpatches,
                      "resize-scene": jobs_datasets.run_resize_scene}
     a = sub.choices["demo-scene"].parse_args(["--scene", "i_rocket", "--out-dir", str(tmp_path)])
     assert (a.scene, a.out_dir, a.seed) == ("i_rocket", tmp_path, 0)
@@ -55,3 +59,12 @@ def test_resize_scene_writes_what_resize_scene_writes(tmp_path, capsys):
     assert cli.main(["resize-scene", "--source", str(tmp_path / "src" / "v_coins"), "--out", str(tmp_path / "bad"),
                      "--size", "0", "--side", "long"]) != 0
     assert "resize.size must be a positive" in capsys.readouterr().err
+
+
+def test_posed_demo_scene_writes_one_scene_and_refuses_another_name(tmp_path):
+    from descbench.errors import ConfigError
+
+    assert cli.main(["posed-demo-scene", "--scene", "posed_03", "--out-dir", str(tmp_path)]) == 0
+    assert (tmp_path / "posed_03" / "pairs.txt").is_file() and len(list((tmp_path / "posed_03" / "depths").iterdir())) == 5
+    with pytest.raises(ConfigError, match="'posed_9' is not a scene of the posed demo; its scenes: posed_00"):
+        jobs_datasets.run_posed_demo_scene(argparse.Namespace(scene="posed_9", out_dir=tmp_path, seed=0))

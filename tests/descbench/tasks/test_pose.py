@@ -226,3 +226,60 @@ def test_a_known_90_degree_translation_error_and_a_known_rotation_error_are_reco
     # errors 90 and 7: nothing within 5 degrees; to 10, the recall polyline (0, 0) (7, 0.5) (10, 0.5)
     # encloses 1.75 + 1.5 = 3.25, / 10
     assert (s["opencv_auc_at_5"], s["opencv_auc_at_10"]) == (0.0, 0.325)
+
+
+def test_depth_metrics_of_exact_correspondences_on_the_rendered_demo(tmp_path):
+    """Pixels of one rendered view carried into another through the exact depth and the cameras'
+    relative pose (each kept where the other view sees the same surface point): reprojection
+    precision 1 at every threshold, every match covisible, and the ground-truth matches at 3 px are
+    exactly these matches (recall and precision 1)."""
+    from descbench.datasets.posed_demo import make_scene, render
+    from descbench.metrics.depth import project, sample_depth
+
+    planes, cams = make_scene(0, seed=0)
+    ca, cb = cams[0], cams[1]
+    _, depth_a = render(planes, ca)
+    _, depth_b = render(planes, cb)
+    depth_a, depth_b = np.where(np.isfinite(depth_a), depth_a, 0.0), np.where(np.isfinite(depth_b), depth_b, 0.0)
+    R, t = cb.R @ ca.R.T, cb.t - cb.R @ ca.R.T @ ca.t
+    K = lambda c: c.K + np.array([[0, 0, 0.5], [0, 0, 0.5], [0, 0, 0]])  # COLMAP's convention, as views.txt
+    gx, gy = np.meshgrid(np.arange(40.0, 600.0, 23.0), np.arange(40.0, 440.0, 23.0))
+    xa = np.column_stack([gx.ravel(), gy.ravel()])
+    d, ok = sample_depth(xa, depth_a)
+    xb, vis = project(xa, d, K(ca), K(cb), R, t, (640, 480), offset=0.5)
+    back, ok_b = sample_depth(xb, depth_b)
+    z_b = (np.column_stack([xa + 0.5, np.ones(len(xa))]) @ np.linalg.inv(K(ca)).T * d[:, None]) @ R.T + t
+    keep = ok & vis & ok_b & (np.abs(back - z_b[:, 2]) < 1e-3) & (xb[:, 0] > 2) & (xb[:, 0] < 637) & (xb[:, 1] > 2) & (xb[:, 1] < 477)
+    xa, xb = xa[keep], xb[keep]
+    assert len(xa) > 100
+    g = RelativePose(K(ca), K(cb), R, t, pixel_offset=0.5)
+    idx = np.arange(len(xa))
+    section = {**SECTION, "depth": True}
+    out = [tmp_path / f"s.{k}" for k in ("pairs.parquet", "estimates.parquet", "timing.json")]
+    score_pose(_features({1: xa, 2: xb}), {(1, 2): Matches(idx, idx, np.zeros(len(idx)))}, [Pair(1, 2, g)], [("0.png", "1.png")],
+               section, *out, {}, depth_of={1: depth_a, 2: depth_b}.get)
+    row = pq.read_table(out[0]).to_pandas().iloc[0]
+    assert (row.reproj_prec_at_1, row.reproj_prec_at_3, row.reproj_prec_at_5) == (1.0, 1.0, 1.0)
+    assert row.covisible == len(xa) and row.covisible_percent == 100.0
+    assert row.gt_match_recall_at_3 == pytest.approx(1.0) and row.gt_match_precision_at_3 == pytest.approx(1.0)
+    shuffled = np.roll(idx, 1)  # every match wrong by one grid step (23 px): precision 0, recall 0
+    score_pose(_features({1: xa, 2: xb}), {(1, 2): Matches(idx, shuffled, np.zeros(len(idx)))}, [Pair(1, 2, g)],
+               [("0.png", "1.png")], section, *out, {}, depth_of={1: depth_a, 2: depth_b}.get)
+    row = pq.read_table(out[0]).to_pandas().iloc[0]
+    assert row.reproj_prec_at_5 == 0.0 and row.gt_match_recall_at_3 == 0.0 and row.gt_match_precision_at_3 == 0.0
+    s = summarize_pose(pq.read_table(out[0]).to_pandas(), pq.read_table(out[1]).to_pandas(), section)
+    assert s["reproj_prec_at_5"] == 0.0 and s["covisible_percent"] == 100.0
+
+
+@pytest.mark.parametrize("setting, missing, on", [(None, [], True), (None, ["s/a.png"], False), (False, [], False), (True, [], True)])
+def test_resolve_depth(setting, missing, on):
+    from descbench.tasks.pose import resolve_depth
+
+    assert resolve_depth(setting, missing)[0] is on
+
+
+def test_depth_required_without_depth_maps_names_the_views():
+    from descbench.tasks.pose import resolve_depth
+
+    with pytest.raises(ConfigError, match=r"pose.depth: true, but 2 view\(s\) have no depth map .*: s/a.png, s/b.png"):
+        resolve_depth(True, ["s/a.png", "s/b.png"])

@@ -101,20 +101,25 @@ def available_scenes(cfg: dict) -> list[str]:
 
         return [scene_name(i) for i in range(N_SCENES)]
     root, key = source_root(cfg), f"{cfg['dataset']}.path"
-    layout = "HPatches layout" if cfg["dataset"] == "folder" else "glue-factory's posed_images layout: views.txt, pairs.txt, images/"
+    layout = ("HPatches layout" if cfg["dataset"] == "folder" else
+              "glue-factory's posed_images layout, views.txt, pairs.txt and images/, or a pairs_calibrated.txt")
     if not root.is_dir():
-        raise ConfigError(f"{key} {root} is not a directory; point it at the folder that holds your scene folders")
+        from descbench.datasets.posed_sets import PUBLISHED
+
+        hint = (f" (for {root.name}, run `descbench posed-download {root.name} --data-dir {root.parent}` first, where there "
+                "is internet access)" if cfg["dataset"] == "posed" and root.name in PUBLISHED else "")
+        raise ConfigError(f"{key} {root} is not a directory; point it at the folder that holds your scene folders{hint}")
     names = sorted(p.name for p in root.iterdir() if p.is_dir() and not p.name.startswith("."))
     if not names:
         raise ConfigError(f"{key} {root} holds no scene folder (expected sub-folders in {layout})")
     if cfg["dataset"] == "posed":
-        from descbench.datasets.posed import VIEWS_FILE
+        from descbench.datasets.layout import is_posed_folder, posed_scene_parts
 
-        flat = [n for n in names if not (root / n / VIEWS_FILE).is_file()]
+        flat = [n for n in names if not is_posed_folder(root / n)]
         if flat:
-            raise ConfigError(f"{key} {root}: the folder(s) {', '.join(flat[:5])} hold no {VIEWS_FILE}, so they are not "
-                              f"posed scenes ({layout}); move them out of {root}, or point {key} at the folder of scenes")
-        from descbench.datasets.layout import posed_scene_parts
+            raise ConfigError(f"{key} {root}: the folder(s) {', '.join(flat[:5])} hold no views.txt or pairs_calibrated.txt, "
+                              f"so they are not posed scenes ({layout}); move them out of {root}, or point {key} at the folder "
+                              "of scenes")
 
         return [part for n in names for part in posed_scene_parts(root / n)]  # a large folder: its parts
     return names

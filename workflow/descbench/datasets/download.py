@@ -331,7 +331,8 @@ class _Progress:
 # --------------------------------------------------------------------------- extraction
 
 
-def extract_archive(archive: Path | str, out_dir: Path | str, expected_root: str = ARCHIVE_ROOT) -> Path:
+def extract_archive(archive: Path | str, out_dir: Path | str, expected_root: str = ARCHIVE_ROOT,
+                    scene_parent: Callable[[Path], bool] | None = None, what: str = "") -> Path:
     """Safely extract a ``.tar.gz``/``.tgz``/``.tar``/``.zip`` archive to ``<out_dir>/<expected_root>``.
 
     Members are written into the temporary sibling ``<out_dir>/.<expected_root>.extracting``;
@@ -343,7 +344,9 @@ def extract_archive(archive: Path | str, out_dir: Path | str, expected_root: str
     target already exists, the archive is missing, of unknown type, corrupt or truncated, has
     no (or several) scene folders, or has an unsafe member: an absolute path, a ``..``
     component, a link pointing outside the extraction folder, or a device/fifo. The temporary
-    folder is removed whatever happens.
+    folder is removed whatever happens. ``scene_parent`` (default: holds an ``i_*`` or ``v_*``
+    folder) says whether a folder holds the dataset's scenes, ``what`` names them in its errors
+    (default: HPatches').
 
     Tar members get the checks of the standard library's ``data`` extraction filter
     (:func:`tarfile.data_filter`, where this Python has it) and, on every Python, descbench's
@@ -377,7 +380,7 @@ def extract_archive(archive: Path | str, out_dir: Path | str, expected_root: str
                 f"archive {archive} is corrupt or truncated ({err}): delete it and download it again"
             ) from err
         tree.check_links(())
-        root = _scene_root(tmp, archive)
+        root = _scene_root(tmp, archive, scene_parent or _is_scene_parent, what or _HPATCHES_SCENES)
         tree.check_links(root.relative_to(tmp).parts)
         os.replace(root, target)
     finally:
@@ -615,21 +618,22 @@ def _is_scene_parent(folder: Path) -> bool:
     return any(child.is_dir() and child.name.startswith(SCENE_PREFIXES) for child in folder.iterdir())
 
 
-def _scene_root(extracted: Path, archive: Path) -> Path:
+_HPATCHES_SCENES = "scene folders (i_* or v_*) at its top level or one folder below; it is not an HPatches sequences archive"
+
+
+def _scene_root(extracted: Path, archive: Path, is_parent: Callable[[Path], bool] = _is_scene_parent,
+                what: str = _HPATCHES_SCENES) -> Path:
     """The folder holding the scenes: ``extracted`` itself or its only top-level folder that does."""
-    if _is_scene_parent(extracted):
+    if is_parent(extracted):
         return extracted
     # Filtering on scene content (not "the only folder") also skips e.g. a macOS __MACOSX folder.
     candidates = [
-        d for d in sorted(extracted.iterdir()) if d.is_dir() and not d.is_symlink() and _is_scene_parent(d)
+        d for d in sorted(extracted.iterdir()) if d.is_dir() and not d.is_symlink() and is_parent(d)
     ]
     if len(candidates) == 1:
         return candidates[0]
     if not candidates:
-        raise DataError(
-            f"archive {archive} holds no scene folders (i_* or v_*) at its top level or one folder "
-            "below; it is not an HPatches sequences archive"
-        )
+        raise DataError(f"archive {archive} holds no {what}")
     raise DataError(
         f"archive {archive} has several top-level folders holding scenes "
         f"({', '.join(d.name for d in candidates)}); cannot tell which one is the dataset"

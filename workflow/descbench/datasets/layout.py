@@ -34,7 +34,10 @@ A folder holding a ``views.txt`` is a **posed scene** instead (glue-factory's ``
 layout, :mod:`descbench.datasets.posed`): its images are the views its ``pairs.txt`` names, numbered
 ``1..n`` in ``views.txt`` order (views no pair names are not read), and each pair's geometry is the
 calibrated relative pose of its two views (:class:`~descbench.datasets.geometry.RelativePose`);
-:func:`posed_scene_files`. A folder whose pairs name more than :data:`MAX_IMAGES` views (one
+:func:`posed_scene_files`. So is a folder holding a ``pairs_calibrated.txt`` (one line per pair:
+the two images' paths relative to the folder, their intrinsics and the relative pose;
+:func:`descbench.datasets.posed.read_calibrated_pairs`), its images numbered in order of first
+appearance. A folder whose pairs name more than :data:`MAX_IMAGES` views (one
 MegaDepth-1500 folder holds all 1,500 pairs) is evaluated in parts of consecutive pairs, scenes
 ``<folder>@000``, ``<folder>@001``, ... (:func:`posed_scene_parts`), which also spreads it over
 several jobs.
@@ -86,10 +89,22 @@ class SceneFiles:
     homographies: dict[int, Path]
     pairs_file: Path | None = None
     listed: tuple[PairSpec, ...] = ()
-    #: a posed scene's views (:class:`descbench.datasets.posed.View`), ``views[k-1]`` of image k; None for a sequence
+    #: a posed scene's views (:class:`descbench.datasets.posed.View`), ``views[k-1]`` of image k; None for a
+    #: sequence or a calibrated pairs file
     views: tuple | None = None
-    #: a posed scene's ``views.txt``
+    #: a posed scene's ``views.txt`` (None for a calibrated pairs file, which is ``pairs_file``)
     views_file: Path | None = None
+    #: a posed scene's depth map of each image (``depths/<stem>.h5`` or ``.png``), None where it has none
+    depths: tuple | None = None
+    #: a posed scene's image names (as its layout names them), ``image_names[k-1]`` of image k
+    image_names: tuple | None = None
+    #: a posed scene's relative pose of each listed pair (:class:`~descbench.datasets.geometry.RelativePose`)
+    pair_poses: tuple | None = None
+
+    @property
+    def posed(self) -> bool:
+        """Whether this is a posed scene (pairs with relative poses) rather than a sequence."""
+        return self.pair_poses is not None
 
     @property
     def n_images(self) -> int:
@@ -104,6 +119,7 @@ class SceneFiles:
         own = [p.file for p in self.listed if p.file is not None]
         return [*self.images, *(self.homographies[k] for k in sorted(self.homographies)),
                 *([self.views_file] if self.views_file is not None else []),
+                *(d for d in (self.depths or ()) if d is not None),
                 *([self.pairs_file] if self.pairs_file is not None else []), *dict.fromkeys(own)]
 
     def pairs(self, mode: str = "reference") -> tuple[PairSpec, ...]:
@@ -215,10 +231,10 @@ def scene_files(scene_dir: Path | str, check_exists: bool = True, n_images: int 
     """
     scene_dir = Path(scene_dir)
     scene = scene_dir.name
-    if check_exists and (scene_dir / POSED_VIEWS_FILE).is_file():
+    if check_exists and is_posed_folder(scene_dir):
         return posed_scene_files(scene_dir)
     base, sep, part = scene_dir.name.rpartition(PART_SEPARATOR)
-    if check_exists and sep and part.isdigit() and not scene_dir.exists() and (scene_dir.parent / base / POSED_VIEWS_FILE).is_file():
+    if check_exists and sep and part.isdigit() and not scene_dir.exists() and is_posed_folder(scene_dir.parent / base):
         return posed_scene_files(scene_dir.parent / base, int(part))  # a part of a large posed scene
     if not check_exists:
         if n_images is None:
@@ -288,29 +304,74 @@ def scene_files(scene_dir: Path | str, check_exists: bool = True, n_images: int 
     return SceneFiles(scene, images, homs, pairs_path, read_pairs_file(pairs_path, n, homs))
 
 
-#: The file that makes a scene folder a posed scene (:mod:`descbench.datasets.posed`).
+#: The files that make a scene folder a posed scene (:mod:`descbench.datasets.posed`): glue-factory's
+#: ``posed_images`` layout (``views.txt``, ``pairs.txt``, ``images/``) or one calibrated pairs file
+#: (:func:`descbench.datasets.posed.read_calibrated_pairs`; ScanNet-1500 as glue-factory ships it),
+#: whose image names are paths relative to the folder.
 POSED_VIEWS_FILE = "views.txt"
+CALIBRATED_PAIRS_FILE = "pairs_calibrated.txt"
 #: The most images a scene may have: keypoint and descriptor files number them as int8.
 MAX_IMAGES = 127
 #: Between a posed scene folder's name and its part's number (``megadepth1500@003``).
 PART_SEPARATOR = "@"
 
 
-def _posed_lists(scene_dir: Path) -> tuple[dict, list[tuple[str, str]], Path, Path]:
-    """``(views, pairs, views.txt, pairs.txt)`` of a posed scene folder, read and checked; a pair
-    listed twice is a DataError."""
-    from descbench.datasets.posed import PAIRS_FILE as POSED_PAIRS_FILE, read_pairs, read_views
+def is_posed_folder(scene_dir: Path) -> bool:
+    """Whether ``scene_dir`` holds a posed scene's ``views.txt`` or ``pairs_calibrated.txt``."""
+    return (scene_dir / POSED_VIEWS_FILE).is_file() or (scene_dir / CALIBRATED_PAIRS_FILE).is_file()
 
-    views_file, pairs_file = scene_dir / POSED_VIEWS_FILE, scene_dir / POSED_PAIRS_FILE
-    views = read_views(views_file)
-    pairs = read_pairs(pairs_file, views)
+
+@dataclass(frozen=True)
+class _PosedSource:
+    """A posed scene folder as read: every image name in order (``views.txt``'s order, or a
+    calibrated file's order of first appearance), the pairs, each pair's relative pose, the views
+    (``views.txt`` layout; None for a calibrated file), the folder images are named from, and the
+    layout's files."""
+
+    names: list[str]
+    pairs: list[tuple[str, str]]
+    poses: list[RelativePose]
+    views: dict | None
+    image_dir: Path
+    views_file: Path | None
+    pairs_file: Path
+
+
+def _posed_source(scene_dir: Path) -> _PosedSource:
+    """A posed scene folder read and checked (either layout, not both); a pair listed twice is a
+    DataError. Intrinsics are taken in COLMAP's pixel convention (``pixel_offset`` 0.5): a
+    ``views.txt``'s cameras are COLMAP's, and glue-factory uses a calibrated file's ``K`` as its
+    cameras' (the same convention)."""
+    from descbench.datasets.posed import IMAGE_DIR, PAIRS_FILE as POSED_PAIRS_FILE, read_calibrated_pairs, read_pairs, \
+        read_views, relative_pose
+
+    views_file, calibrated = scene_dir / POSED_VIEWS_FILE, scene_dir / CALIBRATED_PAIRS_FILE
+    if views_file.is_file() and calibrated.is_file():
+        raise DataError(f"scene folder {scene_dir} holds both {POSED_VIEWS_FILE} and {CALIBRATED_PAIRS_FILE}; a posed scene "
+                        "is one layout or the other: move one of them out")
+    if views_file.is_file():
+        views = read_views(views_file)
+        pairs_file = scene_dir / POSED_PAIRS_FILE
+        pairs = read_pairs(pairs_file, views)
+        poses = [RelativePose(views[a].K(), views[b].K(), *relative_pose(views[a], views[b]), pixel_offset=0.5) for a, b in pairs]
+        names, image_dir = list(views), scene_dir / IMAGE_DIR
+    else:
+        cal = read_calibrated_pairs(calibrated)
+        pairs = [(c.name0, c.name1) for c in cal]
+        poses = [RelativePose(c.K0, c.K1, c.R, c.t, pixel_offset=0.5) for c in cal]
+        names, image_dir, views, views_file, pairs_file = list(dict.fromkeys(n for p in pairs for n in p)), scene_dir, None, None, calibrated
+        inside = scene_dir.resolve()
+        for n in names:
+            if Path(n).is_absolute() or inside not in (scene_dir / n).resolve().parents:
+                raise DataError(f"{calibrated}: image {n!r} is not a path inside the scene folder {scene_dir}; name the "
+                                "images relative to it")
     first: dict[tuple[str, str], int] = {}
     for i, pair in enumerate(pairs, 1):
         if pair in first:
             raise DataError(f"{pairs_file}: pair {pair[0]} {pair[1]} is listed twice (pairs {first[pair]} and {i}); each pair "
                             "is evaluated once (a repeat would count it twice in every mean), remove one of the lines")
         first[pair] = i
-    return views, pairs, views_file, pairs_file
+    return _PosedSource(names, pairs, poses, views, image_dir, views_file, pairs_file)
 
 
 def split_posed_pairs(pairs: list[tuple[str, str]], max_views: int = MAX_IMAGES) -> list[range]:
@@ -335,54 +396,59 @@ def posed_scene_parts(scene_dir: Path | str) -> list[str]:
     :data:`MAX_IMAGES` views, else one part per run of pairs (:func:`split_posed_pairs`) named
     ``<folder>@<k>`` (``megadepth1500@000``, ...), which :func:`scene_files` reads back."""
     scene_dir = Path(scene_dir)
-    parts = split_posed_pairs(_posed_lists(scene_dir)[1])
+    parts = split_posed_pairs(_posed_source(scene_dir).pairs)
     return [scene_dir.name] if len(parts) == 1 else [f"{scene_dir.name}{PART_SEPARATOR}{k:03d}" for k in range(len(parts))]
 
 
 def posed_scene_files(scene_dir: Path | str, part: int | None = None) -> SceneFiles:
     """The :class:`SceneFiles` of a posed scene (module docstring), or of its part ``part``
-    (:func:`posed_scene_parts`; scene name ``<folder>@<part>``): ``views.txt`` and ``pairs.txt``
-    read and checked (:func:`descbench.datasets.posed.read_views`, ``read_pairs``), images = the
-    views the (part's) pairs name, in ``views.txt`` order, each present. DataError naming the file
-    for a missing image, a pair listed twice, a folder read whole whose pairs name more than
-    :data:`MAX_IMAGES` views (it is evaluated in parts), or a part it does not have."""
-    from descbench.datasets.posed import IMAGE_DIR, PAIRS_FILE as POSED_PAIRS_FILE
-
+    (:func:`posed_scene_parts`; scene name ``<folder>@<part>``): the layout's files read and checked
+    (:func:`_posed_source`), images = the views the (part's) pairs name, in the layout's order, each
+    present, with each pair's relative pose and (``views.txt`` layout) each view's depth map where it
+    has one. DataError naming the file for a missing image, a pair listed twice, a folder read whole
+    whose pairs name more than :data:`MAX_IMAGES` views (it is evaluated in parts), or a part it
+    does not have."""
     scene_dir = Path(scene_dir)
-    views, pairs, views_file, pairs_file = _posed_lists(scene_dir)
+    src = _posed_source(scene_dir)
+    pairs, poses = src.pairs, src.poses
     parts = split_posed_pairs(pairs)
     name = scene_dir.name
     if part is None and len(parts) > 1:
-        raise DataError(f"{pairs_file} names more than the {MAX_IMAGES} views a scene may have (descbench's keypoint files "
+        raise DataError(f"{src.pairs_file} names more than the {MAX_IMAGES} views a scene may have (descbench's keypoint files "
                         f"number a scene's images in int8), so the folder is evaluated in {len(parts)} parts of consecutive "
                         f"pairs: {name}{PART_SEPARATOR}000 .. {name}{PART_SEPARATOR}{len(parts) - 1:03d}; list those")
     if part is not None:
         if not 0 <= part < len(parts):
-            raise DataError(f"{pairs_file}: the scene has parts {name}{PART_SEPARATOR}000 .. {name}{PART_SEPARATOR}"
+            raise DataError(f"{src.pairs_file}: the scene has parts {name}{PART_SEPARATOR}000 .. {name}{PART_SEPARATOR}"
                             f"{len(parts) - 1:03d}, not {name}{PART_SEPARATOR}{part:03d}")
-        pairs = [pairs[i] for i in parts[part]]
+        pairs, poses = [pairs[i] for i in parts[part]], [poses[i] for i in parts[part]]
         name = f"{name}{PART_SEPARATOR}{part:03d}"
     used = {view for pair in pairs for view in pair}
-    names = [view for view in views if view in used]
+    names = [view for view in src.names if view in used]
     number = {view: k for k, view in enumerate(names, 1)}
-    images = tuple(scene_dir / IMAGE_DIR / view for view in names)
+    images = tuple(src.image_dir / view for view in names)
     for view, path in zip(names, images):
         if not path.is_file():
-            raise DataError(f"{path} (the image of view {view!r}, {views_file}) is missing; put the image there or "
-                            "remove the view's pairs")
-    listed = tuple(PairSpec(number[a], number[b], None, f"{POSED_PAIRS_FILE}:{a} {b}") for a, b in pairs)
-    return SceneFiles(name, images, {}, pairs_file, listed, tuple(views[n] for n in names), views_file)
+            raise DataError(f"{path} (the image of view {view!r}, {src.views_file or src.pairs_file}) is missing; put the "
+                            "image there or remove the view's pairs")
+    listed = tuple(PairSpec(number[a], number[b], None, f"{src.pairs_file.name}:{a} {b}") for a, b in pairs)
+    return SceneFiles(name, images, {}, src.pairs_file, listed,
+                      tuple(src.views[n] for n in names) if src.views is not None else None, src.views_file,
+                      tuple(_depth_file(scene_dir, n) if src.views is not None else None for n in names),
+                      tuple(names), tuple(poses))
 
 
-def posed_pair(files: SceneFiles, spec: PairSpec) -> Pair:
-    """A posed scene's pair with its relative pose (``T_0to1 = T_1 T_0^-1`` of the two views,
-    :func:`descbench.datasets.posed.relative_pose`), intrinsics in COLMAP's pixel convention
-    (``pixel_offset`` 0.5)."""
-    from descbench.datasets.posed import relative_pose
+def _depth_file(scene_dir: Path, view: str) -> Path | None:
+    """The depth map of ``view`` in a posed scene folder (glue-factory's ``get_depth_path``: the part
+    of the name before its first dot, in ``depths/``, as ``.h5`` or ``.png``), None without one;
+    DataError when both formats are there (descbench does not choose)."""
+    from descbench.datasets.posed import DEPTH_DIR, DEPTH_FORMATS
 
-    va, vb = files.views[spec.a - 1], files.views[spec.b - 1]
-    R, t = relative_pose(va, vb)
-    return Pair(spec.a, spec.b, RelativePose(va.K(), vb.K(), R, t, pixel_offset=0.5))
+    found = [scene_dir / DEPTH_DIR / f"{view.split('.')[0]}.{fmt}" for fmt in DEPTH_FORMATS]
+    found = [f for f in found if f.is_file()]
+    if len(found) > 1:
+        raise DataError(f"view {view!r} of {scene_dir} has two depth maps, {found[0].name} and {found[1].name}; keep one")
+    return found[0] if found else None
 
 
 def read_pairs_file(path: Path | str, n_images: int, homographies: dict[int, Path]) -> tuple[PairSpec, ...]:
@@ -461,9 +527,9 @@ def pair_homography(files: SceneFiles, spec: PairSpec) -> np.ndarray:
 
 def load_pairs(files: SceneFiles, mode: str = "reference") -> list[Pair]:
     """The scene's pairs (:meth:`SceneFiles.pairs`) with their geometry: homographies read, or a
-    posed scene's relative poses (:func:`posed_pair`)."""
-    if files.views is not None:
-        return [posed_pair(files, p) for p in files.pairs(mode)]
+    posed scene's relative poses (:func:`posed_scene_files`)."""
+    if files.posed:
+        return [Pair(p.a, p.b, g) for p, g in zip(files.listed, files.pair_poses)]
     return [Pair(p.a, p.b, Homography(pair_homography(files, p))) for p in files.pairs(mode)]
 
 

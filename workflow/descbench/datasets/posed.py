@@ -10,7 +10,8 @@ glue-factory ships them)::
                             width, height, the model's parameters (COLMAP's order)
         pairs.txt           one line per pair: name0 name1 (glue-factory's ``view_groups``)
 
-Fields are separated by single spaces (glue-factory splits on ``" "``). ``(R, t)`` is a view's
+Fields are separated by whitespace (glue-factory splits on single spaces; descbench also accepts
+repeated spaces, tabs, trailing spaces and Windows line ends). ``(R, t)`` is a view's
 world-to-camera pose, ``x_cam = R x_world + t``; a pair's relative pose (:func:`relative_pose`)
 is ``T_0to1 = T_1 T_0^-1``: ``R = R1 R0^T``, ``t = t1 - R t0``.
 
@@ -27,6 +28,8 @@ The other layout of published pose test sets is one text file of calibrated pair
 ``name0 name1 rot0 rot1 K0 K1 T_0to1`` (38 fields, its ScanNet and YFCC test pairs), matrices
 row-major, ``T_0to1`` camera 0 to camera 1. The file does not say in which pixel convention its
 ``K`` are, so the dataset that uses it must.
+
+Depth maps are read by :func:`read_depth` (either format, its size checked against the view's).
 
 Every file is checked when the scene is read (:func:`read_scene`): a line with the wrong number
 of fields or a value that is not a finite number, an unknown camera model, a rotation that is not
@@ -119,7 +122,7 @@ def _numbers(fields: list[str], path: Path, line: int, what: str) -> list[float]
 
 def parse_view(text: str, path: Path, line: int) -> View:
     """One line of ``views.txt`` (module docstring); DataError naming ``path:line`` otherwise."""
-    fields = text.rstrip("\n").split(" ")
+    fields = text.split()  # any whitespace: trailing spaces and tabs are accepted (glue-factory splits on " ")
     if len(fields) < 16:
         raise _fail(path, line, f"{len(fields)} fields; a view line is: name, R (9), t (3), model, width, height, "
                     "the camera's parameters", "write the view's fields separated by single spaces")
@@ -172,7 +175,7 @@ def read_pairs(path: Path, views: dict[str, View]) -> list[tuple[str, str]]:
     for i, text in enumerate(_lines(path, "the scene's pairs"), 1):
         if not text.strip():
             continue
-        fields = text.rstrip("\n").split(" ")
+        fields = text.split()  # trailing spaces accepted; Windows line ends are split off by splitlines
         if len(fields) != 2:
             raise _fail(path, i, f"{len(fields)} fields; a pair line is: name0 name1", "write two view names per line")
         for name in fields:
@@ -286,3 +289,54 @@ def read_calibrated_pairs(path: Path) -> list[CalibratedPair]:
     if not pairs:
         raise DataError(f"{path}: no pair; write one calibrated pair per line")
     return pairs
+
+
+#: glue-factory's ``load_depth`` of a PNG depth map: metres = the 16-bit value / 256.
+PNG_DEPTH_SCALE = 256.0
+
+
+def read_depth(path: Path, view: View) -> np.ndarray:
+    """The depth map of ``view`` in ``path`` as float64 [height, width], camera z in the scene's
+    units, 0 where unknown: glue-factory's ``load_depth`` (``datasets/posed_images.py``, commit
+    ``2d17e3b``) for its two formats, chosen by the suffix: ``.h5`` (dataset ``/depth``, read
+    with h5py, the optional ``interop`` extra) or ``.png`` (16-bit, depth = value / 256; an 8-bit
+    PNG is refused: it cannot hold glue-factory's depths). A map whose size is not the view's, or
+    that holds a negative or non-finite value: a :class:`~descbench.errors.DataError` naming the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise DataError(f"{path} (the depth map of view {view.name!r}) is missing; add it, or evaluate without depth")
+    if path.suffix == ".h5":
+        try:
+            import h5py
+        except ImportError:
+            raise DataError(f"{path}: reading HDF5 depth maps needs h5py, which descbench installs with its interop "
+                            'extra: pip install "descbench[interop]" (or write the depth maps as 16-bit PNG)') from None
+        try:
+            with h5py.File(str(path), "r") as f:
+                if "depth" not in f or not isinstance(f["depth"], h5py.Dataset):
+                    raise DataError(f"{path}: no dataset /depth; glue-factory's HDF5 depth maps hold the depth in "
+                                    "the dataset /depth")
+                depth = np.asarray(f["depth"][()], dtype=np.float64)
+        except OSError as exc:
+            raise DataError(f"{path} is not a readable HDF5 file ({exc}); write the depth map with h5py") from None
+    elif path.suffix == ".png":
+        import cv2
+
+        raw = cv2.imread(str(path), cv2.IMREAD_ANYDEPTH)
+        if raw is None:
+            raise DataError(f"{path} is not a readable PNG image; write the depth map as a 16-bit PNG")
+        if raw.dtype != np.uint16:
+            raise DataError(f"{path}: a {raw.dtype} PNG; a PNG depth map is 16-bit (depth x 256 as uint16, "
+                            "glue-factory's convention), write it as such")
+        depth = raw.astype(np.float64) / PNG_DEPTH_SCALE
+    else:
+        raise DataError(f"{path}: unknown depth map format {path.suffix!r}; use one of "
+                        f"{', '.join('.' + f for f in DEPTH_FORMATS)}")
+    if depth.shape != (view.height, view.width):
+        got = f"{depth.shape[1]} x {depth.shape[0]}" if depth.ndim == 2 else f"an array of shape {depth.shape}"
+        raise DataError(f"{path}: the depth map is {got}, view {view.name!r} is {view.width} x {view.height} "
+                        "(width x height); write one depth per pixel of the view's image")
+    if not np.isfinite(depth).all() or (depth < 0).any():
+        raise DataError(f"{path}: the depth map holds a negative or non-finite value; write depths >= 0, "
+                        "0 where unknown")
+    return depth

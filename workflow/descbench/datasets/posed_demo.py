@@ -20,9 +20,12 @@ top-left pixel at (0, 0)) and COLMAP's in ``views.txt`` (the principal point wri
 Everything is drawn from a ``numpy`` generator seeded by ``(seed, scene index)``: the same seed
 writes the same files (tested byte for byte).
 
-Depth maps are computed (:func:`render` returns them, and the tests use them) but not yet written:
-glue-factory's exact format is HDF5, which needs the optional ``h5py``; writing them is the next
-step with the depth-based metrics.
+Each view's depth map is written as ``depths/<stem>.png`` in glue-factory's PNG convention
+(:func:`depth_png`): 16-bit, value = ``round(depth * 256)``, 0 where no surface is seen, read back by
+:func:`descbench.datasets.posed.read_depth` as value / 256. The written depth is therefore quantised
+to 1/256 m (within 1/512 m of :func:`render`'s exact depth) and limited to below 256 m (65536 / 256;
+the demo's walls are at most about 20 m away). glue-factory's other format, HDF5, would keep the
+exact values but needs the optional ``h5py``; the PNG needs nothing beyond OpenCV.
 """
 
 from __future__ import annotations
@@ -218,21 +221,48 @@ def make_scene(index: int, seed: int = 0) -> tuple[list[Plane], list[Camera]]:
     return scene_planes(rng), scene_cameras(rng)
 
 
+#: glue-factory's PNG depth maps: the 16-bit value is the depth times 256.
+DEPTH_PNG_SCALE = 256
+
+
+def depth_png(depth: np.ndarray) -> np.ndarray:
+    """A depth map [h, w] (metres, inf or 0 where no surface) as glue-factory's 16-bit PNG values:
+    ``round(depth * 256)`` as uint16, 0 where no surface. ValueError if a depth is negative or
+    does not fit (``depth * 256 >= 65536``, 256 m and beyond).
+
+    >>> depth_png(np.array([[1.0, 2.5 + 1 / 1024, np.inf]])).tolist()
+    [[256, 640, 0]]
+    """
+    depth = np.asarray(depth, dtype=np.float64)
+    seen = np.isfinite(depth) & (depth > 0)
+    if (depth < 0).any() or np.isnan(depth).any():
+        raise ValueError("a depth map holds a negative or NaN depth; a depth is > 0, or 0 / inf where no surface is seen")
+    value = np.where(seen, np.rint(depth * DEPTH_PNG_SCALE), 0.0)
+    if value.max(initial=0.0) >= 2**16:
+        raise ValueError(f"a depth of {depth[seen].max():.2f} m does not fit a 16-bit PNG at 1/{DEPTH_PNG_SCALE} m "
+                         f"(at most {(2**16 - 1) / DEPTH_PNG_SCALE:.2f} m); keep the demo's surfaces nearer")
+    return value.astype(np.uint16)
+
+
 def write_scene(root: Path, index: int, seed: int = 0) -> Path:
     """Render demo scene ``index`` and write it to ``root/<scene name>`` in the posed layout
-    (images as PNG, ``views.txt``, ``pairs.txt``; ``pairs.txt`` last, so a scene folder with it is
-    complete). Returns the scene folder."""
-    from descbench.datasets.posed import IMAGE_DIR, PAIRS_FILE, VIEWS_FILE
+    (images as PNG, depth maps as 16-bit PNG (:func:`depth_png`), ``views.txt``, ``pairs.txt``;
+    ``pairs.txt`` last, so a scene folder with it is complete). Returns the scene folder."""
+    from descbench.datasets.posed import DEPTH_DIR, IMAGE_DIR, PAIRS_FILE, VIEWS_FILE
     from descbench.fileops import write_text_atomic
 
     planes, cams = make_scene(index, seed)
     folder = Path(root) / scene_name(index)
     (folder / IMAGE_DIR).mkdir(parents=True, exist_ok=True)
+    (folder / DEPTH_DIR).mkdir(parents=True, exist_ok=True)
     lines = []
     for k, cam in enumerate(cams):
-        image, _ = render(planes, cam)
-        if not cv2.imwrite(str(folder / IMAGE_DIR / view_name(k)), image):
-            raise OSError(f"could not write {folder / IMAGE_DIR / view_name(k)}")
+        image, depth = render(planes, cam)
+        # glue-factory's get_depth_path: the name's part before its first dot
+        depth_file = folder / DEPTH_DIR / f"{view_name(k).split('.')[0]}.png"
+        for path, pixels in ((folder / IMAGE_DIR / view_name(k), image), (depth_file, depth_png(depth))):
+            if not cv2.imwrite(str(path), pixels):
+                raise OSError(f"could not write {path}")
         lines.append(views_line(view_name(k), cam))
     write_text_atomic(folder / VIEWS_FILE, "\n".join(lines) + "\n")
     write_text_atomic(folder / PAIRS_FILE, "".join(f"{view_name(i)} {view_name(j)}\n" for i, j in scene_pairs(len(cams))))
@@ -241,8 +271,10 @@ def write_scene(root: Path, index: int, seed: int = 0) -> Path:
 
 def scene_paths(folder: Path) -> list[Path]:
     """The files :func:`write_scene` writes into a scene ``folder`` (the workflow rule's outputs):
-    the images, ``views.txt`` and ``pairs.txt``."""
-    from descbench.datasets.posed import IMAGE_DIR, PAIRS_FILE, VIEWS_FILE
+    the images, their depth maps, ``views.txt`` and ``pairs.txt``."""
+    from descbench.datasets.posed import DEPTH_DIR, IMAGE_DIR, PAIRS_FILE, VIEWS_FILE
 
     folder = Path(folder)
-    return [*(folder / IMAGE_DIR / view_name(k) for k in range(N_VIEWS)), folder / VIEWS_FILE, folder / PAIRS_FILE]
+    return [*(folder / IMAGE_DIR / view_name(k) for k in range(N_VIEWS)),
+            *(folder / DEPTH_DIR / f"{view_name(k).split('.')[0]}.png" for k in range(N_VIEWS)), folder / VIEWS_FILE,
+            folder / PAIRS_FILE]

@@ -1,5 +1,6 @@
 """The dataset jobs: one scene of the offline demo dataset (``demo-scene``) or of the posed demo
-(``posed-demo-scene``, :mod:`descbench.datasets.posed_demo`), HPatches sequences
+(``posed-demo-scene``, :mod:`descbench.datasets.posed_demo`), a published posed set
+(``posed-download``, :mod:`descbench.datasets.posed_sets`), HPatches sequences
 downloaded, extracted and validated (``hpatches``), and the resized copy of one scene
 (``resize-scene``, :mod:`descbench.datasets.resize`)."""
 
@@ -21,6 +22,11 @@ def add_commands(sub) -> dict:
     p.add_argument("--out-dir", type=Path, required=True)
     p.add_argument("--seed", type=int, default=0)
 
+    p = sub.add_parser("posed-download", help="download, extract and validate a published posed set (MegaDepth-1500, ScanNet-1500)")
+    p.add_argument("name", help="megadepth1500 or scannet1500")
+    p.add_argument("--data-dir", type=Path, default=Path("data"))
+    p.add_argument("--sha256", default=None, help="the archive's expected sha256 (checked when given)")
+
     p = sub.add_parser("hpatches", help="download (resumable), extract and validate HPatches sequences")
     p.add_argument("--urls", nargs="+", required=True)
     p.add_argument("--sha256", default=None)
@@ -32,8 +38,8 @@ def add_commands(sub) -> dict:
     p.add_argument("--out", type=Path, required=True, help="its resized copy (written, resized.json last)")
     p.add_argument("--size", type=int, required=True)
     p.add_argument("--side", required=True)
-    return {"demo-scene": run_demo_scene, "posed-demo-scene": run_posed_demo_scene, "hpatches": run_hpatches,
-            "resize-scene": run_resize_scene}
+    return {"demo-scene": run_demo_scene, "posed-demo-scene": run_posed_demo_scene, "posed-download": run_posed_download,
+            "hpatches": run_hpatches, "resize-scene": run_resize_scene}
 
 
 def run_demo_scene(a: argparse.Namespace) -> None:
@@ -50,6 +56,12 @@ def run_posed_demo_scene(a: argparse.Namespace) -> None:
     if a.scene not in names:
         raise ConfigError(f"{a.scene!r} is not a scene of the posed demo; its scenes: {', '.join(names)}")
     print(f"wrote {write_scene(a.out_dir, names.index(a.scene), a.seed)}")
+
+
+def run_posed_download(a: argparse.Namespace) -> None:
+    from descbench.datasets.posed_sets import check_name, obtain
+
+    obtain(check_name(a.name), a.data_dir, a.sha256)
 
 
 def run_hpatches(a: argparse.Namespace) -> None:

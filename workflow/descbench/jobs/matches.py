@@ -99,16 +99,22 @@ def score_pipelines_batch(paths: ResultPaths, scene_root: Path, batch: str, kpse
                                               "matches_sha256": matches_sha256}, settings)
 
 
-def add_pipeline_commands(sub) -> dict:
-    p = sub.add_parser("score-pipelines", help="the pipelines task (matches -> match accuracy, homography estimation) of one batch")
-    pipeline_args(p)
-    p.add_argument("--sections", required=True, help="JSON {scoring, matching, pipelines}: the settings")
-    r = sub.add_parser("pipelines-report", help="the pipelines table: one row per (keypoint set, descriptor, matcher)")
+def match_report_args(r: argparse.ArgumentParser) -> None:
+    """The arguments of a match-based task's report job (pipelines, pose): the results, batches,
+    (keypoint set, descriptor, matcher) combinations, config and output folder."""
     r.add_argument("--results-root", type=Path, required=True)
     r.add_argument("--batches", required=True, help="JSON {batch: [scenes]}")
     r.add_argument("--combos", required=True, help="JSON list of [keypoint_set, descriptor, matcher]")
     r.add_argument("--config", required=True, help="the validated config (JSON)")
     r.add_argument("--out-dir", type=Path, required=True)
+
+
+def add_pipeline_commands(sub) -> dict:
+    p = sub.add_parser("score-pipelines", help="the pipelines task (matches -> match accuracy, homography estimation) of one batch")
+    pipeline_args(p)
+    p.add_argument("--sections", required=True, help="JSON {scoring, matching, pipelines}: the settings")
+    r = sub.add_parser("pipelines-report", help="the pipelines table: one row per (keypoint set, descriptor, matcher)")
+    match_report_args(r)
     r.add_argument("--comparison", type=Path, default=None, help="the comparison table (Parquet): its descriptor metrics join each row")
     r.add_argument("--plots-dir", type=Path, default=None, help="also draw the cumulative corner-error figure there")
     return {"score-pipelines": run_pipelines, "pipelines-report": run_report}

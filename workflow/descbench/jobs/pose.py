@@ -9,7 +9,7 @@ from pathlib import Path
 
 from descbench import io
 from descbench.jobs.common import json_arg, read_features, result_paths
-from descbench.jobs.matches import pipeline_args
+from descbench.jobs.matches import match_report_args, pipeline_args
 from descbench.paths import ResultPaths
 
 
@@ -26,8 +26,8 @@ def score_pose_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: st
     score_kind = get_matcher(spec["matcher"]).score_kind
     for scene in paths.batches[batch]:
         files = scene_files(Path(scene_root) / scene)
-        if files.views is None:
-            raise DataError(f"scene folder {Path(scene_root) / scene} is not a posed scene (no views.txt); the pose task "
+        if not files.posed:
+            raise DataError(f"scene folder {Path(scene_root) / scene} is not a posed scene (no views.txt or pairs_calibrated.txt); the pose task "
                             "evaluates posed datasets (dataset: posed_demo or posed)")
         f = read_features(Path(paths.keypoints(kpset, scene)), Path(paths.descriptors(kpset, features or descriptor, scene)))
         mpath = Path(paths.matches(kpset, descriptor, name, scene))
@@ -36,13 +36,33 @@ def score_pose_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: st
             raise DataError(f"{mpath} holds the matches of matcher {meta.get('params', {}).get('matcher_name')!r} on keypoint set "
                             f"{meta.get('keypoint_set')!r}, not {name!r} on {kpset!r}; rerun the matcher stage")
         pairs = load_pairs(files)
-        names = [(files.views[p.a - 1].name, files.views[p.b - 1].name) for p in pairs]
+        names = [(files.image_names[p.a - 1], files.image_names[p.b - 1]) for p in pairs]
         matches = split_matches(table, [(p.a, p.b) for p in pairs])
         outs = [Path(paths.match_task_file(NAME, kpset, descriptor, name, scene, k)) for k in KINDS]
         score_pose(f, matches, pairs, names, section, *outs,
                    {"descriptor": descriptor, "keypoint_set": kpset, "matcher_name": name, "matcher": spec["matcher"],
                     "matcher_params": meta["params"]["params"], "score_kind": score_kind, "matches_sha256": matches_sha256},
-                   settings)
+                   settings, scene_depths(files) if section.get("depth") else None)
+
+
+def scene_depths(files):
+    """Image number -> its depth map (:func:`descbench.datasets.posed.read_depth`), each read once, on
+    first use; a view without a depth map is a DataError (``pose.depth`` was resolved to true)."""
+    from descbench.datasets.posed import read_depth
+    from descbench.errors import DataError
+
+    cache: dict = {}
+
+    def depth_of(k: int):
+        if k not in cache:
+            path = files.depths[k - 1]
+            if path is None:
+                raise DataError(f"view {files.image_names[k - 1]!r} of {files.pairs_file.parent} has no depth map "
+                                "(depths/<name>.h5 or .png), which the depth metrics need; add it, or set pose.depth: false")
+            cache[k] = read_depth(path, files.views[k - 1])
+        return cache[k]
+
+    return depth_of
 
 
 def add_commands(sub) -> dict:
@@ -51,11 +71,7 @@ def add_commands(sub) -> dict:
     pipeline_args(p)
     p.add_argument("--section", required=True, help="JSON: the config's pose section")
     r = sub.add_parser("pose-report", help="the pose table: one row per (keypoint set, descriptor, matcher)")
-    r.add_argument("--results-root", type=Path, required=True)
-    r.add_argument("--batches", required=True, help="JSON {batch: [scenes]}")
-    r.add_argument("--combos", required=True, help="JSON list of [keypoint_set, descriptor, matcher]")
-    r.add_argument("--config", required=True, help="the validated config (JSON)")
-    r.add_argument("--out-dir", type=Path, required=True)
+    match_report_args(r)
     r.add_argument("--plots-dir", type=Path, default=None, help="also draw the cumulative pose-error figure there")
     return {"score-pose": run_score, "pose-report": run_report}
 

@@ -145,3 +145,29 @@ class Run:
             return
         for ks, d in self.combos:
             yield ks, d, load_rows([task.file(self.paths, ks, d, s, kind) for s in self.paths.scenes], None, columns, where)
+
+
+def cumulative_panels(plt, panels: list[tuple[str, list[tuple[str, np.ndarray]]]], max_x: float, n_points: int,
+                      xlabel: str, legend_title: str, title: str):
+    """glue-factory's cumulative error figure (``plot_cumulative``): one panel per ``(panel title,
+    [(line label, errors)])``, each line the fraction of its errors at most x
+    (:func:`descbench.metrics.matching.homography_accuracy`: inf never counts; the caller leaves out
+    NaN, pairs without data) on ``n_points`` values of x in ``[0, max_x]``; one colour per line
+    position, the legend right of the last panel."""
+    from descbench.metrics.matching import homography_accuracy
+
+    n_lines = max((len(lines) for _, lines in panels), default=0)
+    fig, axes = plt.subplots(1, len(panels), figsize=(4.5 * len(panels) + 1.5, 3.8), sharey=True, squeeze=False)
+    grid = np.linspace(0.0, max_x, n_points)
+    cmap = plt.get_cmap("tab10" if n_lines <= 10 else "tab20")
+    for ax, (panel_title, lines) in zip(axes[0], panels):
+        for i, (label, errors) in enumerate(lines):
+            ax.plot(grid, homography_accuracy(errors, grid), color=cmap(i % cmap.N), label=label)
+        ax.set(title=panel_title, xlabel=xlabel, ylim=(0, 1.02), xlim=(0, max_x))
+        ax.title.set_fontsize(9)
+    axes[0][0].set_ylabel("fraction of image pairs within the threshold")
+    if n_lines:
+        axes[0][-1].legend(fontsize=7, title=legend_title, title_fontsize=7, loc="upper left", bbox_to_anchor=(1.01, 1.0),
+                           borderaxespad=0.0)
+    fig.suptitle(title, y=1.0, va="bottom", fontsize=10)
+    return fig

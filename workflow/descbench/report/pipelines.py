@@ -71,28 +71,17 @@ def draw_cumulative(estimates: dict, table: pd.DataFrame, cfg: dict, plt):
     estimator's best RANSAC threshold for that pipeline (the table's ``<estimator>_ransac_th``):
     :func:`descbench.metrics.matching.homography_accuracy` (failures never reach x; pairs without
     data left out). ``estimates``: each pipeline's estimates rows, :func:`build`'s."""
-    from descbench.metrics.matching import homography_accuracy
+    from descbench.report.drawing import cumulative_panels
 
-    estimators = list(cfg["pipelines"]["estimators"])
-    fig, axes = plt.subplots(1, len(estimators), figsize=(4.5 * len(estimators) + 1.5, 3.8), sharey=True, squeeze=False)
-    grid = np.linspace(0.0, CUMULATIVE_MAX_PX, 201)
-    cmap = plt.get_cmap("tab10" if len(table) <= 10 else "tab20")
-    for ax, e in zip(axes[0], estimators):
-        for i, r in enumerate(table.itertuples(index=False)):
-            th = float(getattr(r, f"{e}_ransac_th"))
-            err = corner_errors(estimates[(r.keypoint_set, r.descriptor, r.matcher)], e, th)
-            label = f"{r.descriptor} / {r.keypoint_set} + {r.matcher}"
-            ax.plot(grid, homography_accuracy(err, grid), color=cmap(i % cmap.N), label=label)
-        title = e if e == "dlt" else f"{e} (best ransac_th per pipeline)"
-        ax.set(title=title, xlabel="corner error threshold (px, image-edge corners)", ylim=(0, 1.02), xlim=(0, CUMULATIVE_MAX_PX))
-        ax.title.set_fontsize(9)
-    axes[0][0].set_ylabel("fraction of image pairs within the threshold")
-    if len(table):
-        axes[0][-1].legend(fontsize=7, title="descriptor / keypoint set + matcher", title_fontsize=7, loc="upper left",
-                           bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    fig.suptitle("Homography from each pipeline's matches: cumulative corner error (glue-factory's protocol)", y=1.0,
-                 va="bottom", fontsize=10)
-    return fig
+    panels = []
+    for e in cfg["pipelines"]["estimators"]:
+        lines = [(f"{r.descriptor} / {r.keypoint_set} + {r.matcher}",
+                  corner_errors(estimates[(r.keypoint_set, r.descriptor, r.matcher)], e, float(getattr(r, f"{e}_ransac_th"))))
+                 for r in table.itertuples(index=False)]
+        panels.append((e if e == "dlt" else f"{e} (best ransac_th per pipeline)", lines))
+    return cumulative_panels(plt, panels, CUMULATIVE_MAX_PX, 201, "corner error threshold (px, image-edge corners)",
+                             "descriptor / keypoint set + matcher",
+                             "Homography from each pipeline's matches: cumulative corner error (glue-factory's protocol)")
 
 
 def write(paths: ResultPaths, combos: list, cfg: dict, out_dir: Path, provenance: dict,

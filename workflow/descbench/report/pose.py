@@ -22,6 +22,8 @@ from descbench.tasks.pose import KINDS, NAME, epipolar_key, estimator_settings, 
 FIGURE = "pose_error"  # report/plots/<FIGURE>.{png,svg}; caption captions/<FIGURE>.rst
 CUMULATIVE_MAX_DEG = 30.0  # the figure's x range, as glue-factory's plot_cumulative([0, 30])
 MARKDOWN_TAIL = ("weights",)
+# the depth metrics in the Markdown table, where the run has them (the Parquet and CSV files have all)
+MARKDOWN_DEPTH = ("reproj_prec_at_3", "covisible_percent", "gt_match_recall_at_3", "gt_match_precision_at_3")
 
 
 def build(paths: ResultPaths, combos: list, cfg: dict) -> tuple[pd.DataFrame, dict[tuple[str, str, str], pd.DataFrame]]:
@@ -41,7 +43,8 @@ def build(paths: ResultPaths, combos: list, cfg: dict) -> tuple[pd.DataFrame, di
 
 def markdown_columns(table: pd.DataFrame, cfg: dict) -> list[str]:
     sec = cfg["pose"]
-    cols = ["keypoint_set", "descriptor", "matcher", "matches", *(epipolar_key(t) for t in sec["epipolar_thresholds"])]
+    cols = ["keypoint_set", "descriptor", "matcher", "matches", *(epipolar_key(t) for t in sec["epipolar_thresholds"]),
+            *MARKDOWN_DEPTH]
     for e in sec["estimators"]:
         cols += [f"{e}_auc_at_{threshold_key(t)}" for t in sec["auc_thresholds"]] + [f"{e}_mAA", f"{e}_ransac_th"]
     cols = [c for c in cols if c in table.columns]
@@ -56,8 +59,11 @@ def header(cfg: dict, libraries: dict) -> str:
                     + (" (the best mean AUC reported)" if len(s["ransac_th"]) > 1 else "") for e, s in settings.items())
     libs = ", ".join(f"{k} {v}" for k, v in libraries.items() if v)
     aucs = "/".join(f"{t:g}" for t in cfg["pose"]["auc_thresholds"])
-    return (f"Relative pose as glue-factory measures it: AUC of max(rotation, translation-direction) error at {aucs} "
-            f"degrees. Estimators: {est}. Libraries: {libs}.")
+    from descbench.datasets import images_note
+
+    note = images_note(cfg)
+    return ((f"{note} " if note else "") + f"Relative pose as glue-factory measures it: AUC of max(rotation, "
+            f"translation-direction) error at {aucs} degrees. Estimators: {est}. Libraries: {libs}.")
 
 
 def draw_cumulative(estimates: dict, table: pd.DataFrame, cfg: dict, plt):
@@ -65,29 +71,19 @@ def draw_cumulative(estimates: dict, table: pd.DataFrame, cfg: dict, plt):
     estimator (one panel), per combination (one line), the fraction of pairs whose pose error is at
     most x degrees at that combination's best RANSAC threshold (failures never reach x; pairs
     without data left out)."""
-    from descbench.metrics.matching import homography_accuracy
+    from descbench.report.drawing import cumulative_panels
 
-    estimators = list(cfg["pose"]["estimators"])
-    fig, axes = plt.subplots(1, len(estimators), figsize=(4.5 * len(estimators) + 1.5, 3.8), sharey=True, squeeze=False)
-    grid = np.linspace(0.0, CUMULATIVE_MAX_DEG, 301)
-    cmap = plt.get_cmap("tab10" if len(table) <= 10 else "tab20")
-    for ax, e in zip(axes[0], estimators):
-        for i, r in enumerate(table.itertuples(index=False)):
+    panels = []
+    for e in cfg["pose"]["estimators"]:
+        lines = []
+        for r in table.itertuples(index=False):
             est = estimates[(r.keypoint_set, r.descriptor, r.matcher)]
-            th = float(getattr(r, f"{e}_ransac_th"))
-            err = est[(est.estimator == e) & (est.ransac_th == th)].pose_error.to_numpy(np.float64)
-            err = err[~np.isnan(err)]
-            ax.plot(grid, homography_accuracy(err, grid), color=cmap(i % cmap.N), label=f"{r.descriptor} / {r.keypoint_set} + {r.matcher}")
-        ax.set(title=f"{e} (best ransac_th per row)", xlabel="pose error threshold (degrees)", ylim=(0, 1.02),
-               xlim=(0, CUMULATIVE_MAX_DEG))
-        ax.title.set_fontsize(9)
-    axes[0][0].set_ylabel("fraction of image pairs within the threshold")
-    if len(table):
-        axes[0][-1].legend(fontsize=7, title="descriptor / keypoint set + matcher", title_fontsize=7, loc="upper left",
-                           bbox_to_anchor=(1.01, 1.0), borderaxespad=0.0)
-    fig.suptitle("Relative pose from each combination's matches: cumulative pose error (glue-factory's protocol)", y=1.0,
-                 va="bottom", fontsize=10)
-    return fig
+            err = est[(est.estimator == e) & (est.ransac_th == float(getattr(r, f"{e}_ransac_th")))].pose_error.to_numpy(np.float64)
+            lines.append((f"{r.descriptor} / {r.keypoint_set} + {r.matcher}", err[~np.isnan(err)]))
+        panels.append((f"{e} (best ransac_th per row)", lines))
+    return cumulative_panels(plt, panels, CUMULATIVE_MAX_DEG, 301, "pose error threshold (degrees)",
+                             "descriptor / keypoint set + matcher",
+                             "Relative pose from each combination's matches: cumulative pose error (glue-factory's protocol)")
 
 
 def write(paths: ResultPaths, combos: list, cfg: dict, out_dir: Path, provenance: dict,

@@ -13,6 +13,11 @@ at commit ``2d17e3b``; the definitions are :mod:`descbench.metrics.pose`):
   pose estimated from the matches (:func:`descbench.estimators.relative_pose.estimate_relative_pose`),
   its rotation and translation-direction errors and the pose error ``max`` of the two in degrees
   (glue-factory's ``relative_pose_error``; inf when the estimate failed), inliers;
+- with depth maps (section ``depth``, :func:`resolve_depth`), per pair the depth metrics of
+  :mod:`descbench.metrics.depth` (glue-factory's ``eval_matches_depth``): the matches' symmetric
+  reprojection precision at 1/3/5 px, how many are covisible (both depths valid) and their
+  percentage, and the recall and precision of the matches against the ground-truth matches at
+  3 px (positive within 3 px, negative beyond 5 px);
 - the report's pose table (:func:`summarize_pose`): per estimator, the AUC of the pose error at
   ``auc_thresholds`` degrees (default 5/10/20, rounded to 4) and their mean (glue-factory's mAA) at
   the best RANSAC threshold (largest mAA, glue-factory's ``eval_poses``; the threshold written
@@ -53,8 +58,8 @@ ESTIMATOR_DEFAULTS = {"ransac_th": None, "confidence": 0.99999, "seed": 0}
 #: Decimals of glue-factory's summaries of per-pair numbers (``round(np.mean / np.median, 3)``).
 SUMMARY_DECIMALS = 3
 
-# The pair columns every pose table starts with: the pair's position in its scene's pairs.txt and
-# the two views' names.
+# The pair columns every pose table starts with: the pair's position (from 0) in its scene's pair
+# list (a part's, for a folder evaluated in parts: the scene is then <folder>@<k>) and the two views' names.
 PAIR_KEY = [("scene", pa.string()), ("pair", pa.int32()), ("image0", pa.string()), ("image1", pa.string())]
 
 # One row per (pair, estimator, RANSAC threshold): the estimate and its errors.
@@ -81,11 +86,39 @@ def epipolar_key(t: float) -> str:
     return f"epi_prec_at_{threshold_key(t)}"
 
 
-def pairs_schema(epipolar_thresholds) -> pa.Schema:
-    """The per-pair table: :data:`PAIR_KEY`, keypoints of both images, matches, then the epipolar
-    precision at each threshold (NaN without keypoints)."""
+def depth_columns() -> list[str]:
+    """The per-pair depth metrics' columns (glue-factory's ``reproj_prec@1px`` ... ``gt_match_precision@3px``)."""
+    from descbench.metrics.depth import GT_POSITIVE_PX, REPROJECTION_THRESHOLDS_PX
+
+    gt = threshold_key(GT_POSITIVE_PX)
+    return [*(f"reproj_prec_at_{threshold_key(t)}" for t in REPROJECTION_THRESHOLDS_PX), "covisible", "covisible_percent",
+            f"gt_match_recall_at_{gt}", f"gt_match_precision_at_{gt}"]
+
+
+def pairs_schema(epipolar_thresholds, depth: bool = False) -> pa.Schema:
+    """The per-pair table: :data:`PAIR_KEY`, keypoints of both images, matches, the epipolar
+    precision at each threshold, and with ``depth`` the depth metrics (:func:`depth_columns`;
+    ``covisible`` a count); NaN without keypoints."""
     return pa.schema([*PAIR_KEY, ("n_keypoints0", pa.int64()), ("n_keypoints1", pa.int64()), ("n_matches", pa.int64()),
-                      *[(epipolar_key(t), pa.float64()) for t in epipolar_thresholds]])
+                      *[(epipolar_key(t), pa.float64()) for t in epipolar_thresholds],
+                      *[(c, pa.float64()) for c in (depth_columns() if depth else [])]])
+
+
+def resolve_depth(setting: bool | None, missing: list[str]) -> tuple[bool, str]:
+    """Whether the depth metrics run, and a sentence saying why: ``setting`` is the section's
+    ``depth`` (null: when every scene has depth maps; true: required; false: off), ``missing`` the
+    views without a depth map (``"<scene>/<view>"``). ``true`` with a view missing is a ConfigError
+    naming it.
+    """
+    if setting is False:
+        return False, "depth metrics off (pose.depth: false)"
+    if missing:
+        listed = ", ".join(missing[:5]) + (" ..." if len(missing) > 5 else "")
+        if setting is True:
+            raise ConfigError(f"pose.depth: true, but {len(missing)} view(s) have no depth map (depths/<name>.h5 or .png): "
+                              f"{listed}; add them, or set pose.depth: null (off without them) or false")
+        return False, f"depth metrics off: {len(missing)} view(s) have no depth map ({listed})"
+    return True, "depth metrics on (every view has a depth map)"
 
 
 def estimator_settings(section: dict, where: str = "pose.estimators") -> dict[str, dict]:
@@ -122,12 +155,14 @@ def estimator_settings(section: dict, where: str = "pose.estimators") -> dict[st
 
 
 def score_pose(f, matches: dict, pairs: list, names: list[tuple[str, str]], section: dict, out_pairs: Path,
-               out_estimates: Path, out_timing: Path, provenance: dict, settings: dict[str, dict] | None = None) -> dict:
+               out_estimates: Path, out_timing: Path, provenance: dict, settings: dict[str, dict] | None = None,
+               depth_of=None) -> dict:
     """One scene: ``f`` its features (:class:`descbench.jobs.common.SceneFeatures`), ``matches``
     ``{(a, b): Matches}`` of every pair of ``pairs`` (posed pairs,
     :class:`~descbench.datasets.geometry.Pair` with a relative pose), ``names`` the two view names
-    of each pair; writes ``pairs.parquet``, ``estimates.parquet`` and ``timing.json`` (with the
-    seconds each estimator took). Returns ``{estimator: seconds}``."""
+    of each pair; ``depth_of``: image number -> its depth map [H, W] (the depth metrics), or None
+    (none). Writes ``pairs.parquet``, ``estimates.parquet`` and ``timing.json`` (with the seconds
+    each estimator took). Returns ``{estimator: seconds}``."""
     from descbench.estimators.homography import library_versions
     from descbench.estimators.relative_pose import estimate_relative_pose
     from descbench.metrics.pose import epipolar_errors, epipolar_precision, essential_matrix, normalized_points, \
@@ -153,7 +188,8 @@ def score_pose(f, matches: dict, pairs: list, names: list[tuple[str, str]], sect
         else:
             prec = [nan] * len(epi_ths)
         prows.append({**key, "n_keypoints0": len(xa), "n_keypoints1": len(xb), "n_matches": len(m),
-                      **{epipolar_key(t): float(v) for t, v in zip(epi_ths, prec)}})
+                      **{epipolar_key(t): float(v) for t, v in zip(epi_ths, prec)},
+                      **(_depth_metrics(g, xa, xb, m, depth_of(p.a), depth_of(p.b), has_data) if depth_of is not None else {})})
         sizes = (tuple(f.kmeta["image_sizes"][str(p.a)]), tuple(f.kmeta["image_sizes"][str(p.b)]))
         for name, s in settings.items():
             for th in s["ransac_th"]:
@@ -174,14 +210,35 @@ def score_pose(f, matches: dict, pairs: list, names: list[tuple[str, str]], sect
                 erows.append({**row, "success": int(est.success), "n_inliers": n_in,
                               "inlier_ratio": n_in / max(len(m), 1) if est.success else 0.0,
                               "rotation_error": r_err, "translation_error": t_err, "pose_error": max(r_err, t_err)})
-    ptable = io.table_from_rows(prows, pairs_schema(epi_ths), f"scene {f.scene}: pose pairs table (tasks.pose.pairs_schema)")
+    ptable = io.table_from_rows(prows, pairs_schema(epi_ths, depth_of is not None),
+                                f"scene {f.scene}: pose pairs table (tasks.pose.pairs_schema)")
     etable = io.table_from_rows(erows, ESTIMATES, f"scene {f.scene}: pose estimates table (tasks.pose.ESTIMATES)")
-    prov = io.provenance("pose", {"task": NAME, "pose": section, "estimators": settings}, scene=f.scene,
+    prov = io.provenance("pose", {"task": NAME, "pose": section, "estimators": settings, "depth": depth_of is not None},
+                         scene=f.scene,
                          libraries=library_versions(), **provenance)
     io.write_table(ptable, out_pairs, prov)
     io.write_table(etable, out_estimates, prov)
     write_timing(out_timing, f.scene, t0, estimator_seconds=seconds)
     return seconds
+
+
+def _depth_metrics(g, xa, xb, m, depth_a, depth_b, has_data: bool) -> dict:
+    """One pair's depth metrics (:func:`depth_columns`; module docstring): NaN without keypoints."""
+    from descbench.metrics.depth import (REPROJECTION_THRESHOLDS_PX, covisibility, gt_match_precision, gt_match_recall,
+                                         gt_matches_from_pose_depth, reprojection_precision, symmetric_reprojection_error)
+
+    cols = depth_columns()
+    if not has_data:
+        return dict.fromkeys(cols, float("nan"))
+    err, valid = symmetric_reprojection_error(xa[m.idx_a], xb[m.idx_b], g.K_a, g.K_b, g.R, g.t, depth_a, depth_b,
+                                              offset=g.pixel_offset)
+    prec = reprojection_precision(err, valid, REPROJECTION_THRESHOLDS_PX)
+    n_cov, pct = covisibility(valid)
+    gt = gt_matches_from_pose_depth(xa, xb, g.K_a, g.K_b, g.R, g.t, depth_a, depth_b, offset=g.pixel_offset)
+    m0 = np.full(len(xa), -1, dtype=np.int64)
+    m0[m.idx_a] = m.idx_b
+    return dict(zip(cols, [*(float(v) for v in prec), float(n_cov), float(pct), gt_match_recall(m0, gt),
+                           gt_match_precision(m0, gt)]))
 
 
 # ----------------------------------------------------------------------------- summary
@@ -199,8 +256,9 @@ def _rounded(x: float) -> float:
 def summarize_pose(pairs: pd.DataFrame, est: pd.DataFrame, section: dict, settings: dict[str, dict] | None = None) -> dict:
     """The pose table's row of one (keypoint set, descriptor, matcher) from its per-scene rows
     (:func:`read_pose`; module docstring): ``pairs``, ``pairs_without_keypoints``, the means over
-    pairs with data (rounded to 3) of ``keypoints`` (mean of both images), ``matches`` and each
-    ``epi_prec_at_<t>``, then per estimator ``<estimator>_auc_at_<t>``, ``_mAA``, ``_ransac_th``
+    pairs with data (rounded to 3) of ``keypoints`` (mean of both images), ``matches``, each
+    ``epi_prec_at_<t>`` and, with depth, each depth metric (a pair without a match has no
+    ``covisible_percent`` and is left out of its mean), then per estimator ``<estimator>_auc_at_<t>``, ``_mAA``, ``_ransac_th``
     (the best), ``_median_pose_error``, ``_median_inliers``, ``_median_inlier_ratio`` (rounded to
     3), ``_failures``, ``_pairs``."""
     from descbench.metrics.homography import summarize_thresholds
@@ -214,6 +272,9 @@ def summarize_pose(pairs: pd.DataFrame, est: pd.DataFrame, section: dict, settin
     out["matches"] = mean(data.n_matches.to_numpy(np.float64))
     for t in section["epipolar_thresholds"]:
         out[epipolar_key(t)] = mean(data[epipolar_key(t)].to_numpy(np.float64))
+    for c in depth_columns() if depth_columns()[0] in pairs.columns else []:  # glue-factory's means; NaN percentages left out
+        v = data[c].to_numpy(np.float64)
+        out[c] = mean(v[~np.isnan(v)])
     order = ["scene", "pair"]
     for name, s in settings.items():
         rows = est[est.estimator == name]
