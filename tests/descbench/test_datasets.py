@@ -107,3 +107,13 @@ def test_posed_dataset_lists_posed_scene_folders_only(tmp_path):
 def test_a_published_posed_set_not_downloaded_says_how_to_get_it(tmp_path):
     with pytest.raises(ConfigError, match=r"run `descbench posed-download megadepth1500 --data-dir .*` first"):
         list_scenes(cfg(dataset="posed", posed={"path": str(tmp_path / "megadepth1500"), "name": None}))
+
+
+def test_a_posed_folder_of_more_than_127_views_is_listed_as_its_parts(tmp_path):
+    root = tmp_path / "sets"
+    (root / "big").mkdir(parents=True)
+    pose = "1 0 0 0 1 0 0 0 1 0 0 0 PINHOLE 640 480 500 500 320 240"
+    views = [f"{k}.png" for k in range(130)]
+    (root / "big" / "views.txt").write_text("".join(f"{v} {pose}\n" for v in views))
+    (root / "big" / "pairs.txt").write_text("".join(f"{a} {b}\n" for a, b in zip(views[:-1], views[1:])))
+    assert list_scenes(cfg(dataset="posed", posed={"path": str(root), "name": None})) == ["big@000", "big@001"]
