@@ -283,3 +283,38 @@ def test_depth_required_without_depth_maps_names_the_views():
 
     with pytest.raises(ConfigError, match=r"pose.depth: true, but 2 view\(s\) have no depth map .*: s/a.png, s/b.png"):
         resolve_depth(True, ["s/a.png", "s/b.png"])
+
+
+def test_a_pure_translation_with_exact_correspondences_is_recovered_exactly(tmp_path):
+    """R = I, a sideways step: the estimate's rotation and translation-direction errors are ~0, AUC 1."""
+    rng = np.random.default_rng(11)
+    X0 = np.column_stack([rng.uniform(-2, 2, 200), rng.uniform(-1.5, 1.5, 200), rng.uniform(4, 9, 200)])
+    t = np.array([1.0, 0.0, 0.0])
+
+    def pixels(X):
+        p = X @ K_COLMAP.T
+        return p[:, :2] / p[:, 2:] - 0.5
+
+    idx = np.arange(200)
+    section = {**SECTION, "estimators": {"opencv": {"ransac_th": [0.5]}}}
+    pairs_df, est, _ = _run(tmp_path, {1: pixels(X0), 2: pixels(X0 + t)}, {(1, 2): Matches(idx, idx, np.zeros(200))},
+                            [_pair(1, 2, np.eye(3), t)], section)
+    assert est.rotation_error.iloc[0] < 1e-4 and est.translation_error.iloc[0] < 1e-4
+    assert summarize_pose(pairs_df, est, section)["opencv_auc_at_5"] == 1.0
+
+
+def test_a_pure_rotation_pairs_translation_error_is_90_degrees_as_glue_factorys(tmp_path, monkeypatch):
+    """Ground truth t = 0 (a pure rotation) has no direction: glue-factory's angle_error_vec clamps
+    the norm product at 1e-10, the cosine is 0 and the translation error 90 degrees (its
+    ignore_gt_t_thr, 0 by default, would set it to 0): a stand-in estimate with the true rotation
+    gets rotation error 0 and pose error 90."""
+    from descbench.estimators import relative_pose as rp
+
+    x0, x1, _, _ = _scene(n=40)
+    R = _rotation([0.0, 1.0, 0.0], 10.0)
+    monkeypatch.setattr(rp, "estimate_relative_pose",
+                        lambda xy0, *a, **k: rp.PoseEstimate(R, np.array([0.0, 0.0, 1.0]), np.ones(len(xy0), dtype=bool)))
+    idx = np.arange(40)
+    section = {**SECTION, "estimators": {"opencv": {"ransac_th": [1.0]}}}
+    _, est, _ = _run(tmp_path, {1: x0, 2: x1}, {(1, 2): Matches(idx, idx, np.zeros(40))}, [_pair(1, 2, R, np.zeros(3))], section)
+    assert est.rotation_error.iloc[0] < 1e-5 and est.translation_error.iloc[0] == 90.0 and est.pose_error.iloc[0] == 90.0
