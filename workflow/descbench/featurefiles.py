@@ -26,7 +26,7 @@ to keypoints read from files: :func:`check_inside`).
   [N0] (index into image 1's keypoints, -1 = unmatched; hloc writes int16) and
   ``matching_scores0`` [N0] (float16).
 
-**glue-factory** (cvg/glue-factory, read at commit 2d17e3b3bd7d30f0c828d4c4d3eac4ecefbf283d:
+**glue-factory** (cvg/glue-factory, read at commit 2d17e3b, :data:`descbench.estimators.GLUEFACTORY_COMMIT`:
 ``gluefactory/utils/export_predictions.py``, ``gluefactory/eval/hpatches.py``,
 ``gluefactory/datasets/hpatches.py``, ``gluefactory/utils/image.py``, its extractors):
 
@@ -79,7 +79,6 @@ from descbench.errors import ConfigError, DataError
 from descbench.fileops import atomic_path, write_bytes_atomic
 
 HLOC_COMMIT = "c13273bd0ecc2917a35910fd843712a1c6243193"
-GLUEFACTORY_COMMIT = "2d17e3b3bd7d30f0c828d4c4d3eac4ecefbf283d"
 #: descbench x, y = glue-factory x, y - this (COLMAP's corner convention -> pixel centres at integers)
 GLUEFACTORY_OFFSET_PX = 0.5
 #: the ``uncertainty`` attribute descbench writes on hloc ``keypoints``: hloc's value for features

@@ -16,8 +16,8 @@ import pytest
 from conftest import raises_naming
 from descbench.errors import ConfigError, DataError
 from descbench.estimators import homography as E
-from descbench.estimators.homography import (ESTIMATORS, check_estimator, estimate_homography, find_homography_dlt,
-                                             library_versions)
+from descbench.estimators import library_versions
+from descbench.estimators.homography import ESTIMATORS, check_estimator, estimate_homography, find_homography_dlt
 from descbench.metrics.matching import corner_error
 
 FIXTURE = Path(__file__).resolve().parents[2] / "data" / "gluefactory" / "dlt_kornia.npz"

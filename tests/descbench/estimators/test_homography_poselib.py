@@ -13,7 +13,8 @@ from importlib import metadata
 import numpy as np
 import poselib  # the `estimators` extra: a plain import, so a CI without it fails here instead of skipping
 
-from descbench.estimators.homography import ESTIMATORS, estimate_homography, library_versions
+from descbench.estimators import library_versions
+from descbench.estimators.homography import ESTIMATORS, estimate_homography
 from descbench.metrics.matching import corner_error
 from tests.descbench.estimators.test_homography import H_TRUE, SIZE, scene
 

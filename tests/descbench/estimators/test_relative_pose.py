@@ -9,6 +9,7 @@ import doctest
 import cv2
 import numpy as np
 import poselib  # the `estimators` extra (README's test command installs it)
+import pycolmap  # the same extra
 import pytest
 
 from descbench.errors import ConfigError
@@ -97,6 +98,34 @@ def test_poselib_is_called_as_glue_factory_calls_it():
     assert np.array_equal(est.inliers, np.asarray(info["inliers"], dtype=bool))
 
 
+def test_pycolmap_is_called_as_glue_factory_calls_it():
+    """pycolmap's calibrated two-view geometry at its default options but the threshold, with the
+    relative pose computed (what glue-factory's pycolmap 0.4 call did), called here directly."""
+    xy0, xy1, _, _ = scene(7, noise_px=0.5, outliers=25)
+    options = pycolmap.TwoViewGeometryOptions()
+    options.compute_relative_pose = True
+    options.ransac.max_error = 2.0
+    options.ransac.random_seed = 3
+    cams = [pycolmap.Camera(model="PINHOLE", width=640, height=480, params=[K[0, 0], K[1, 1], K[0, 2], K[1, 2]])
+            for K in (K0, K1)]
+    idx = np.arange(len(xy0), dtype=np.uint32)
+    g = pycolmap.estimate_calibrated_two_view_geometry(cams[0], xy0 + 0.5, cams[1], xy1 + 0.5,
+                                                       np.column_stack([idx, idx]), options)
+    assert g.config == pycolmap.TwoViewGeometryConfiguration.CALIBRATED
+    est = RP.estimate_relative_pose(xy0, xy1, K0, K1, "pycolmap", 2.0, offset=0.5, seed=3, sizes=((640, 480), (640, 480)))
+    assert np.array_equal(est.R, g.cam2_from_cam1.rotation.matrix()) and np.array_equal(est.t, g.cam2_from_cam1.translation)
+    assert est.inliers.tolist() == np.isin(np.arange(len(xy0)), g.inlier_matches[:, 0]).tolist()
+    assert 85 <= est.inliers.sum() < len(xy0)  # the 25 outliers, less a few that fall near their epipolar lines
+
+
+def test_pycolmap_without_a_geometry_is_a_failure():
+    """Random points (no two-view geometry) leave pycolmap below its 15 inliers: a failure, inf error."""
+    rng = np.random.default_rng(3)
+    xy0, xy1 = rng.uniform(0, 640, (40, 2)), rng.uniform(0, 640, (40, 2))
+    est = RP.estimate_relative_pose(xy0, xy1, K0, K1, "pycolmap", 0.5)
+    assert not est.success and not est.inliers.any()
+
+
 def test_the_offset_moves_the_keypoints_into_the_cameras_convention():
     xy0, xy1, R, t = scene(8, noise_px=0.3)
     K0c, K1c = K0.copy(), K1.copy()
@@ -131,7 +160,7 @@ def test_an_estimate_is_a_function_of_its_inputs_and_seed(estimator):
     (lambda: RP.estimate_relative_pose(np.zeros((6, 2)), np.zeros((6, 2)), K0, K1 + [[0, 1, 0], [0, 0, 0], [0, 0, 0]]),
      ValueError, r"K1: expected pinhole intrinsics"),
     (lambda: RP.estimate_relative_pose(np.zeros((6, 2)), np.zeros((6, 2)), K0, K1, "magsac"), ConfigError,
-     "unknown relative pose estimator 'magsac'; use one of opencv, usac_magsac, poselib"),
+     "unknown relative pose estimator 'magsac'; use one of opencv, usac_magsac, poselib, pycolmap$"),
     (lambda: RP.estimate_relative_pose(np.zeros((6, 2)), np.zeros((6, 2)), K0, K1, "opencv", 0.0), ValueError,
      "ransac_th: expected a threshold in pixels > 0, got 0.0"),
 ])
@@ -148,3 +177,13 @@ def test_poselib_missing_is_an_error_naming_the_extra(monkeypatch):
     with pytest.raises(ConfigError, match=r"relative pose estimator 'poselib' needs the PoseLib package.*\[estimators\].*"
                                           r"choose an OpenCV estimator: opencv, usac_magsac"):
         RP.estimate_relative_pose(np.zeros((6, 2)), np.zeros((6, 2)), K0, K1, "poselib")
+
+
+@pytest.mark.bad_input
+def test_pycolmap_missing_is_an_error_naming_the_extra(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "pycolmap", None)
+    with pytest.raises(ConfigError, match=r"pose.estimators.pycolmap: relative pose estimator 'pycolmap' needs the pycolmap "
+                                          r"package.*pip install pycolmap.*\[estimators\].*opencv, usac_magsac"):
+        RP.check_estimator("pycolmap", "pose.estimators.pycolmap")

@@ -170,13 +170,17 @@ def test_the_tables_match_their_schemas(tmp_path):
 def test_the_same_input_gives_bit_identical_parquet(tmp_path):
     x0, x1, R, t = _scene(n=150, seed=7, outliers=40)
     idx = np.arange(150)
-    section = {**SECTION, "estimators": {"opencv": {"ransac_th": [1.0]}, "usac_magsac": {"ransac_th": [1.0]}}}
+    # every estimator (PoseLib and pycolmap: the estimators extra, which README's test command installs)
+    section = {**SECTION, "estimators": {"opencv": {"ransac_th": [1.0]}, "usac_magsac": {"ransac_th": [1.0]},
+                                         "poselib": {"ransac_th": [1.0]}, "pycolmap": {"ransac_th": [1.0]}}}
     digests = []
     for run in ("a", "b"):
         (tmp_path / run).mkdir()
         _run(tmp_path / run, {1: x0, 2: x1}, {(1, 2): Matches(idx, idx, np.zeros(150))}, [_pair(1, 2, R, t)], section)
         digests.append([(tmp_path / run / f"s.{k}").read_bytes() for k in ("pairs.parquet", "estimates.parquet")])
     assert digests[0] == digests[1]
+    est = pq.read_table(tmp_path / "a" / "s.estimates.parquet").to_pandas()
+    assert est.estimator.tolist() == ["opencv", "usac_magsac", "poselib", "pycolmap"] and est.success.all()
 
 
 @pytest.mark.parametrize("estimators, message", [
@@ -194,9 +198,11 @@ def test_estimator_settings_refuse_bad_values_naming_the_key(estimators, message
 
 
 def test_estimator_settings_fill_the_defaults():
-    s = estimator_settings({"estimators": {"opencv": {}, "usac_magsac": {"ransac_th": 2}}})
+    s = estimator_settings({"estimators": {"opencv": {}, "usac_magsac": {"ransac_th": 2}, "poselib": None, "pycolmap": {}}})
     assert s == {"opencv": {"ransac_th": [0.5], "confidence": 0.99999, "seed": 0},
-                 "usac_magsac": {"ransac_th": [2.0], "confidence": 0.99999, "seed": 0}}
+                 "usac_magsac": {"ransac_th": [2.0], "confidence": 0.99999, "seed": 0},
+                 "poselib": {"ransac_th": [2.0], "confidence": 0.99999, "seed": 0},
+                 "pycolmap": {"ransac_th": [4.0], "confidence": 0.99999, "seed": 0}}
 
 
 def test_a_known_90_degree_translation_error_and_a_known_rotation_error_are_recorded(tmp_path, monkeypatch):

@@ -1,6 +1,6 @@
 """Homography estimation from matched points, as glue-factory's HPatches evaluation estimates it.
 
-The reference is cvg/glue-factory at commit ``2d17e3b`` (:data:`GLUEFACTORY_COMMIT`); paths below
+The reference is cvg/glue-factory at commit ``2d17e3b`` (:data:`descbench.estimators.GLUEFACTORY_COMMIT`); paths below
 are relative to its ``gluefactory/`` folder. ``H`` maps ``src`` (image 0, "a") to ``dst`` (image
 1): ``dst ~ H @ [x, y, 1]``. Points are [M, 2] arrays of (x, y) pixels; row i of ``src`` and
 row i of ``dst`` are one match.
@@ -101,9 +101,8 @@ from dataclasses import dataclass
 import numpy as np
 
 from descbench.errors import ConfigError, DataError
-from descbench.estimators import import_poselib
+from descbench.estimators import import_library
 
-GLUEFACTORY_COMMIT = "2d17e3b3bd7d30f0c828d4c4d3eac4ecefbf283d"
 # eval/hpatches.py:HPatchesPipeline.run_eval, ``ransac_th: -1``: the thresholds tried.
 RANSAC_TH_SWEEP = (0.5, 1.0, 1.5, 2.0, 2.5, 3.0)
 # Fewer matches than this is a failure for every estimator (kornia's DLT asserts N >= 4).
@@ -306,7 +305,7 @@ def estimator_spec(name: str, where: str = "estimator") -> Estimator:
 
 
 def _import_poselib(where: str):
-    return import_poselib(where, "homography estimator",
+    return import_library("poselib", where, "homography estimator",
                           [n for n, e in ESTIMATORS.items() if e.library == "opencv"])
 
 
@@ -379,19 +378,6 @@ def check_estimator(name, params: Mapping | None = None, where: str = "estimator
     if spec.library == "poselib":
         _import_poselib(where)
     return {"estimator": spec.name, "ransac_th": th, "max_iters": max_iters, "confidence": confidence, "seed": seed}
-
-
-def library_versions() -> dict:
-    """The estimation libraries' versions, for a job's provenance: ``{"opencv": cv2.__version__,
-    "poselib": its version, or None when it is not installed}``."""
-    import cv2
-
-    try:
-        import poselib
-        pl = str(getattr(poselib, "__version__", None) or "unknown")
-    except ImportError:
-        pl = None
-    return {"opencv": cv2.__version__, "poselib": pl}
 
 
 # --------------------------------------------------------------------------- estimation

@@ -1,7 +1,7 @@
 """glue-factory's per-pair homography evaluation and its summary over pairs: pure functions.
 
 The reference is cvg/glue-factory at commit ``2d17e3b``
-(:data:`descbench.estimators.homography.GLUEFACTORY_COMMIT`), paths relative to its
+(:data:`descbench.estimators.GLUEFACTORY_COMMIT`), paths relative to its
 ``gluefactory/``. ``H`` maps image a (glue-factory's ``view0``) to image b; sizes are
 ``(width, height)`` of image a as evaluated (glue-factory resizes HPatches to a short side of
 480 before matching, ``eval/hpatches.py:HPatchesPipeline.default_conf``).

@@ -2,7 +2,7 @@
 pairs, as cvg/glue-factory defines them: pure functions on arrays.
 
 The reference is cvg/glue-factory at commit ``2d17e3b``
-(:data:`descbench.estimators.homography.GLUEFACTORY_COMMIT`), paths relative to its ``gluefactory/``. A
+(:data:`descbench.estimators.GLUEFACTORY_COMMIT`), paths relative to its ``gluefactory/``. A
 relative pose ``(R, t)`` maps camera 0's coordinates to camera 1's: ``x1 = R x0 + t``
 (glue-factory's ``T_0to1``). Points are *normalised* image coordinates, ``K^-1 [u, v, 1]`` with
 the pixel coordinates in the camera's own convention (:func:`normalized_points`); glue-factory's

@@ -90,11 +90,12 @@ def write(paths: ResultPaths, combos: list, cfg: dict, out_dir: Path, provenance
           plots_dir: Path | None = None) -> pd.DataFrame:
     """Write the pose table's three files into ``out_dir`` (and, with ``plots_dir``, its figure
     :data:`FIGURE`); returns the table."""
-    from descbench.estimators.homography import library_versions
+    from descbench.estimators import library_versions
+    from descbench.estimators.relative_pose import LIBRARIES
 
     table, estimates = build(paths, combos, cfg)
     out_dir = Path(out_dir)
-    libraries = library_versions()
+    libraries = library_versions(LIBRARIES)
     io.write_table(pa.Table.from_pandas(table, preserve_index=False), out_dir / "pose.parquet",
                    io.provenance("pose_report", {"pose": cfg["pose"], "estimators": estimator_settings(cfg["pose"]),
                                                  "matchers": cfg["matchers"], "dataset": cfg["dataset"]},

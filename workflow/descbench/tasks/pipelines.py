@@ -99,7 +99,8 @@ def score_pipelines(scene_dir: Path, f, matches: dict, score_kind: str, scoring:
     ``score_kind`` the matcher's; writes ``pairs.parquet``, ``estimates.parquet`` and ``timing.json``.
     ``settings``: the section's :func:`estimator_settings` (a job's, computed once for all its
     scenes; None: computed here)."""
-    from descbench.estimators.homography import estimate_homography, library_versions
+    from descbench.estimators import library_versions
+    from descbench.estimators.homography import estimate_homography
     from descbench.metrics.homography import evaluate_estimate, match_precision
     from descbench.metrics.matching import matched_pair_stats
 

@@ -163,7 +163,8 @@ def score_pose(f, matches: dict, pairs: list, names: list[tuple[str, str]], sect
     of each pair; ``depth_of``: image number -> its depth map [H, W] (the depth metrics), or None
     (none). Writes ``pairs.parquet``, ``estimates.parquet`` and ``timing.json`` (with the seconds
     each estimator took). Returns ``{estimator: seconds}``."""
-    from descbench.estimators.homography import library_versions
+    from descbench.estimators import library_versions
+    from descbench.estimators.relative_pose import LIBRARIES
     from descbench.estimators.relative_pose import estimate_relative_pose
     from descbench.metrics.pose import epipolar_errors, epipolar_precision, essential_matrix, normalized_points, \
         rotation_error, translation_error
@@ -215,7 +216,7 @@ def score_pose(f, matches: dict, pairs: list, names: list[tuple[str, str]], sect
     etable = io.table_from_rows(erows, ESTIMATES, f"scene {f.scene}: pose estimates table (tasks.pose.ESTIMATES)")
     prov = io.provenance("pose", {"task": NAME, "pose": section, "estimators": settings, "depth": depth_of is not None},
                          scene=f.scene,
-                         libraries=library_versions(), **provenance)
+                         libraries=library_versions(LIBRARIES), **provenance)
     io.write_table(ptable, out_pairs, prov)
     io.write_table(etable, out_estimates, prov)
     write_timing(out_timing, f.scene, t0, estimator_seconds=seconds)
