@@ -477,9 +477,9 @@ def test_a_posed_dataset_without_matchers_says_to_add_one():
     assert "dataset 'posed_demo' is evaluated by relative pose from matches" in msg and "add one" in msg
 
 
-def test_a_posed_dataset_refuses_resize_and_needs_its_path():
-    assert "resizing posed scenes" in error_of(_posed(resize={"size": 480, "side": "short"}))
+def test_a_posed_dataset_needs_its_path_and_may_be_resized():
     assert "dataset 'posed' needs posed.path" in error_of(_posed(dataset="posed"))
+    assert validate_config(_posed(resize={"size": 480, "side": "short"}), SCHEMA)["resize"] == {"size": 480, "side": "short"}
 
 
 def test_a_posed_datasets_pose_estimators_are_checked_at_config_time():

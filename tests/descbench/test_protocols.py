@@ -60,16 +60,19 @@ def test_every_preset_key_is_a_config_key_with_a_valid_value():
         validate_config({**shipped(), "protocol": name, "matchers": {"mnn": {"matcher": "mnn"}}}, SCHEMA)
 
 
-@pytest.mark.parametrize("name, estimator, depth", [("gluefactory_megadepth1500", "poselib", True),
-                                                    ("gluefactory_scannet1500", "opencv", False)])
-def test_the_pose_presets_are_glue_factorys_benchmark_defaults(name, estimator, depth):
+@pytest.mark.parametrize("name, estimator, depth, resize", [
+    ("gluefactory_megadepth1500", "poselib", True, {"size": 1600, "side": "long"}),
+    ("gluefactory_scannet1500", "opencv", False, None)])
+def test_the_pose_presets_are_glue_factorys_benchmark_defaults(name, estimator, depth, resize):
     """glue-factory's eval/megadepth1500.py and scannet1500.py default_conf: poselib / opencv at
-    ransac_th 1.0, AUC at 5/10/20 degrees, depth metrics where the set has depth maps."""
+    ransac_th 1.0, AUC at 5/10/20 degrees, depth metrics where the set has depth maps; its model
+    configs' resize 1600 (long side) for MegaDepth-1500, ScanNet-1500 as stored."""
     cfg = validate_config({**shipped(), "protocol": name, "matchers": {"mnn": {"matcher": "mnn"}}}, SCHEMA)
     set_name = name.split("_", 1)[1]
     assert cfg["dataset"] == "posed" and cfg["posed"]["path"] == f"data/{set_name}"
     assert cfg["pose"]["estimators"] == {estimator: {"ransac_th": 1.0}} and cfg["pose"]["depth"] is depth
     assert cfg["pose"]["auc_thresholds"] == [5, 10, 20] and cfg["pose"]["epipolar_thresholds"] == [0.0001, 0.0005, 0.001]
+    assert cfg.get("resize") == resize
     # the posed demo keeps its dataset under the preset (a non-default value wins, reported)
     out, deviations = apply_protocol({"protocol": name, "dataset": "posed_demo"}, load_schema(SCHEMA))
     assert out["dataset"] == "posed_demo" and deviations == ["dataset"]

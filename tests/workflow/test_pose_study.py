@@ -32,6 +32,7 @@ def smk(workdir: Path, *args: str, timeout=1500):
 @pytest.fixture(scope="module")
 def study(tmp_path_factory):
     pytest.importorskip("poselib", reason="the study's poselib estimator needs the estimators extra")
+    pytest.importorskip("pycolmap", reason="the study's pycolmap estimator needs the estimators extra")
     work = tmp_path_factory.mktemp("pose_study")
     cfg = yaml.safe_load((ROOT / "config" / "pose_study.yaml").read_text())
     cfg["scenes"] = SCENES
@@ -48,15 +49,19 @@ def test_the_study_writes_one_row_per_combination_labelled(study):
     assert list(zip(table.keypoint_set, table.descriptor, table.matcher)) == ROWS
     random_rows = table[table.keypoint_set != "sift"]
     assert random_rows.weights.str.contains("RANDOM").all() and (table[table.keypoint_set == "sift"].weights == "").all()
-    for e in ("opencv", "poselib"):
+    for e in ("opencv", "poselib", "pycolmap"):
         assert {f"{e}_auc_at_5", f"{e}_auc_at_10", f"{e}_auc_at_20", f"{e}_mAA", f"{e}_ransac_th"} <= set(table.columns)
     sift = table.iloc[0]
     # SIFT on the rendered demo recovers most poses (a regression guard, not a peer's number)
     assert sift.opencv_auc_at_20 > 0.5 and sift.poselib_auc_at_20 > 0.5 and sift.pairs == 20
     md = (report / "pose.md").read_text()
     assert "opencv: ransac_th 0.5, 1 px" in md and "poselib: ransac_th 0.5, 1, 1.5, 2, 2.5, 3 px" in md and "poselib 2" in md
+    assert "pycolmap: ransac_th 4 px" in md and "pycolmap 4" in md
     assert (report / "plots" / "pose_error.png").stat().st_size > 10_000
     assert {"reproj_prec_at_3", "covisible_percent", "gt_match_recall_at_3", "gt_match_precision_at_3"} <= set(table.columns)
+    # descbench's extension, labelled as such
+    assert {"mma_at_3", "true_map", "queries_without_depth_percent"} <= set(table.columns) and "descbench's extension" in md
+    assert 0 < sift.true_map < 1 and 0 < sift.mma_at_3 <= 1
     assert "reproj_prec_at_3" in md and "depth metrics on" in r.stderr
     assert "descbench pose results, written by this run" in r.stdout and str(Path("report") / "pose.md") in r.stdout
     assert not (report / "comparison.csv").exists()  # the homography-based stages did not run

@@ -90,3 +90,37 @@ def test_a_missing_depth_map_switches_the_depth_metrics_off_or_stops_a_run_that_
     finally:
         depth.write_bytes(data)
         cfg_path.write_text(keep)
+
+
+def test_a_large_posed_folder_runs_in_parts_on_one_resized_copy(tmp_path):
+    """130 views (the posed demo's five, each seen 26 times under new names) and 129 pairs of
+    consecutive views: more than the 127 views a scene may have, so two parts; resized (long side
+    320) once for the whole folder, cameras and depth maps with it."""
+    demo = write_scene(tmp_path / "demo", 1, seed=4)
+    big = tmp_path / "sets" / "big"
+    (big / "images").mkdir(parents=True)
+    (big / "depths").mkdir()
+    lines = (demo / "views.txt").read_text().splitlines()
+    views = []
+    for k in range(130):
+        src = lines[k % 5].split(" ", 1)
+        name = f"v{k:03d}.png"
+        (big / "images" / name).write_bytes((demo / "images" / src[0]).read_bytes())
+        (big / "depths" / name).write_bytes((demo / "depths" / src[0]).read_bytes())
+        views.append(f"{name} {src[1]}\n")
+    (big / "views.txt").write_text("".join(views))
+    (big / "pairs.txt").write_text("".join(f"v{k:03d}.png v{k + 1:03d}.png\n" for k in range(129)))
+    cfg = {"dataset": "posed", "posed": {"path": str(tmp_path / "sets")}, "resize": {"size": 320, "side": "long"},
+           "keypoint_sets": {"sift": {"detector": "sift", "max_keypoints": 300}},
+           "descriptors": {"sift": {"family": "sift", "keypoint_sets": ["sift"]}}, "matchers": {"mnn": {"matcher": "mnn"}}}
+    (tmp_path / "cfg.yaml").write_text(yaml.safe_dump(cfg))
+    r = smk(tmp_path)
+    assert r.returncode == 0, r.stderr[-5000:]
+    log = r.stdout + r.stderr
+    assert log.count("rule resize_scene:") == 1 and "cameras and depth maps adjusted" in log
+    table = pd.read_parquet(tmp_path / "results" / "posed-sets-long320" / "report" / "pose.parquet")
+    assert table.pairs.tolist() == [129] and table.covisible_percent.iloc[0] == 100.0
+    copy = next((tmp_path / "data" / "resized").glob("*/long320/big"))
+    assert " PINHOLE 320 240 " in (copy / "views.txt").read_text().splitlines()[0]
+    pairs = pd.concat([pd.read_parquet(p) for p in (tmp_path / "results" / "posed-sets-long320" / "pose").rglob("*pairs*.parquet")])
+    assert sorted(pairs.scene.unique()) == ["big@000", "big@001"] and len(pairs) == 129

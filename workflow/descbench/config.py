@@ -438,9 +438,6 @@ def _check_consistency(cfg: dict) -> None:
             raise ConfigError(f"dataset '{cfg['dataset']}' is evaluated by relative pose from matches (the pose task), but "
                               "the config has no matchers; add one (e.g. matchers: {mnn: {matcher: mnn}}, "
                               "config/pose_study.yaml)")
-        if cfg.get("resize"):
-            raise ConfigError(f"resize {cfg['resize']}: resizing posed scenes (with their intrinsics) is not supported yet; "
-                              f"remove resize (and protocol) for dataset '{cfg['dataset']}'")
         from descbench.tasks.pose import estimator_settings
 
         estimator_settings(cfg["pose"])

@@ -28,12 +28,13 @@ their ``default_conf``:
   ``opencv`` at 1.0 px (glue-factory's ``eval.estimator``, ``eval.ransac_th``);
 * ``pose.auc_thresholds: [5, 10, 20]`` degrees and ``pose.epipolar_thresholds: [1e-4, 5e-4,
   1e-3]``; ``pose.depth``: true for MegaDepth-1500 (its depth maps: ``eval_matches_depth``), false
-  for ScanNet-1500 (glue-factory's copy has none).
-
-Not covered: glue-factory's per-model configs also resize MegaDepth-1500's images (``resize:
-1600`` on the long side, e.g. ``configs/disk+lightglue-official.yaml``); descbench evaluates posed
-images at their stored size (resizing a posed scene is a config error until its intrinsics and
-depth maps are resized with it).
+  for ScanNet-1500 (glue-factory's copy has none);
+* MegaDepth-1500 only: ``resize: {size: 1600, side: long}``, what glue-factory's published model
+  configs set for it (``data.preprocessing.resize: 1600``, e.g.
+  ``configs/superpoint+lightglue-official.yaml``; the benchmark's ``default_conf`` itself sets only
+  ``side: long``): images, cameras and depth maps resized together
+  (:func:`descbench.datasets.resize.resize_posed_scene`). ScanNet-1500's 640 x 480 images are
+  evaluated as stored, as there.
 
 **Precedence** (glue-factory's: the user's conf is merged over the benchmark's ``default_conf``):
 the preset sets each of its keys unless the config gives that key a value other than the
@@ -62,6 +63,7 @@ PROTOCOLS: dict[str, dict[str, Any]] = {
     "gluefactory_megadepth1500": {
         "dataset": "posed",
         "posed.path": "data/megadepth1500",
+        "resize": {"size": 1600, "side": "long"},
         "pose.estimators": {"poselib": {"ransac_th": 1.0}},
         "pose.auc_thresholds": [5, 10, 20],
         "pose.epipolar_thresholds": [0.0001, 0.0005, 0.001],

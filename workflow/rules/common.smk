@@ -14,7 +14,7 @@ from descbench.keypoints.sets import global_top_n, root_detector_spec, set_sourc
 from descbench.datasets import dataset_geometry, dataset_tag, experiment_name, list_scenes, scene_root, source_root
 from descbench.datasets.resize import RESIZED_FLAG
 from descbench.datasets.hpatches import N_IMAGES  # the shape of a demo / HPatches scene not there yet
-from descbench.datasets.layout import pairs_mode, scene_files
+from descbench.datasets.layout import pairs_mode, scene_files, scene_folder
 from descbench.paths import ResultPaths, scene_batches
 from descbench.tasks import score_tasks_on
 from descbench.errors import DescbenchError
@@ -161,7 +161,7 @@ POSED = dataset_geometry(CFG) == "relative_pose"
 def _pose_section():
     """The pose task's settings with ``depth`` resolved to true / false (descbench.tasks.pose.resolve_depth):
     the posed demo has depth maps; a posed folder's scenes are looked at."""
-    from descbench.tasks.pose import resolve_depth
+    from descbench.tasks.pose import extension_settings, resolve_depth
 
     missing = []
     if CFG["dataset"] == "posed":
@@ -176,7 +176,8 @@ def _pose_section():
     except DescbenchError as exc:
         logger.error(f"descbench config error: {exc}")
         raise SystemExit(1) from None
-    return {**CFG["pose"], "depth": on}, why
+    # with depth, descbench's extension (MMA, true mAP) reads its settings from matching and scoring
+    return {**CFG["pose"], "depth": on, **({"extension": extension_settings(CFG)} if on else {})}, why
 
 
 POSE_SECTION, POSE_DEPTH_WHY = _pose_section() if POSED else (None, "")
@@ -382,10 +383,24 @@ def source_scene_inputs(scene):
 
 
 def _scene_inputs(scene):
-    """What the stages read of a scene: its own files, or with resize its resized copy's flag."""
+    """What the stages read of a scene: its own files, or with resize its resized copy's flag (a
+    part of a posed folder: the folder's)."""
     if CFG.get("resize"):
-        return [str(DATA / scene / RESIZED_FLAG)]
+        return [str(DATA / scene_folder(scene) / RESIZED_FLAG)]
     return source_scene_inputs(scene)
+
+
+def resize_inputs(folder):
+    """The source files a scene folder's resized copy reads (the resize_scene job): a posed folder's
+    parts' together; the user's own files tracked by content. A calibrated pairs file (its K per
+    pair) cannot be resized: said here, at DAG build."""
+    parts = [p for p in SCENES if scene_folder(p) == folder] or [folder]
+    paths = sorted({p for part in parts for p in source_scene_inputs(part)})
+    if POSED and CFG["dataset"] == "posed" and not scene_files(SOURCE / parts[0]).views:
+        raise WorkflowError(f"descbench: resize {CFG['resize']}: scene folder {SOURCE / folder} is a calibrated "
+                            "pairs file's scene, whose K cannot be resized (glue-factory resizes views.txt scenes, e.g. "
+                            "MegaDepth-1500, not ScanNet-1500); remove resize (and protocol) for this dataset")
+    return tracked(paths) if user_files(resized_source=True) else paths
 
 
 # Only the keypoint jobs list the scene files (and precomputed feature files): descriptor and
@@ -404,10 +419,11 @@ def batch_scene_inputs(wildcards):
     return tracked(SCENE_INPUTS[wildcards.batch]) if user_files() else SCENE_INPUTS[wildcards.batch]
 
 
-def user_files():
-    """Whether the stages read the user's own scene files (a folder dataset, not resized), which
-    are tracked by content; the demo's, HPatches' and the resized copies come from rules."""
-    return CFG["dataset"] in ("folder", "posed") and not CFG.get("resize")
+def user_files(resized_source=False):
+    """Whether the stages (with ``resized_source``: the resize jobs) read the user's own scene
+    files (a folder or posed dataset), which are tracked by content; the demo's, HPatches' and the
+    resized copies come from rules."""
+    return CFG["dataset"] in ("folder", "posed") and (resized_source or not CFG.get("resize"))
 
 
 def has_global_filter(kpset):

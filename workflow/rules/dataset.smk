@@ -55,11 +55,12 @@ if CFG["dataset"] == "hpatches":
 
 if CFG.get("resize"):
 
-    # One flag output per scene (resized.json, written last): the copy's file names follow the
-    # source's, which a folder dataset only knows once it is listed.
+    # One flag output per scene folder (resized.json, written last): the copy's file names follow
+    # the source's, which a folder dataset only knows once it is listed. A posed folder evaluated in
+    # parts (<folder>@000, ...) is resized once, whole.
     rule resize_scene:
         input:
-            lambda wc: tracked(source_scene_inputs(wc.scene)) if CFG["dataset"] == "folder" else source_scene_inputs(wc.scene),
+            lambda wc: resize_inputs(wc.scene),
         output:
             str(DATA / "{scene}" / RESIZED_FLAG),
         params:

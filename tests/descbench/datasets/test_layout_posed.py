@@ -49,7 +49,7 @@ def test_a_pairs_geometry_is_the_relative_pose_of_the_rendered_cameras(tmp_path)
 
 def test_a_repeated_pair_is_an_error_naming_the_file(tmp_path):
     d = _scene(tmp_path, ["a.png", "b.png"], [("a.png", "b.png"), ("a.png", "b.png")])
-    with pytest.raises(DataError, match=r"pairs.txt: pair a.png b.png is listed twice \(pairs 1 and 2\)"):
+    with pytest.raises(DataError, match=r"pairs.txt:2: pair a.png b.png is listed twice \(lines 1 and 2\)"):
         scene_files(d)
 
 

@@ -143,11 +143,15 @@ def test_calibrated_pairs_read_back_in_both_lengths(tmp_path):
     K0 = np.array([[500.0, 0.0, 320.0], [0.0, 505.0, 240.0], [0.0, 0.0, 1.0]])
     K1 = np.array([[400.0, 0.0, 300.0], [0.0, 400.0, 200.0], [0.0, 0.0, 1.0]])
     path = tmp_path / "pairs.txt"
-    path.write_text(calibrated_line(R, t, K0, K1) + "\n\n" + calibrated_line(R.T, -R.T @ t, K1, K0, rot=(0, 0)) + "\n")
+    path.write_text(calibrated_line(R, t, K0, K1) + "\n\n" + calibrated_line(R.T, -R.T @ t, K1, K0, rot=(0, 0)).replace("a.jpg b.jpg", "b.jpg a.jpg", 1) + "\n")
     a, b = PS.read_calibrated_pairs(path)
     assert (a.name0, a.name1) == ("a.jpg", "b.jpg") and np.array_equal(a.K0, K0) and np.array_equal(a.K1, K1)
     assert np.array_equal(a.R, R) and np.array_equal(a.t, t)
     assert np.array_equal(b.K0, K1) and np.abs(b.R @ a.R - np.eye(3)).max() < 1e-12  # the inverse motion
+    assert (b.name0, b.name1) == ("b.jpg", "a.jpg")  # the pair the other way round is another pair
+    path.write_text(calibrated_line(R, t, K0, K1) + "\n" + calibrated_line(R, t, K0, K1) + "\n")
+    with pytest.raises(DataError, match=r"pairs\.txt:2: pair a\.jpg b\.jpg is listed twice \(lines 1 and 2\)"):
+        PS.read_calibrated_pairs(path)
 
 
 @pytest.mark.bad_input

@@ -17,6 +17,7 @@ from descbench.config import validate_config
 from descbench.errors import DataError
 from descbench.jobs.pose import score_pose_batch
 from descbench.paths import ResultPaths
+from descbench.tasks.pose import extension_settings
 from descbench.tasks.pose import read_pose, summarize_pose
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -44,7 +45,7 @@ def run(tmp_path_factory):
     for m in cfg["matchers"]:
         job = [*common, "--keypoint-set", "kp", "--descriptor", "desc", "--matcher", m, "--spec", json.dumps(cfg["matchers"][m])]
         ok("match", *job)
-        ok("score-pose", *job, "--section", json.dumps(cfg["pose"]))
+        ok("score-pose", *job, "--section", json.dumps({**cfg["pose"], "extension": extension_settings(cfg)}))
     combos = [["kp", "desc", m] for m in cfg["matchers"]]
     ok("pose-report", "--results-root", root, "--batches", json.dumps(batches), "--combos", json.dumps(combos),
        "--config", json.dumps(cfg), "--out-dir", root / "report", "--plots-dir", root / "report" / "plots")

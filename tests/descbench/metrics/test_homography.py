@@ -182,7 +182,10 @@ def test_summary_bad_input():
     raises_naming(lambda: summarize_thresholds({}), "no RANSAC threshold")
     raises_naming(lambda: summarize_thresholds({1.0: [np.nan]}), "ransac_th 1", "no pair with data")
     raises_naming(lambda: summarize_thresholds({"1": [0.1], 1.0: [0.2]}), "repeat")
-    raises_naming(lambda: summarize_errors([0.1, -1.0]), ">= 0", "-1.0")
+    raises_naming(lambda: summarize_errors([0.1, -1.0]), "corner errors must be >= 0", "-1.0")
+    # the errors are named as the caller says (the pose task's: pose errors of an estimator)
+    raises_naming(lambda: summarize_thresholds({1.0: [np.nan]}, what="pose errors of estimator opencv"),
+                  "pose errors of estimator opencv at ransac_th 1: no pair with data")
 
 
 def test_docstring_examples_run():

@@ -648,3 +648,26 @@ def test_spatial_nearest_sweep_equals_brute_force_with_ties():
         d2 = ((targets - p) ** 2).sum(axis=1)
         assert idx[i] == int(np.argmin(d2)) and dist[i] == np.sqrt(d2.min())
     assert idx[-1] == -1 and np.isinf(dist[-1])
+
+
+@pytest.mark.parametrize("gt", ["closest", "all_within_tau", "closest_group"])
+def test_given_projections_score_as_the_homography_that_makes_them(gt):
+    """score_projected with H's own projections (and H's inside flags) is score_pair with H, for
+    every ground truth defined without frames; closest_oriented needs H and says so."""
+    from descbench.metrics.retrieval import RetrievalParams, project, score_pair, score_projected
+
+    rng = np.random.default_rng(11)
+    q_xy, t_xy = rng.uniform(0, 100, (80, 2)), rng.uniform(0, 100, (90, 2))
+    t_xy[:40] = q_xy[:40] * 0.9 + 6 + rng.normal(0, 1.0, (40, 2))  # near the projections: relevant items
+    q, t = rng.normal(size=(80, 16)).astype(np.float32), rng.normal(size=(90, 16)).astype(np.float32)
+    H = np.array([[0.9, 0.0, 6.0], [0.0, 0.9, 6.0], [0.0, 0.0, 1.0]])
+    params = RetrievalParams(gt=gt, tau_px=3.0)
+    a = score_pair(q_xy, q, t_xy, t, H, (100, 100), params)
+    b = score_projected(*project(H, q_xy, 100, 100), q, t_xy, t, params)
+    for field in ("inside", "n_relevant", "n_closer", "n_tied", "ap", "hit", "recall"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    assert (a.n_relevant > 0).sum() > 20
+    with pytest.raises(ValueError, match="closest_oriented"):
+        score_projected(*project(H, q_xy, 100, 100), q, t_xy, t, RetrievalParams(gt="closest_oriented"))
+    with pytest.raises(ValueError, match="one projection and one flag per query, got 79 and 79 for 80 queries"):
+        score_projected(q_xy[:79], np.ones(79, bool), q, t_xy, t, params)

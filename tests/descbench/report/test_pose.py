@@ -19,6 +19,11 @@ def test_the_header_says_how_the_aucs_were_measured():
     assert "at 5/10/20 degrees" in text and "opencv: ransac_th 0.5, 1 px (the best mean AUC reported)" in text
     assert "usac_magsac: ransac_th 0.5 px;" not in text and "usac_magsac: ransac_th 0.5 px." in text
     assert "Libraries: opencv 5.0.0." in text  # an absent library is not named
+    # an installed library is named where an estimator ran on it, and only there
+    assert "Libraries: opencv 5.0.0." in header(CFG, {"opencv": "5.0.0", "poselib": "2.0.5", "pycolmap": "4.2.1"})
+    both = {**CFG, "pose": {**CFG["pose"], "estimators": {"pycolmap": {}, "poselib": {}}}}
+    assert "Libraries: opencv 5.0.0, poselib 2.0.5, pycolmap 4.2.1." in header(both, {"opencv": "5.0.0", "poselib": "2.0.5",
+                                                                                      "pycolmap": "4.2.1"})
     assert header({**CFG, "protocol": "gluefactory_megadepth1500"}, {}).startswith("Protocol gluefactory_megadepth1500. Relative")
 
 

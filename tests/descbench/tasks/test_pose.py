@@ -46,9 +46,14 @@ def _scene(n=300, seed=0, outliers=0):
     return x0, x1, R, t
 
 
-def _features(per_image):
-    return SimpleNamespace(scene="s", per_image={k: SimpleNamespace(xy=v) for k, v in per_image.items()},
+def _features(per_image, descriptors=None):
+    rng = np.random.default_rng(0)
+    desc = descriptors or {k: rng.normal(size=(len(v), 8)).astype(np.float32) for k, v in per_image.items()}
+    return SimpleNamespace(scene="s", per_image={k: SimpleNamespace(xy=v) for k, v in per_image.items()}, by_image=desc,
                            kmeta={"image_sizes": {str(k): [640, 480] for k in per_image}})
+
+
+EXTENSION = {"mma_thresholds": [1.0, 2.0, 3.0, 5.0], "tau_px": 3.0, "tie_policy": "expected", "chunk_mb": 64.0}
 
 
 def _run(tmp_path, per_image, matches, pairs, section=SECTION):
@@ -260,7 +265,7 @@ def test_depth_metrics_of_exact_correspondences_on_the_rendered_demo(tmp_path):
     assert len(xa) > 100
     g = RelativePose(K(ca), K(cb), R, t, pixel_offset=0.5)
     idx = np.arange(len(xa))
-    section = {**SECTION, "depth": True}
+    section = {**SECTION, "depth": True, "extension": EXTENSION}
     out = [tmp_path / f"s.{k}" for k in ("pairs.parquet", "estimates.parquet", "timing.json")]
     score_pose(_features({1: xa, 2: xb}), {(1, 2): Matches(idx, idx, np.zeros(len(idx)))}, [Pair(1, 2, g)], [("0.png", "1.png")],
                section, *out, {}, depth_of={1: depth_a, 2: depth_b}.get)
@@ -268,13 +273,79 @@ def test_depth_metrics_of_exact_correspondences_on_the_rendered_demo(tmp_path):
     assert (row.reproj_prec_at_1, row.reproj_prec_at_3, row.reproj_prec_at_5) == (1.0, 1.0, 1.0)
     assert row.covisible == len(xa) and row.covisible_percent == 100.0
     assert row.gt_match_recall_at_3 == pytest.approx(1.0) and row.gt_match_precision_at_3 == pytest.approx(1.0)
+    assert row.mma_at_1 == 1.0 and row.depth_matches == len(xa)  # descbench's extension: every match exact
     shuffled = np.roll(idx, 1)  # every match wrong by one grid step (23 px): precision 0, recall 0
     score_pose(_features({1: xa, 2: xb}), {(1, 2): Matches(idx, shuffled, np.zeros(len(idx)))}, [Pair(1, 2, g)],
                [("0.png", "1.png")], section, *out, {}, depth_of={1: depth_a, 2: depth_b}.get)
     row = pq.read_table(out[0]).to_pandas().iloc[0]
     assert row.reproj_prec_at_5 == 0.0 and row.gt_match_recall_at_3 == 0.0 and row.gt_match_precision_at_3 == 0.0
     s = summarize_pose(pq.read_table(out[0]).to_pandas(), pq.read_table(out[1]).to_pandas(), section)
-    assert s["reproj_prec_at_5"] == 0.0 and s["covisible_percent"] == 100.0
+    assert s["reproj_prec_at_5"] == 0.0 and s["covisible_percent"] == 100.0 and s["mma_at_5"] == 0.0
+
+
+def _brute_force_ap(q, t, relevant):
+    """AP of one query by brute force: every candidate ranked by its float64 squared distance (no
+    ties here), the mean over the relevant ones of the precision at their ranks."""
+    d = [float(np.sum((q.astype(np.float64) - c.astype(np.float64)) ** 2)) for c in t]
+    order = sorted(range(len(t)), key=lambda j: d[j])
+    rank = {j: r for r, j in enumerate(order, 1)}
+    ranks = sorted(rank[j] for j in relevant)
+    return sum((k + 1) / r for k, r in enumerate(ranks)) / len(ranks)
+
+
+def test_descbenchs_depth_extension_equals_a_brute_force(tmp_path):
+    """A depth map growing from left to right (3 + 0.02 x m at pixel column x), unknown left of
+    x = 100 px: each keypoint of image a is lifted and projected by hand (pinhole arithmetic in
+    COLMAP's convention); MMA counts the matches landing within each threshold (``<=``; a match of
+    a keypoint without depth excluded), and the true mAP ranks every descriptor of image b per
+    query, with every keypoint within 3 px of the projection relevant (some queries have two)."""
+    rng = np.random.default_rng(5)
+    R, t = _rotation([0.1, 1.0, 0.0], 4.0), np.array([-2.0, 0.05, 0.1])  # far left: some leave image b
+    depth_a = np.tile(3.0 + 0.02 * np.arange(640.0), (480, 1))
+    depth_a[:, :100] = 0.0
+    xa = np.vstack([rng.uniform([110, 20], [620, 460], (50, 2)), rng.uniform([5, 20], [90, 460], (10, 2))])
+    Kinv = np.linalg.inv(K_COLMAP)
+    proj, seen = [], []
+    for x in xa:
+        X = (3.0 + 0.02 * x[0]) * (Kinv @ [x[0] + 0.5, x[1] + 0.5, 1.0])
+        p = K_COLMAP @ (R @ X + t)
+        u = p[:2] / p[2]
+        seen.append(x[0] > 100 and 0 <= u[0] <= 639 and 0 <= u[1] <= 479)
+        proj.append(u - 0.5)
+    proj, seen = np.array(proj), np.array(seen)
+    # image b: the projections moved by 0.5 / 1.5 / 2.5 / 4 / 8 px in turn (the third query's target
+    # 2 px right exactly, a match at the threshold), 20 unrelated keypoints, and a second keypoint
+    # 2.4 px below every fifth projection (two relevant items)
+    shift = np.array([0.5, 1.5, 2.5, 4.0, 8.0])[np.arange(len(xa)) % 5]
+    angle = rng.uniform(0, 2 * np.pi, len(xa))
+    moved = proj + shift[:, None] * np.column_stack([np.cos(angle), np.sin(angle)])
+    moved[2] = proj[2] + [2.0, 0.0]
+    xb = np.vstack([moved, rng.uniform([0, 0], [640, 480], (20, 2)), proj[::5] + [0.0, 2.4]])
+    xb[~np.isfinite(xb)] = 0.0
+    desc = {1: rng.normal(size=(len(xa), 8)).astype(np.float32), 2: rng.normal(size=(len(xb), 8)).astype(np.float32)}
+    ia = np.arange(len(xa))
+    ib = np.where(np.arange(len(xa)) % 7 == 0, len(xa) + ia % 20, ia)  # every 7th matched to an unrelated keypoint
+    g = RelativePose(K_COLMAP, K_COLMAP, R, t, pixel_offset=0.5)
+    section = {**SECTION, "depth": True, "extension": EXTENSION}
+    out = [tmp_path / f"s.{k}" for k in ("pairs.parquet", "estimates.parquet", "timing.json")]
+    score_pose(_features({1: xa, 2: xb}, desc), {(1, 2): Matches(ia, ib, np.zeros(len(ia)))}, [Pair(1, 2, g)],
+               [("a.png", "b.png")], section, *out, {}, depth_of={1: depth_a, 2: np.full((480, 640), 5.0)}.get)
+    row = pq.read_table(out[0]).to_pandas().iloc[0]
+    assert 20 <= seen.sum() < 50 and row.depth_queries == seen.sum() and row.depth_matches == seen.sum() and seen[2]
+    err = np.array([np.hypot(*(proj[i] - xb[j])) for i, j in zip(ia, ib) if seen[i]])
+    assert np.sum(err == 2.0) == 1  # a match at exactly 2 px counts within 2 px
+    for th in EXTENSION["mma_thresholds"]:
+        assert row[f"mma_at_{th:g}"] == pytest.approx(np.mean(err <= th), abs=1e-15)
+    aps = []
+    for i in np.flatnonzero(seen):
+        relevant = [j for j in range(len(xb)) if np.hypot(*(xb[j] - proj[i])) <= 3.0]
+        if relevant:
+            aps.append(_brute_force_ap(desc[1][i], desc[2], relevant))
+    assert row.relevant_queries == len(aps) and row.sum_ap == pytest.approx(sum(aps), rel=1e-12)
+    assert sum(1 for i in np.flatnonzero(seen) if np.sum(np.hypot(*(xb - proj[i]).T) <= 3.0) > 1) >= 5
+    s = summarize_pose(pq.read_table(out[0]).to_pandas(), pq.read_table(out[1]).to_pandas(), section)
+    assert s["true_map"] == pytest.approx(np.mean(aps), rel=1e-12) and s["mma_at_3"] == round(np.mean(err <= 3.0), 3)
+    assert s["queries_without_depth_percent"] == round(100 * (1 - seen.sum() / len(xa)), 3)
 
 
 @pytest.mark.parametrize("setting, missing, on", [(None, [], True), (None, ["s/a.png"], False), (False, [], False), (True, [], True)])
@@ -324,3 +395,40 @@ def test_a_pure_rotation_pairs_translation_error_is_90_degrees_as_glue_factorys(
     section = {**SECTION, "estimators": {"opencv": {"ransac_th": [1.0]}}}
     _, est, _ = _run(tmp_path, {1: x0, 2: x1}, {(1, 2): Matches(idx, idx, np.zeros(40))}, [_pair(1, 2, R, np.zeros(3))], section)
     assert est.rotation_error.iloc[0] < 1e-5 and est.translation_error.iloc[0] == 90.0 and est.pose_error.iloc[0] == 90.0
+
+
+def test_the_extension_summary_is_micro_over_queries_and_a_mean_over_pairs():
+    """Hand-worked: two pairs with sum_ap 1.5 and 0.5 over 2 and 3 relevant queries give true_map
+    2 / 5 = 0.4 (not the mean of 0.75 and 0.167); MMA is the mean over pairs, a pair without a
+    match with a projection (NaN) left out; 10 of 40 queries without depth are 25 %."""
+    base = {"scene": "s", "image0": "a", "image1": "b", "n_keypoints0": 20, "n_keypoints1": 20, "n_matches": 4,
+            **{epipolar_key(t): 0.0 for t in SECTION["epipolar_thresholds"]},
+            **dict.fromkeys(["reproj_prec_at_1", "reproj_prec_at_3", "reproj_prec_at_5", "covisible", "covisible_percent",
+                             "gt_match_recall_at_3", "gt_match_precision_at_3"], 0.0)}
+    pairs = pd.DataFrame([{**base, "pair": 0, "depth_matches": 4, "mma_at_3": 0.5, "depth_queries": 15, "relevant_queries": 2,
+                           "sum_ap": 1.5},
+                          {**base, "pair": 1, "depth_matches": 0, "mma_at_3": np.nan, "depth_queries": 15, "relevant_queries": 3,
+                           "sum_ap": 0.5},
+                          {**base, "pair": 2, "depth_matches": 2, "mma_at_3": 1.0, "depth_queries": 0, "relevant_queries": 0,
+                           "sum_ap": 0.0, "n_keypoints0": 0}])
+    est = pd.DataFrame(columns=[f.name for f in ESTIMATES])
+    s = summarize_pose(pairs, est, {**SECTION, "estimators": {}})
+    assert s["true_map"] == 0.4 and s["mma_at_3"] == 0.5 and s["queries_without_depth_percent"] == 25.0
+
+
+def test_the_extensions_mma_counts_a_match_at_exactly_the_threshold(tmp_path):
+    """Dyadic numbers throughout (focal 512, depth 2, a 0.5 m step sideways): every projection is
+    exact, x + 128 px, so matches 1 and 2 px away are exactly at MMA's thresholds and count
+    (``<=``), one 3 px away does not count at 2 px."""
+    K = np.array([[512.0, 0.0, 320.5], [0.0, 512.0, 240.5], [0.0, 0.0, 1.0]])
+    xa = np.array([[200.0, 100.0], [210.0, 300.0], [300.0, 200.0]])
+    xb = xa + [[129.0, 0.0], [128.0, 2.0], [131.0, 0.0]]
+    g = RelativePose(K, K, np.eye(3), np.array([0.5, 0.0, 0.0]), pixel_offset=0.5)
+    section = {**SECTION, "depth": True, "extension": {**EXTENSION, "mma_thresholds": [1.0, 2.0]}}
+    out = [tmp_path / f"s.{k}" for k in ("pairs.parquet", "estimates.parquet", "timing.json")]
+    idx = np.arange(3)
+    depth = np.full((480, 640), 2.0)
+    score_pose(_features({1: xa, 2: xb}), {(1, 2): Matches(idx, idx, np.zeros(3))}, [Pair(1, 2, g)], [("a", "b")], section,
+               *out, {}, depth_of={1: depth, 2: depth}.get)
+    row = pq.read_table(out[0]).to_pandas().iloc[0]
+    assert (row.depth_matches, row.mma_at_1, row.mma_at_2) == (3, 1 / 3, 2 / 3)

@@ -57,14 +57,17 @@ def images_note(cfg: dict) -> str:
     """One sentence on how the images were prepared (the config's ``protocol`` and ``resize``), for
     a table's header; ``""`` when neither is set.
 
-    >>> images_note({"protocol": "gluefactory_hpatches", "resize": {"size": 480, "side": "short"}})
+    >>> images_note({"dataset": "hpatches", "protocol": "gluefactory_hpatches", "resize": {"size": 480, "side": "short"}})
     'Protocol gluefactory_hpatches; images resized: short side 480 px, homographies adjusted.'
+    >>> images_note({"dataset": "posed", "resize": {"size": 1600, "side": "long"}})
+    'images resized: long side 1600 px, cameras and depth maps adjusted.'
     """
     parts = []
     if cfg.get("protocol"):
         parts.append(f"Protocol {cfg['protocol']}")
     if cfg.get("resize"):
-        parts.append(f"images resized: {cfg['resize']['side']} side {cfg['resize']['size']} px, homographies adjusted")
+        adjusted = "cameras and depth maps" if dataset_geometry(cfg) == "relative_pose" else "homographies"
+        parts.append(f"images resized: {cfg['resize']['side']} side {cfg['resize']['size']} px, {adjusted} adjusted")
     return ("; ".join(parts) + ".") if parts else ""
 
 

@@ -48,6 +48,8 @@ Everything here is pure: it only stats, reads and validates files, and every fai
 
 from __future__ import annotations
 
+import functools
+
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -322,7 +324,7 @@ def is_posed_folder(scene_dir: Path) -> bool:
 
 
 @dataclass(frozen=True)
-class _PosedSource:
+class PosedSource:
     """A posed scene folder as read: every image name in order (``views.txt``'s order, or a
     calibrated file's order of first appearance), the pairs, each pair's relative pose, the views
     (``views.txt`` layout; None for a calibrated file), the folder images are named from, and the
@@ -337,11 +339,27 @@ class _PosedSource:
     pairs_file: Path
 
 
-def _posed_source(scene_dir: Path) -> _PosedSource:
-    """A posed scene folder read and checked (either layout, not both); a pair listed twice is a
-    DataError. Intrinsics are taken in COLMAP's pixel convention (``pixel_offset`` 0.5): a
-    ``views.txt``'s cameras are COLMAP's, and glue-factory uses a calibrated file's ``K`` as its
-    cameras' (the same convention)."""
+def read_posed_source(scene_dir: Path | str) -> PosedSource:
+    """A posed scene folder read and checked (either layout, not both). Intrinsics are taken in
+    COLMAP's pixel convention (``pixel_offset`` 0.5): a ``views.txt``'s cameras are COLMAP's, and
+    glue-factory uses a calibrated file's ``K`` as its cameras' (the same convention). Read once per
+    version of its files: a DAG build asks for a scene several times (its parts, its inputs, the
+    depth decision), and a file's size and modification time key the copy it gets."""
+    from descbench.datasets.posed import PAIRS_FILE as POSED_PAIRS_FILE
+
+    scene_dir = Path(scene_dir)
+    key = []
+    for f in (scene_dir / POSED_VIEWS_FILE, scene_dir / POSED_PAIRS_FILE, scene_dir / CALIBRATED_PAIRS_FILE):
+        try:
+            st = f.stat()
+            key.append((st.st_mtime_ns, st.st_size))
+        except OSError:
+            key.append(None)
+    return _read_posed_source(scene_dir, tuple(key))
+
+
+@functools.lru_cache(maxsize=256)
+def _read_posed_source(scene_dir: Path, key: tuple) -> PosedSource:
     from descbench.datasets.posed import IMAGE_DIR, PAIRS_FILE as POSED_PAIRS_FILE, read_calibrated_pairs, read_pairs, \
         read_views, relative_pose
 
@@ -365,13 +383,7 @@ def _posed_source(scene_dir: Path) -> _PosedSource:
             if Path(n).is_absolute() or inside not in (scene_dir / n).resolve().parents:
                 raise DataError(f"{calibrated}: image {n!r} is not a path inside the scene folder {scene_dir}; name the "
                                 "images relative to it")
-    first: dict[tuple[str, str], int] = {}
-    for i, pair in enumerate(pairs, 1):
-        if pair in first:
-            raise DataError(f"{pairs_file}: pair {pair[0]} {pair[1]} is listed twice (pairs {first[pair]} and {i}); each pair "
-                            "is evaluated once (a repeat would count it twice in every mean), remove one of the lines")
-        first[pair] = i
-    return _PosedSource(names, pairs, poses, views, image_dir, views_file, pairs_file)
+    return PosedSource(names, pairs, poses, views, image_dir, views_file, pairs_file)
 
 
 def split_posed_pairs(pairs: list[tuple[str, str]], max_views: int = MAX_IMAGES) -> list[range]:
@@ -391,25 +403,36 @@ def split_posed_pairs(pairs: list[tuple[str, str]], max_views: int = MAX_IMAGES)
     return parts
 
 
+def scene_folder(scene: str) -> str:
+    """The folder a scene is read from: ``<folder>`` for a part ``<folder>@<k>`` of a posed folder
+    (:func:`posed_scene_parts`), the scene's own name otherwise.
+
+    >>> scene_folder("megadepth1500@003"), scene_folder("v_graffiti")
+    ('megadepth1500', 'v_graffiti')
+    """
+    base, sep, part = scene.rpartition(PART_SEPARATOR)
+    return base if sep and base and part.isdigit() else scene
+
+
 def posed_scene_parts(scene_dir: Path | str) -> list[str]:
     """The scenes a posed scene folder is evaluated as: the folder's name when its pairs name at most
     :data:`MAX_IMAGES` views, else one part per run of pairs (:func:`split_posed_pairs`) named
     ``<folder>@<k>`` (``megadepth1500@000``, ...), which :func:`scene_files` reads back."""
     scene_dir = Path(scene_dir)
-    parts = split_posed_pairs(_posed_source(scene_dir).pairs)
+    parts = split_posed_pairs(read_posed_source(scene_dir).pairs)
     return [scene_dir.name] if len(parts) == 1 else [f"{scene_dir.name}{PART_SEPARATOR}{k:03d}" for k in range(len(parts))]
 
 
 def posed_scene_files(scene_dir: Path | str, part: int | None = None) -> SceneFiles:
     """The :class:`SceneFiles` of a posed scene (module docstring), or of its part ``part``
     (:func:`posed_scene_parts`; scene name ``<folder>@<part>``): the layout's files read and checked
-    (:func:`_posed_source`), images = the views the (part's) pairs name, in the layout's order, each
+    (:func:`read_posed_source`), images = the views the (part's) pairs name, in the layout's order, each
     present, with each pair's relative pose and (``views.txt`` layout) each view's depth map where it
     has one. DataError naming the file for a missing image, a pair listed twice, a folder read whole
     whose pairs name more than :data:`MAX_IMAGES` views (it is evaluated in parts), or a part it
     does not have."""
     scene_dir = Path(scene_dir)
-    src = _posed_source(scene_dir)
+    src = read_posed_source(scene_dir)
     pairs, poses = src.pairs, src.poses
     parts = split_posed_pairs(pairs)
     name = scene_dir.name
@@ -434,11 +457,11 @@ def posed_scene_files(scene_dir: Path | str, part: int | None = None) -> SceneFi
     listed = tuple(PairSpec(number[a], number[b], None, f"{src.pairs_file.name}:{a} {b}") for a, b in pairs)
     return SceneFiles(name, images, {}, src.pairs_file, listed,
                       tuple(src.views[n] for n in names) if src.views is not None else None, src.views_file,
-                      tuple(_depth_file(scene_dir, n) if src.views is not None else None for n in names),
+                      tuple(posed_depth_file(scene_dir, n) if src.views is not None else None for n in names),
                       tuple(names), tuple(poses))
 
 
-def _depth_file(scene_dir: Path, view: str) -> Path | None:
+def posed_depth_file(scene_dir: Path, view: str) -> Path | None:
     """The depth map of ``view`` in a posed scene folder (glue-factory's ``get_depth_path``: the part
     of the name before its first dot, in ``depths/``, as ``.h5`` or ``.png``), None without one;
     DataError when both formats are there (descbench does not choose)."""

@@ -34,7 +34,7 @@ Depth maps are read by :func:`read_depth` (either format, its size checked again
 Every file is checked when the scene is read (:func:`read_scene`): a line with the wrong number
 of fields or a value that is not a finite number, an unknown camera model, a rotation that is not
 one (``|R R^T - I| > 1e-5`` or ``det R < 0``), a non-positive focal length or image size, a view
-named twice, a pair naming an unknown view or a view twice, a missing image or depth file: a
+named twice, a pair listed twice, a pair naming an unknown view or a view twice, a missing image or depth file: a
 :class:`~descbench.errors.DataError` naming the file and line and the fix.
 """
 
@@ -171,7 +171,7 @@ def read_views(path: Path) -> dict[str, View]:
 def read_pairs(path: Path, views: dict[str, View]) -> list[tuple[str, str]]:
     """``pairs.txt`` as ``[(name0, name1), ...]`` in file order; each name a view of ``views``."""
     path = Path(path)
-    pairs = []
+    pairs, first = [], {}
     for i, text in enumerate(_lines(path, "the scene's pairs"), 1):
         if not text.strip():
             continue
@@ -183,10 +183,19 @@ def read_pairs(path: Path, views: dict[str, View]) -> list[tuple[str, str]]:
                 raise _fail(path, i, f"view {name!r} is not in {path.parent / VIEWS_FILE}", "pair views that views.txt lists")
         if fields[0] == fields[1]:
             raise _fail(path, i, f"the pair names view {fields[0]!r} twice", "pair two different views")
+        _check_new_pair(path, i, (fields[0], fields[1]), first)
         pairs.append((fields[0], fields[1]))
     if not pairs:
         raise DataError(f"{path}: no pair; write one line per pair (name0 name1)")
     return pairs
+
+
+def _check_new_pair(path: Path, line: int, pair: tuple[str, str], first: dict) -> None:
+    """A pair listed a second time is a DataError naming both lines (``first``: pair -> its line)."""
+    if pair in first:
+        raise _fail(path, line, f"pair {pair[0]} {pair[1]} is listed twice (lines {first[pair]} and {line})",
+                    "each pair is evaluated once (a repeat would count it twice in every mean): remove one of the lines")
+    first[pair] = line
 
 
 def _lines(path: Path, what: str) -> list[str]:
@@ -258,7 +267,7 @@ def read_calibrated_pairs(path: Path) -> list[CalibratedPair]:
     from descbench.metrics.pose import pinhole_intrinsics
 
     path = Path(path)
-    pairs = []
+    pairs, first = [], {}
     for i, text in enumerate(_lines(path, "calibrated pairs"), 1):
         if not text.strip():
             continue
@@ -285,6 +294,7 @@ def read_calibrated_pairs(path: Path) -> list[CalibratedPair]:
         if not np.array_equal(T[3], [0.0, 0.0, 0.0, 1.0]) or not is_rotation(R):
             raise _fail(path, i, f"pair {name0} {name1}: T_0to1 (the last 16 numbers, row-major) is not a rigid motion "
                         "[[R, t], [0, 0, 0, 1]]", "write the 4x4 pose from camera 0 to camera 1 row by row")
+        _check_new_pair(path, i, (name0, name1), first)
         pairs.append(CalibratedPair(name0, name1, K0, K1, R.copy(), T[:3, 3].copy()))
     if not pairs:
         raise DataError(f"{path}: no pair; write one calibrated pair per line")

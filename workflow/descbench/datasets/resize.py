@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from descbench.errors import ConfigError
+from descbench.errors import ConfigError, DataError
 
 #: glue-factory's ``side`` values that descbench supports (``vert``/``horz`` are not used by its benchmarks).
 SIDES = ("short", "long")
@@ -105,20 +105,28 @@ def _bilinear_taps(n_in: int, n_out: int) -> tuple[np.ndarray, np.ndarray, np.nd
     return i0, np.minimum(i0 + 1, n_in - 1), (f32(1) - lam).astype(f32), lam
 
 
+def _antialias(x: np.ndarray, new_height: int, new_width: int) -> np.ndarray:
+    """kornia's anti-aliasing before a shrink (float32 ``x``): the Gaussian blur of
+    :func:`_gaussian_taps` along each axis when either shrinks, borders reflected; ``x`` as it is
+    otherwise."""
+    import cv2
+
+    h, w = x.shape[:2]
+    fy, fx = h / new_height, w / new_width
+    if max(fy, fx) <= 1:
+        return x
+    ky = _gaussian_taps(fy) if h > 1 else np.ones(1, np.float32)
+    kx = _gaussian_taps(fx) if w > 1 else np.ones(1, np.float32)
+    return cv2.sepFilter2D(x, cv2.CV_32F, kx, ky, borderType=cv2.BORDER_REFLECT_101)
+
+
 def resize_float(image: np.ndarray, new_height: int, new_width: int) -> np.ndarray:
     """The float32 image (values ``/ 255``) resized as kornia's ``resize(antialias=True)``, shape
     ``(new_height, new_width[, C])``, before rounding to 8 bits: OpenCV's separable filter for the
     blur, then torch's bilinear sampling in numpy (:func:`_bilinear_taps`; rows' weights outside,
     columns' inside, as torch sums them)."""
-    import cv2
-
     h, w = image.shape[:2]
-    x = (image.astype(np.float64) / 255.0).astype(np.float32)  # glue-factory: torch.tensor(image / 255.0, float)
-    fy, fx = h / new_height, w / new_width
-    if max(fy, fx) > 1:
-        ky = _gaussian_taps(fy) if h > 1 else np.ones(1, np.float32)
-        kx = _gaussian_taps(fx) if w > 1 else np.ones(1, np.float32)
-        x = cv2.sepFilter2D(x, cv2.CV_32F, kx, ky, borderType=cv2.BORDER_REFLECT_101)
+    x = _antialias((image.astype(np.float64) / 255.0).astype(np.float32), new_height, new_width)  # torch.tensor(image / 255.0)
     if (new_height, new_width) == (h, w):
         return x
     y0, y1, my, ly = _bilinear_taps(h, new_height)
@@ -154,16 +162,162 @@ def resize_homography(H: np.ndarray, scale_a: np.ndarray, scale_b: np.ndarray) -
     return (scale_b @ np.asarray(H, np.float64) @ np.linalg.inv(scale_a)).astype(np.float32).astype(np.float64)
 
 
-def resize_scene(source_dir: Path | str, out_dir: Path | str, size: int, side: str) -> dict:
-    """Write the resized copy of the scene folder ``source_dir`` into ``out_dir`` (module
-    docstring); returns what ``resized.json`` holds. Each file is written atomically and
-    ``resized.json`` last."""
+def resize_depth(depth: np.ndarray, new_height: int, new_width: int) -> np.ndarray:
+    """A depth map [H, W] resized as glue-factory resizes it (``posed_images.py``: its
+    ``ImagePreprocessor`` with ``interpolation="nearest"``, ``antialias`` still on): in float32,
+    kornia's anti-aliasing blur when shrinking (:func:`_antialias`; unknown depths, 0, are blurred
+    with the rest, as there), then torch's ``nearest`` sampling, source index
+    ``min(floor(i * s), n - 1)`` with the float32 scale ``s = n / n'`` and the product in float32.
+    Returns float32 [new_height, new_width].
+
+    >>> resize_depth(np.array([[1.0, 2.0], [3.0, 4.0]]), 3, 4).tolist()  # enlarged: no blur, nearest rows/columns
+    [[1.0, 1.0, 2.0, 2.0], [1.0, 1.0, 2.0, 2.0], [3.0, 3.0, 4.0, 4.0]]
+    """
+    h, w = depth.shape
+    x = _antialias(np.asarray(depth, dtype=np.float32), new_height, new_width)
+
+    def nearest(n_in: int, n_out: int) -> np.ndarray:
+        if n_in == n_out:
+            return np.arange(n_out)
+        scale = np.float32(n_in) / np.float32(n_out)
+        return np.minimum(np.floor(np.arange(n_out, dtype=np.float32) * scale).astype(np.int64), n_in - 1)
+
+    return x[nearest(h, new_height)][:, nearest(w, new_width)]
+
+
+#: A resized posed view's camera model, by its source's: the focal lengths may scale differently
+#: along x and y (each side is truncated on its own), so one focal becomes two (``Camera.scale``
+#: keeps ``fx``, ``fy`` apart); a radial term is kept as OPENCV's ``k1`` (``k2``), unchanged.
+RESIZED_CAMERA_MODEL = {"SIMPLE_PINHOLE": "PINHOLE", "PINHOLE": "PINHOLE", "SIMPLE_RADIAL": "OPENCV",
+                        "RADIAL": "OPENCV", "OPENCV": "OPENCV"}
+
+
+def resize_camera(view, scale: np.ndarray, new_hw: tuple[int, int]):
+    """The :class:`~descbench.datasets.posed.View` of ``view`` after its image was resized to
+    ``new_hw``: glue-factory's ``Camera.scale`` (``f * s``, ``c * s`` in COLMAP's corner
+    convention, which is what a resize with ``align_corners=False`` does to a point), ``scale``
+    :func:`scale_matrix`'s (float32 factors), distortion unchanged, in
+    :data:`RESIZED_CAMERA_MODEL`; the pose is the view's.
+
+    >>> from descbench.datasets.posed import View
+    >>> v = View("a", np.eye(3), np.zeros(3), "SIMPLE_PINHOLE", 640, 480, (500.0, 320.0, 240.0))
+    >>> r = resize_camera(v, scale_matrix((480, 640), (240, 320)), (240, 320))
+    >>> r.model, r.width, r.height, r.params
+    ('PINHOLE', 320, 240, (250.0, 250.0, 160.0, 120.0))
+    """
+    from dataclasses import replace
+
+    from descbench.datasets.posed import CAMERA_MODELS
+
+    p = dict(zip(CAMERA_MODELS[view.model], view.params))
+    fx, fy = (p["f"], p["f"]) if "f" in p else (p["fx"], p["fy"])
+    sx, sy = float(scale[0, 0]), float(scale[1, 1])
+    params = (fx * sx, fy * sy, p["cx"] * sx, p["cy"] * sy)
+    model = RESIZED_CAMERA_MODEL[view.model]
+    if model == "OPENCV":
+        params += (p.get("k1", p.get("k", 0.0)), p.get("k2", 0.0), p.get("p1", 0.0), p.get("p2", 0.0))
+    return replace(view, model=model, width=int(new_hw[1]), height=int(new_hw[0]), params=params)
+
+
+def format_view(view) -> str:
+    """One ``views.txt`` line of ``view`` (:mod:`descbench.datasets.posed`), every number written
+    with ``repr`` (17 significant digits), which reads back bit for bit."""
+    numbers = [*np.asarray(view.R, np.float64).ravel(), *np.asarray(view.t, np.float64).ravel()]
+    return " ".join([view.name, *map(repr, map(float, numbers)), view.model, str(view.width), str(view.height),
+                     *map(repr, map(float, view.params))])
+
+
+def resize_posed_scene(source_dir: Path | str, out_dir: Path | str, size: int, side: str) -> dict:
+    """Write the resized copy of the posed scene folder ``source_dir`` (``views.txt`` layout) into
+    ``out_dir``, as glue-factory's ``posed_images`` loads a view with ``preprocessing.resize``:
+    each image of a view the pairs name resized (:func:`resize_image`), its camera scaled
+    (:func:`resize_camera`), its depth map, where it has one, resized (:func:`resize_depth`) and
+    written in its source's format (``.h5``: float32; ``.png``: rounded to glue-factory's 1/256,
+    the one place where depths differ from glue-factory's float ones). ``pairs.txt`` is copied;
+    ``views.txt`` lists the resized cameras. The copy's images are PNG data (lossless) under the
+    views' own file names (``images/<name>``, e.g. ``x.jpg``): descbench reads images by content, so
+    view names, and the tables' image columns, stay the source's. A scene of the calibrated pairs
+    layout is a DataError (glue-factory resizes neither ScanNet-1500 nor a pairs file's ``K``).
+    Returns what ``resized.json`` holds; each file is written atomically and ``resized.json`` last."""
     import cv2
 
-    from descbench.datasets.layout import read_homography, read_image, scene_files, write_homography
+    from descbench.datasets import posed
+    from descbench.datasets.layout import read_image, read_posed_source
+    from descbench.fileops import atomic_path, write_bytes_atomic, write_text_atomic
+
+    source_dir, out_dir = Path(source_dir), Path(out_dir)
+    src = read_posed_source(source_dir)
+    if src.views is None:
+        raise DataError(f"{src.pairs_file}: resizing a calibrated pairs file's scene is not supported (its K would have to "
+                        "be rewritten per pair; glue-factory's ScanNet-1500 is not resized); remove resize for this dataset")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / RESIZED_FLAG).unlink(missing_ok=True)  # a copy being rewritten is incomplete until the end
+    used = {v for pair in src.pairs for v in pair}
+    views, record = {}, {}
+    for name, view in src.views.items():
+        if name not in used:
+            views[name] = view  # not evaluated: listed as it is (no image needs to exist)
+            continue
+        img = read_image(src.image_dir / name, color=True)
+        if (img.shape[1], img.shape[0]) != (view.width, view.height):
+            raise DataError(f"{src.image_dir / name} is {img.shape[1]} x {img.shape[0]}, but {src.views_file} gives view "
+                            f"{name!r} a {view.width} x {view.height} camera; fix the camera or the image")
+        new_hw = resized_size(img.shape[0], img.shape[1], size, side)
+        ok, buf = cv2.imencode(".png", resize_image(img, *new_hw))
+        if not ok:
+            raise OSError(f"OpenCV could not encode the resized image of view {name!r} of {source_dir}")
+        (out_dir / posed.IMAGE_DIR / name).parent.mkdir(parents=True, exist_ok=True)
+        write_bytes_atomic(out_dir / posed.IMAGE_DIR / name, buf.tobytes())
+        scale = scale_matrix(img.shape[:2], new_hw)
+        views[name] = resize_camera(view, scale, new_hw)
+        record[name] = {"source": [img.shape[1], img.shape[0]], "resized": [new_hw[1], new_hw[0]],
+                        "scale_xy": [scale[0, 0], scale[1, 1]]}
+        depth_file = _posed_depth_file(source_dir, name)
+        if depth_file is not None:
+            depth = resize_depth(posed.read_depth(depth_file, view), *new_hw)
+            target = out_dir / posed.DEPTH_DIR / depth_file.name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if depth_file.suffix == ".h5":
+                try:
+                    import h5py
+                except ImportError:  # (read_depth needed it already: reached only if it went meanwhile)
+                    raise DataError(f"{depth_file}: writing the resized HDF5 depth map needs h5py, which descbench "
+                                    'installs with its interop extra: pip install "descbench[interop]"') from None
+
+                with atomic_path(target) as tmp, h5py.File(str(tmp), "w") as f:
+                    f.create_dataset("depth", data=depth, track_times=False)  # no time stamp: same input, same file
+            else:
+                level = np.clip(np.rint(depth.astype(np.float64) * posed.PNG_DEPTH_SCALE), 0, 65535).astype(np.uint16)
+                ok, buf = cv2.imencode(".png", level)
+                if not ok:
+                    raise OSError(f"OpenCV could not encode the resized depth map {depth_file}")
+                write_bytes_atomic(target, buf.tobytes())
+            record[name]["depth"] = depth_file.name
+    write_text_atomic(out_dir / posed.VIEWS_FILE, "".join(format_view(v) + "\n" for v in views.values()))
+    write_text_atomic(out_dir / posed.PAIRS_FILE, src.pairs_file.read_text())
+    out = {"source": str(source_dir), "size": size, "side": side, "layout": "posed", "views": record}
+    write_text_atomic(out_dir / RESIZED_FLAG, json.dumps(out, indent=1, sort_keys=True) + "\n")
+    return out
+
+
+def _posed_depth_file(scene_dir: Path, name: str) -> Path | None:
+    from descbench.datasets.layout import posed_depth_file
+
+    return posed_depth_file(scene_dir, name)
+
+
+def resize_scene(source_dir: Path | str, out_dir: Path | str, size: int, side: str) -> dict:
+    """Write the resized copy of the scene folder ``source_dir`` into ``out_dir`` (module
+    docstring; a posed scene folder: :func:`resize_posed_scene`); returns what ``resized.json``
+    holds. Each file is written atomically and ``resized.json`` last."""
+    import cv2
+
+    from descbench.datasets.layout import is_posed_folder, read_homography, read_image, scene_files, write_homography
     from descbench.fileops import write_bytes_atomic, write_text_atomic
 
     source_dir, out_dir = Path(source_dir), Path(out_dir)
+    if is_posed_folder(source_dir):
+        return resize_posed_scene(source_dir, out_dir, size, side)
     files = scene_files(source_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / RESIZED_FLAG).unlink(missing_ok=True)  # a copy being rewritten is incomplete until the end

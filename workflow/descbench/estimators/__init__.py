@@ -8,7 +8,7 @@ essential matrix with RANSAC or MAGSAC++, PoseLib, pycolmap).
 
 from __future__ import annotations
 
-import importlib
+import sys
 from collections.abc import Sequence
 
 from descbench.errors import ConfigError
@@ -27,7 +27,8 @@ def import_library(name: str, where: str, what: str, alternatives: Sequence[str]
     needs it; ConfigError naming ``where`` and ``what`` (the estimator's kind), the install
     command and the ``alternatives`` (estimators that need nothing more) otherwise."""
     try:
-        return importlib.import_module(name)
+        __import__(name)  # (the builtin: what a test's import hook sees)
+        return sys.modules[name]
     except ImportError:
         package, install = OPTIONAL_LIBRARIES[name]
         raise ConfigError(f"{where}: {what} {name!r} needs the {package} package, which is not installed; fix: "
@@ -47,9 +48,10 @@ def library_versions(libraries: Sequence[str] = ("opencv", "poselib")) -> dict:
             out[name] = cv2.__version__
             continue
         try:
-            module = importlib.import_module(name)
+            __import__(name)
         except ImportError:
             out[name] = None
             continue
+        module = sys.modules[name]
         out[name] = str(getattr(module, "__version__", None) or "unknown")
     return out

@@ -75,5 +75,6 @@ def run_resize_scene(a: argparse.Namespace) -> None:
 
     check_resize({"size": a.size, "side": a.side})  # the rule passes the config's resize
     rec = resize_scene(a.source, a.out, a.size, a.side)
-    sizes = ", ".join(f"{k}: {v['source'][0]}x{v['source'][1]} -> {v['resized'][0]}x{v['resized'][1]}" for k, v in rec["images"].items())
+    images = rec["views"] if rec.get("layout") == "posed" else rec["images"]
+    sizes = ", ".join(f"{k}: {v['source'][0]}x{v['source'][1]} -> {v['resized'][0]}x{v['resized'][1]}" for k, v in images.items())
     print(f"resized {a.source} -> {a.out} ({a.side} side {a.size} px): {sizes}")

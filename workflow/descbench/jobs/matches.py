@@ -101,12 +101,14 @@ def score_pipelines_batch(paths: ResultPaths, scene_root: Path, batch: str, kpse
 
 def match_report_args(r: argparse.ArgumentParser) -> None:
     """The arguments of a match-based task's report job (pipelines, pose): the results, batches,
-    (keypoint set, descriptor, matcher) combinations, config and output folder."""
+    (keypoint set, descriptor, matcher) combinations, config, output folder and the folder of its
+    cumulative figure."""
     r.add_argument("--results-root", type=Path, required=True)
     r.add_argument("--batches", required=True, help="JSON {batch: [scenes]}")
     r.add_argument("--combos", required=True, help="JSON list of [keypoint_set, descriptor, matcher]")
     r.add_argument("--config", required=True, help="the validated config (JSON)")
     r.add_argument("--out-dir", type=Path, required=True)
+    r.add_argument("--plots-dir", type=Path, default=None, help="also draw the task's cumulative error figure there")
 
 
 def add_pipeline_commands(sub) -> dict:
@@ -116,7 +118,6 @@ def add_pipeline_commands(sub) -> dict:
     r = sub.add_parser("pipelines-report", help="the pipelines table: one row per (keypoint set, descriptor, matcher)")
     match_report_args(r)
     r.add_argument("--comparison", type=Path, default=None, help="the comparison table (Parquet): its descriptor metrics join each row")
-    r.add_argument("--plots-dir", type=Path, default=None, help="also draw the cumulative corner-error figure there")
     return {"score-pipelines": run_pipelines, "pipelines-report": run_report}
 
 

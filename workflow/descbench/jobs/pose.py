@@ -72,7 +72,6 @@ def add_commands(sub) -> dict:
     p.add_argument("--section", required=True, help="JSON: the config's pose section")
     r = sub.add_parser("pose-report", help="the pose table: one row per (keypoint set, descriptor, matcher)")
     match_report_args(r)
-    r.add_argument("--plots-dir", type=Path, default=None, help="also draw the cumulative pose-error figure there")
     return {"score-pose": run_score, "pose-report": run_report}
 
 

@@ -165,9 +165,11 @@ class HomographySummary:
         return self.by_threshold[self.best_th]
 
 
-def summarize_errors(errors, auc_thresholds=AUC_THRESHOLDS, ransac_th: float | None = None) -> ErrorSummary:
-    """Summarise one pair-indexed array of corner errors (px; inf = failure, NaN = no data) as
-    glue-factory does (module docstring). At least one pair with data is needed (DataError).
+def summarize_errors(errors, auc_thresholds=AUC_THRESHOLDS, ransac_th: float | None = None,
+                     what: str = "corner errors") -> ErrorSummary:
+    """Summarise one pair-indexed array of errors (corner errors in px, or pose errors in degrees;
+    inf = failure, NaN = no data) as glue-factory does (module docstring). At least one pair with
+    data is needed (DataError, naming the errors as ``what``).
 
     >>> s = summarize_errors([0.5, 2.0, np.inf, np.nan])
     >>> s.auc, round(s.mean_auc, 4), s.median_error, (s.n_pairs, s.n_failed, s.n_no_data)
@@ -175,10 +177,10 @@ def summarize_errors(errors, auc_thresholds=AUC_THRESHOLDS, ransac_th: float | N
     """
     e = np.asarray(errors, dtype=np.float64).reshape(-1)
     if np.any(e < 0):
-        raise DataError(f"corner errors must be >= 0 (inf = failure, NaN = no data); got {float(e[e < 0][0])}")
+        raise DataError(f"{what} must be >= 0 (inf = failure, NaN = no data); got {float(e[e < 0][0])}")
     nan = np.isnan(e)
     valid = e[~nan]
-    what = "corner errors" if ransac_th is None else f"corner errors at ransac_th {ransac_th:g}"
+    what = what if ransac_th is None else f"{what} at ransac_th {ransac_th:g}"
     if valid.size == 0:
         raise DataError(f"{what}: no pair with data ({e.size} given, all NaN); nothing to summarise")
     ths = tuple(float(t) for t in auc_thresholds)
@@ -189,10 +191,10 @@ def summarize_errors(errors, auc_thresholds=AUC_THRESHOLDS, ransac_th: float | N
                         n_failed=int(np.count_nonzero(np.isinf(valid))), n_no_data=int(np.count_nonzero(nan)))
 
 
-def summarize_thresholds(errors_by_th: Mapping, auc_thresholds=AUC_THRESHOLDS) -> HomographySummary:
+def summarize_thresholds(errors_by_th: Mapping, auc_thresholds=AUC_THRESHOLDS, what: str = "corner errors") -> HomographySummary:
     """glue-factory's summary of a RANSAC-threshold sweep (``eval/utils.py:eval_poses``):
-    ``errors_by_th`` maps each ransac_th to its [P] corner errors, the same P pairs in the same
-    order at every threshold (DataError otherwise). Each threshold gets :func:`summarize_errors`;
+    ``errors_by_th`` maps each ransac_th to its [P] errors (``what``: corner errors, pose errors),
+    the same P pairs in the same order at every threshold (DataError otherwise). Each threshold gets :func:`summarize_errors`;
     the best is the largest ``mean_auc``, ties to the first in ``errors_by_th``'s order.
 
     Thresholds 2 and 1 tie (the same errors in another pair order); 2 comes first:
@@ -211,7 +213,7 @@ def summarize_thresholds(errors_by_th: Mapping, auc_thresholds=AUC_THRESHOLDS) -
             raise DataError(f"summarize_thresholds: ransac_th {float(th):g} has {e.size} pairs but "
                             f"ransac_th {float(next(iter(errors_by_th))):g} has {n}; every threshold must cover the same pairs")
         n = e.size
-        by_th[float(th)] = summarize_errors(e, auc_thresholds, ransac_th=float(th))
+        by_th[float(th)] = summarize_errors(e, auc_thresholds, ransac_th=float(th), what=what)
     if len(by_th) != len(errors_by_th):
         raise DataError(f"summarize_thresholds: the thresholds {list(errors_by_th)} repeat a value")
     best = max(by_th, key=lambda t: by_th[t].mean_auc)

@@ -324,15 +324,26 @@ class PairScoring:
     """:func:`score_pair` in steps: ground truth at construction, the rank counts in ``ranks``
     (a :class:`RankCounts`, fed by :func:`score_pair` or by a scene pass), :meth:`finish`."""
 
-    def __init__(self, q_xy, q_desc, t_xy, t_desc, H, target_size, params: RetrievalParams, q_frame=None, t_frame=None):
+    def __init__(self, q_xy, q_desc, t_xy, t_desc, H, target_size, params: RetrievalParams, q_frame=None, t_frame=None,
+                 projected: tuple[np.ndarray, np.ndarray] | None = None):
         if q_desc.shape[1:] != t_desc.shape[1:] or q_desc.dtype != t_desc.dtype:
             raise DataError(
                 f"descriptor mismatch: image 1 has {q_desc.dtype} x {q_desc.shape[1:]}, image k has "
                 f"{t_desc.dtype} x {t_desc.shape[1:]}; every image of a scene must use one descriptor"
             )
         self.params = params
-        width, height = target_size
-        proj, self.inside = project(H, q_xy, width, height)
+        if projected is None:
+            width, height = target_size
+            proj, self.inside = project(H, q_xy, width, height)
+        else:  # the ground truth's projections given (score_projected): no H
+            if params.gt == "closest_oriented":
+                raise ValueError("gt 'closest_oriented' maps the query's frame through H; with given projections use "
+                                 "closest, all_within_tau or closest_group")
+            proj = np.asarray(projected[0], dtype=np.float64).reshape(-1, 2)
+            self.inside = np.asarray(projected[1], dtype=bool).reshape(-1)
+            if proj.shape[0] != len(q_desc) or self.inside.shape[0] != len(q_desc):
+                raise ValueError(f"projected: one projection and one flag per query, got {proj.shape[0]} and "
+                                 f"{self.inside.shape[0]} for {len(q_desc)} queries")
         frames = None
         if params.gt == "closest_oriented":
             frames = (*projected_frames(H, q_xy, *_need_frame(q_frame, "image 1")), *_need_frame(t_frame, "image k"))
@@ -382,11 +393,37 @@ def score_pair(q_xy: ArrayLike, q_desc: np.ndarray, t_xy: ArrayLike, t_desc: np.
     ([0, 2, 1], [1.0, 0.3333, 0.5])
     """
     ps = PairScoring(q_xy, q_desc, t_xy, t_desc, H, target_size, params, q_frame, t_frame)
+    return _ranked(ps)
+
+
+def _ranked(ps: PairScoring) -> PairResult:
+    """The rank counts of a :class:`PairScoring` in bounded query blocks, then its result."""
     rc = ps.ranks
     if rc.needs_screen:
-        for rows in query_blocks(ps.indptr, rc.cdesc.shape[0], params.chunk_mb):
+        for rows in query_blocks(ps.indptr, rc.cdesc.shape[0], ps.params.chunk_mb):
             rc.consume(rc.qaug[rows] @ rc.caug.T, rows)
     return ps.finish()
+
+
+def score_projected(proj: ArrayLike, inside: ArrayLike, q_desc: np.ndarray, t_xy: ArrayLike, t_desc: np.ndarray,
+                    params: RetrievalParams) -> PairResult:
+    """:func:`score_pair` with the ground truth's projections given instead of a homography:
+    ``proj`` [Q, 2] where each query lands in the target image, ``inside`` [Q] whether it has a
+    projection there (a query without one has R = 0, as a query projected outside). Any ``gt`` but
+    ``closest_oriented`` (which maps frames through H). Used on posed pairs, where the projection
+    comes from depth (:func:`descbench.metrics.depth.project`).
+
+    The example of :func:`score_pair` with its identity projection given, the third query without one:
+
+    >>> xy = np.array([[10.0, 10.0], [30.0, 10.0], [10.0, 30.0]])
+    >>> q = np.array([[0.0, 0.0], [10.0, 0.0], [20.0, 0.0]], dtype=np.float32)
+    >>> t = np.array([[0.0, 0.0], [21.0, 0.0], [9.0, 0.0]], dtype=np.float32)
+    >>> res = score_projected(xy, [True, True, False], q, xy, t, RetrievalParams(gt="closest"))
+    >>> res.n_relevant.tolist(), res.ap.round(4).tolist()[:2]
+    ([1, 1, 0], [1.0, 0.3333])
+    """
+    ps = PairScoring(None, q_desc, t_xy, t_desc, None, None, params, projected=(proj, inside))
+    return _ranked(ps)
 
 
 def policy_rank(n_closer: np.ndarray, n_tied: np.ndarray, tie_policy: str) -> np.ndarray:

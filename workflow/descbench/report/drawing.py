@@ -68,6 +68,16 @@ def save(fig, out_dir: Path, name: str) -> None:
             fig.savefig(tmp, format=ext, dpi=120, bbox_inches="tight", metadata={"Date": None} if ext == "svg" else None)
 
 
+def draw_and_save(draw, out_dir: Path, name: str) -> None:
+    """Draw one figure with ``draw(plt)`` (it returns the figure), save it as :func:`save` does and
+    close it."""
+    plt = pyplot()
+    Path(out_dir).mkdir(parents=True, exist_ok=True)
+    fig = draw(plt)
+    save(fig, Path(out_dir), name)
+    plt.close(fig)
+
+
 # a curve of more points than this is drawn at at most this many of them (:func:`curve_points`)
 MAX_CURVE_POINTS = 4000
 

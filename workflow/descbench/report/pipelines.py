@@ -100,12 +100,7 @@ def write(paths: ResultPaths, combos: list, cfg: dict, out_dir: Path, provenance
     note = images_note(cfg)
     io.write_text(out_dir / "pipelines.md", (f"{note}\n\n" if note else "") + markdown(table[markdown_columns(table, cfg)]))
     if plots_dir is not None:
-        from descbench.report.drawing import pyplot, save
+        from descbench.report.drawing import draw_and_save
 
-        plt = pyplot()
-
-        Path(plots_dir).mkdir(parents=True, exist_ok=True)
-        fig = draw_cumulative(estimates, table, cfg, plt)
-        save(fig, Path(plots_dir), FIGURE)
-        plt.close(fig)
+        draw_and_save(lambda plt: draw_cumulative(estimates, table, cfg, plt), plots_dir, FIGURE)
     return table

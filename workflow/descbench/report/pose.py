@@ -23,7 +23,8 @@ FIGURE = "pose_error"  # report/plots/<FIGURE>.{png,svg}; caption captions/<FIGU
 CUMULATIVE_MAX_DEG = 30.0  # the figure's x range, as glue-factory's plot_cumulative([0, 30])
 MARKDOWN_TAIL = ("weights",)
 # the depth metrics in the Markdown table, where the run has them (the Parquet and CSV files have all)
-MARKDOWN_DEPTH = ("reproj_prec_at_3", "covisible_percent", "gt_match_recall_at_3", "gt_match_precision_at_3")
+MARKDOWN_DEPTH = ("reproj_prec_at_3", "covisible_percent", "gt_match_recall_at_3", "gt_match_precision_at_3", "mma_at_3",
+                  "true_map")
 
 
 def build(paths: ResultPaths, combos: list, cfg: dict) -> tuple[pd.DataFrame, dict[tuple[str, str, str], pd.DataFrame]]:
@@ -52,18 +53,24 @@ def markdown_columns(table: pd.DataFrame, cfg: dict) -> list[str]:
     return cols + [c for c in MARKDOWN_TAIL if c in table.columns and table[c].astype(bool).any()]
 
 
-def header(cfg: dict, libraries: dict) -> str:
-    """The Markdown table's header: how the AUCs were measured (estimators, thresholds, versions)."""
+def header(cfg: dict, libraries: dict, extension: bool = False) -> str:
+    """The Markdown table's header: how the AUCs were measured (estimators, thresholds, the versions
+    of OpenCV and of the libraries the estimators ran on)."""
     settings = estimator_settings(cfg["pose"])
     est = "; ".join(f"{e}: ransac_th {', '.join(f'{t:g}' for t in s['ransac_th'])} px"
                     + (" (the best mean AUC reported)" if len(s["ransac_th"]) > 1 else "") for e, s in settings.items())
-    libs = ", ".join(f"{k} {v}" for k, v in libraries.items() if v)
+    # OpenCV (the features, the OpenCV estimators) and the optional libraries the estimators ran on
+    libs = ", ".join(f"{k} {v}" for k, v in libraries.items() if v and (k == "opencv" or k in settings))
     aucs = "/".join(f"{t:g}" for t in cfg["pose"]["auc_thresholds"])
     from descbench.datasets import images_note
 
     note = images_note(cfg)
-    return ((f"{note} " if note else "") + f"Relative pose as glue-factory measures it: AUC of max(rotation, "
+    text = ((f"{note} " if note else "") + f"Relative pose as glue-factory measures it: AUC of max(rotation, "
             f"translation-direction) error at {aucs} degrees. Estimators: {est}. Libraries: {libs}.")
+    if extension:
+        text += (" mma_at_<t> and true_map are descbench's extension, not glue-factory's: matches and keypoint retrieval "
+                 f"scored against depth reprojections (within {cfg['scoring']['tau_px']:g} px for true_map).")
+    return text
 
 
 def draw_cumulative(estimates: dict, table: pd.DataFrame, cfg: dict, plt):
@@ -101,13 +108,9 @@ def write(paths: ResultPaths, combos: list, cfg: dict, out_dir: Path, provenance
                                                  "matchers": cfg["matchers"], "dataset": cfg["dataset"]},
                                  libraries=libraries, **provenance))
     io.write_text(out_dir / "pose.csv", table.to_csv(index=False))
-    io.write_text(out_dir / "pose.md", f"{header(cfg, libraries)}\n\n" + markdown(table[markdown_columns(table, cfg)]))
+    io.write_text(out_dir / "pose.md", f"{header(cfg, libraries, 'true_map' in table.columns)}\n\n" + markdown(table[markdown_columns(table, cfg)]))
     if plots_dir is not None:
-        from descbench.report.drawing import pyplot, save
+        from descbench.report.drawing import draw_and_save
 
-        plt = pyplot()
-        Path(plots_dir).mkdir(parents=True, exist_ok=True)
-        fig = draw_cumulative(estimates, table, cfg, plt)
-        save(fig, Path(plots_dir), FIGURE)
-        plt.close(fig)
+        draw_and_save(lambda plt: draw_cumulative(estimates, table, cfg, plt), plots_dir, FIGURE)
     return table

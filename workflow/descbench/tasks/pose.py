@@ -18,6 +18,20 @@ at commit ``2d17e3b``; the definitions are :mod:`descbench.metrics.pose`):
   reprojection precision at 1/3/5 px, how many are covisible (both depths valid) and their
   percentage, and the recall and precision of the matches against the ground-truth matches at
   3 px (positive within 3 px, negative beyond 5 px);
+- with depth maps, **descbench's extension** (not a peer's metric; :func:`extension_settings`):
+  each keypoint of image a is lifted with its depth and reprojected into image b
+  (:func:`descbench.metrics.depth.sample_depth` and ``project``; a keypoint without valid depth,
+  or landing behind camera b or outside image b, has no projection: excluded, and counted as
+  ``n_keypoints0 - depth_queries``). Then (1) **MMA**: the fraction of the matches whose keypoint
+  a has a projection (``depth_matches``) that land within each of ``matching.mma_thresholds`` px
+  (``<=``, D2-Net's convention) of their keypoint b (one-way, a to b, as on HPatches); (2) the
+  **true mAP** of keypoint retrieval (:func:`descbench.metrics.retrieval.score_projected`): each
+  query with a projection ranks every descriptor of image b, and its relevant items are every
+  keypoint of b within ``scoring.tau_px`` of the projection (``all_within_tau``: the depth
+  analogue of DescriptorWorkbench's ``isCorrectMatch``; ``scoring.gt``'s other modes are defined
+  on homographies), ties by ``scoring.tie_policy``; per pair ``relevant_queries`` and ``sum_ap``,
+  in the table the micro mean ``true_map = sum sum_ap / sum relevant_queries``, as the retrieval
+  task aggregates it;
 - the report's pose table (:func:`summarize_pose`): per estimator, the AUC of the pose error at
   ``auc_thresholds`` degrees (default 5/10/20, rounded to 4) and their mean (glue-factory's mAA) at
   the best RANSAC threshold (largest mAA, glue-factory's ``eval_poses``; the threshold written
@@ -86,6 +100,29 @@ def epipolar_key(t: float) -> str:
     return f"epi_prec_at_{threshold_key(t)}"
 
 
+def extension_settings(cfg: dict) -> dict:
+    """The settings of descbench's depth extension (module docstring), read from the config once:
+    ``{"mma_thresholds": matching.mma_thresholds, "tau_px", "tie_policy", "chunk_mb": scoring's}``.
+
+    >>> extension_settings({"matching": {"mma_thresholds": [1, 3]}, "scoring": {"tau_px": 3.0, "tie_policy": "expected",
+    ...                                                                        "chunk_mb": 64}})
+    {'mma_thresholds': [1.0, 3.0], 'tau_px': 3.0, 'tie_policy': 'expected', 'chunk_mb': 64.0}
+    """
+    return {"mma_thresholds": [float(t) for t in cfg["matching"]["mma_thresholds"]],
+            "tau_px": float(cfg["scoring"]["tau_px"]), "tie_policy": cfg["scoring"]["tie_policy"],
+            "chunk_mb": float(cfg["scoring"]["chunk_mb"])}
+
+
+def extension_columns(mma_thresholds) -> list[str]:
+    """The per-pair columns of descbench's depth extension (module docstring).
+
+    >>> extension_columns([1, 3])
+    ['depth_matches', 'mma_at_1', 'mma_at_3', 'depth_queries', 'relevant_queries', 'sum_ap']
+    """
+    return ["depth_matches", *(f"mma_at_{threshold_key(t)}" for t in mma_thresholds), "depth_queries",
+            "relevant_queries", "sum_ap"]
+
+
 def depth_columns() -> list[str]:
     """The per-pair depth metrics' columns (glue-factory's ``reproj_prec@1px`` ... ``gt_match_precision@3px``)."""
     from descbench.metrics.depth import GT_POSITIVE_PX, REPROJECTION_THRESHOLDS_PX
@@ -95,13 +132,15 @@ def depth_columns() -> list[str]:
             f"gt_match_recall_at_{gt}", f"gt_match_precision_at_{gt}"]
 
 
-def pairs_schema(epipolar_thresholds, depth: bool = False) -> pa.Schema:
+def pairs_schema(epipolar_thresholds, depth: bool = False, mma_thresholds=()) -> pa.Schema:
     """The per-pair table: :data:`PAIR_KEY`, keypoints of both images, matches, the epipolar
     precision at each threshold, and with ``depth`` the depth metrics (:func:`depth_columns`;
-    ``covisible`` a count); NaN without keypoints."""
+    ``covisible`` a count) and descbench's extension (:func:`extension_columns` of
+    ``mma_thresholds``; counts as numbers); NaN without keypoints."""
+    extra = [*depth_columns(), *extension_columns(mma_thresholds)] if depth else []
     return pa.schema([*PAIR_KEY, ("n_keypoints0", pa.int64()), ("n_keypoints1", pa.int64()), ("n_matches", pa.int64()),
                       *[(epipolar_key(t), pa.float64()) for t in epipolar_thresholds],
-                      *[(c, pa.float64()) for c in (depth_columns() if depth else [])]])
+                      *[(c, pa.float64()) for c in extra]])
 
 
 def resolve_depth(setting: bool | None, missing: list[str]) -> tuple[bool, str]:
@@ -160,8 +199,9 @@ def score_pose(f, matches: dict, pairs: list, names: list[tuple[str, str]], sect
     """One scene: ``f`` its features (:class:`descbench.jobs.common.SceneFeatures`), ``matches``
     ``{(a, b): Matches}`` of every pair of ``pairs`` (posed pairs,
     :class:`~descbench.datasets.geometry.Pair` with a relative pose), ``names`` the two view names
-    of each pair; ``depth_of``: image number -> its depth map [H, W] (the depth metrics), or None
-    (none). Writes ``pairs.parquet``, ``estimates.parquet`` and ``timing.json`` (with the seconds
+    of each pair; ``depth_of``: image number -> its depth map [H, W] (the depth metrics and
+    descbench's extension, whose settings are ``section["extension"]``,
+    :func:`extension_settings`), or None (none). Writes ``pairs.parquet``, ``estimates.parquet`` and ``timing.json`` (with the seconds
     each estimator took). Returns ``{estimator: seconds}``."""
     from descbench.estimators import library_versions
     from descbench.estimators.relative_pose import LIBRARIES
@@ -172,6 +212,7 @@ def score_pose(f, matches: dict, pairs: list, names: list[tuple[str, str]], sect
     t0 = time.perf_counter()
     settings = estimator_settings(section) if settings is None else settings
     epi_ths = [float(t) for t in section["epipolar_thresholds"]]
+    extension = section["extension"] if depth_of is not None else None
     seconds = {name: 0.0 for name in settings}
     prows, erows = [], []
     nan = float("nan")
@@ -190,8 +231,11 @@ def score_pose(f, matches: dict, pairs: list, names: list[tuple[str, str]], sect
             prec = [nan] * len(epi_ths)
         prows.append({**key, "n_keypoints0": len(xa), "n_keypoints1": len(xb), "n_matches": len(m),
                       **{epipolar_key(t): float(v) for t, v in zip(epi_ths, prec)},
-                      **(_depth_metrics(g, xa, xb, m, depth_of(p.a), depth_of(p.b), has_data) if depth_of is not None else {})})
+                      **(_depth_metrics(g, xa, xb, m, *((depth_of(p.a), depth_of(p.b)) if has_data else (None, None)), has_data)
+                         if depth_of is not None else {})})
         sizes = (tuple(f.kmeta["image_sizes"][str(p.a)]), tuple(f.kmeta["image_sizes"][str(p.b)]))
+        if extension is not None:
+            prows[-1].update(_extension(g, f, p, m, depth_of(p.a) if has_data else None, sizes[1], extension))
         for name, s in settings.items():
             for th in s["ransac_th"]:
                 row = {**key, "estimator": name, "ransac_th": th, "n_matches": len(m)}
@@ -211,7 +255,8 @@ def score_pose(f, matches: dict, pairs: list, names: list[tuple[str, str]], sect
                 erows.append({**row, "success": int(est.success), "n_inliers": n_in,
                               "inlier_ratio": n_in / max(len(m), 1) if est.success else 0.0,
                               "rotation_error": r_err, "translation_error": t_err, "pose_error": max(r_err, t_err)})
-    ptable = io.table_from_rows(prows, pairs_schema(epi_ths, depth_of is not None),
+    ptable = io.table_from_rows(prows, pairs_schema(epi_ths, depth_of is not None,
+                                                    extension["mma_thresholds"] if extension else ()),
                                 f"scene {f.scene}: pose pairs table (tasks.pose.pairs_schema)")
     etable = io.table_from_rows(erows, ESTIMATES, f"scene {f.scene}: pose estimates table (tasks.pose.ESTIMATES)")
     prov = io.provenance("pose", {"task": NAME, "pose": section, "estimators": settings, "depth": depth_of is not None},
@@ -221,6 +266,29 @@ def score_pose(f, matches: dict, pairs: list, names: list[tuple[str, str]], sect
     io.write_table(etable, out_estimates, prov)
     write_timing(out_timing, f.scene, t0, estimator_seconds=seconds)
     return seconds
+
+
+def _extension(g, f, p, m, depth_a, size_b, extension: dict) -> dict:
+    """One pair's figures of descbench's depth extension (module docstring); NaN without keypoints
+    (``depth_a`` None)."""
+    from descbench.metrics.depth import project, sample_depth
+    from descbench.metrics.retrieval import RetrievalParams, score_projected
+
+    cols = extension_columns(extension["mma_thresholds"])
+    if depth_a is None:
+        return dict.fromkeys(cols, float("nan"))
+    xa, xb = f.per_image[p.a].xy, f.per_image[p.b].xy
+    d, valid = sample_depth(xa, depth_a, offset=g.pixel_offset)
+    proj, visible = project(xa, d, g.K_a, g.K_b, g.R, g.t, size_b, valid, offset=g.pixel_offset)
+    seen = visible[m.idx_a]
+    err = np.hypot(*(proj[m.idx_a][seen] - xb[m.idx_b][seen]).T)
+    mma = [float(np.mean(err <= t)) if len(err) else float("nan") for t in extension["mma_thresholds"]]
+    params = RetrievalParams(tau_px=extension["tau_px"], gt="all_within_tau", tie_policy=extension["tie_policy"],
+                             chunk_mb=extension["chunk_mb"])
+    res = score_projected(proj, visible, f.by_image[p.a], xb, f.by_image[p.b], params)
+    relevant = res.n_relevant > 0
+    return dict(zip(cols, [float(seen.sum()), *mma, float(visible.sum()), float(relevant.sum()),
+                           float(res.ap[relevant].sum()) if relevant.any() else 0.0]))
 
 
 def _depth_metrics(g, xa, xb, m, depth_a, depth_b, has_data: bool) -> dict:
@@ -273,9 +341,19 @@ def summarize_pose(pairs: pd.DataFrame, est: pd.DataFrame, section: dict, settin
     out["matches"] = mean(data.n_matches.to_numpy(np.float64))
     for t in section["epipolar_thresholds"]:
         out[epipolar_key(t)] = mean(data[epipolar_key(t)].to_numpy(np.float64))
-    for c in depth_columns() if depth_columns()[0] in pairs.columns else []:  # glue-factory's means; NaN percentages left out
-        v = data[c].to_numpy(np.float64)
-        out[c] = mean(v[~np.isnan(v)])
+    if depth_columns()[0] in pairs.columns:
+        for c in depth_columns():  # glue-factory's means; NaN percentages left out
+            v = data[c].to_numpy(np.float64)
+            out[c] = mean(v[~np.isnan(v)])
+        # descbench's extension: MMA as D2-Net averages it (over pairs; a pair without a match with
+        # a projection left out), the true mAP as the retrieval task does (micro over queries)
+        for c in [c for c in pairs.columns if c.startswith("mma_at_")]:
+            v = data[c].to_numpy(np.float64)
+            out[c] = mean(v[~np.isnan(v)])
+        relevant = float(data.relevant_queries.sum())
+        out["true_map"] = float(data.sum_ap.sum()) / relevant if relevant > 0 else float("nan")
+        n0 = float(data.n_keypoints0.sum())
+        out["queries_without_depth_percent"] = _rounded(100.0 * (n0 - float(data.depth_queries.sum())) / n0) if n0 else float("nan")
     order = ["scene", "pair"]
     for name, s in settings.items():
         rows = est[est.estimator == name]
@@ -286,7 +364,8 @@ def summarize_pose(pairs: pd.DataFrame, est: pd.DataFrame, section: dict, settin
                         f"{name}_failures": 0, f"{name}_pairs": 0})
             continue
         by_th = {th: rows[rows.ransac_th == th].sort_values(order) for th in s["ransac_th"]}
-        hs = summarize_thresholds({th: r.pose_error.to_numpy(np.float64) for th, r in by_th.items()}, auc_ths)
+        hs = summarize_thresholds({th: r.pose_error.to_numpy(np.float64) for th, r in by_th.items()}, auc_ths,
+                                  what=f"pose errors of estimator {name}")
         best = by_th[hs.best_th]
         best = best[best.pose_error.notna()]
         for t, v in zip(auc_ths, hs.best.auc):
