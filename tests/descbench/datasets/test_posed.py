@@ -245,3 +245,20 @@ def test_negative_or_non_finite_depths_and_missing_files_are_errors(tmp_path):
             PS.read_depth(tmp_path / f"{k}.h5", depth_view())
     with pytest.raises(DataError, match=r"missing\.png \(the depth map of view 'a\.jpg'\) is missing"):
         PS.read_depth(tmp_path / "missing.png", depth_view())
+
+
+def test_the_depth_png_is_read_depths_inverse_and_refuses_what_it_cannot_hold(tmp_path):
+    depth = np.array([[0.0, np.inf, 255.99, 1.0 + 1 / 1024, 2.5]])
+    values = PS.depth_png(depth)
+    assert values.dtype == np.uint16 and values.tolist() == [[0, 0, 65533, 256, 640]]
+    path = tmp_path / "d.png"
+    assert cv2.imwrite(str(path), values)
+    view = PS.View("v", np.eye(3), np.zeros(3), "PINHOLE", 5, 1, (1.0, 1.0, 0.0, 0.0))
+    assert PS.read_depth(path, view).tolist() == [[0.0, 0.0, 65533 / 256, 1.0, 2.5]]
+    with pytest.raises(ValueError, match="256.00 does not fit a 16-bit PNG at 1/256"):
+        PS.depth_png(np.array([[1.0, 65535.5 / 256]]))
+    assert PS.depth_png(np.array([[65535.49 / 256]])).tolist() == [[65535]]
+    with pytest.raises(ValueError, match="negative or NaN"):
+        PS.depth_png(np.array([[1.0, -2.0]]))
+    with pytest.raises(ValueError, match="negative or NaN"):
+        PS.depth_png(np.array([[np.nan]]))

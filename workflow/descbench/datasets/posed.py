@@ -305,6 +305,25 @@ def read_calibrated_pairs(path: Path) -> list[CalibratedPair]:
 PNG_DEPTH_SCALE = 256.0
 
 
+def depth_png(depth: np.ndarray) -> np.ndarray:
+    """A depth map [h, w] (inf or 0 where no surface) as glue-factory's 16-bit PNG values, the
+    inverse of :func:`read_depth`'s: ``round(depth * 256)`` as uint16, 0 where no surface.
+    ValueError if a depth is negative or NaN, or does not fit (``depth * 256 >= 65535.5``).
+
+    >>> depth_png(np.array([[1.0, 2.5 + 1 / 1024, np.inf]])).tolist()
+    [[256, 640, 0]]
+    """
+    depth = np.asarray(depth, dtype=np.float64)
+    seen = np.isfinite(depth) & (depth > 0)
+    if (depth < 0).any() or np.isnan(depth).any():
+        raise ValueError("a depth map holds a negative or NaN depth; a depth is > 0, or 0 / inf where no surface is seen")
+    value = np.where(seen, np.rint(depth * PNG_DEPTH_SCALE), 0.0)
+    if value.max(initial=0.0) >= 2**16:
+        raise ValueError(f"a depth of {depth[seen].max():.2f} does not fit a 16-bit PNG at 1/{PNG_DEPTH_SCALE:g} "
+                         f"(at most {(2**16 - 1) / PNG_DEPTH_SCALE:.2f}); write such depth maps as .h5")
+    return value.astype(np.uint16)
+
+
 def read_depth(path: Path, view: View) -> np.ndarray:
     """The depth map of ``view`` in ``path`` as float64 [height, width], camera z in the scene's
     units, 0 where unknown: glue-factory's ``load_depth`` (``datasets/posed_images.py``, commit

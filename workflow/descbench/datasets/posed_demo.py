@@ -21,7 +21,8 @@ Everything is drawn from a ``numpy`` generator seeded by ``(seed, scene index)``
 writes the same files (tested byte for byte).
 
 Each view's depth map is written as ``depths/<stem>.png`` in glue-factory's PNG convention
-(:func:`depth_png`): 16-bit, value = ``round(depth * 256)``, 0 where no surface is seen, read back by
+(:func:`descbench.datasets.posed.depth_png`): 16-bit, value = ``round(depth * 256)``, 0 where no
+surface is seen, read back by
 :func:`descbench.datasets.posed.read_depth` as value / 256. The written depth is therefore quantised
 to 1/256 m (within 1/512 m of :func:`render`'s exact depth) and limited to below 256 m (65536 / 256;
 the demo's walls are at most about 20 m away). glue-factory's other format, HDF5, would keep the
@@ -221,34 +222,11 @@ def make_scene(index: int, seed: int = 0) -> tuple[list[Plane], list[Camera]]:
     return scene_planes(rng), scene_cameras(rng)
 
 
-#: glue-factory's PNG depth maps: the 16-bit value is the depth times 256.
-DEPTH_PNG_SCALE = 256
-
-
-def depth_png(depth: np.ndarray) -> np.ndarray:
-    """A depth map [h, w] (metres, inf or 0 where no surface) as glue-factory's 16-bit PNG values:
-    ``round(depth * 256)`` as uint16, 0 where no surface. ValueError if a depth is negative or
-    does not fit (``depth * 256 >= 65536``, 256 m and beyond).
-
-    >>> depth_png(np.array([[1.0, 2.5 + 1 / 1024, np.inf]])).tolist()
-    [[256, 640, 0]]
-    """
-    depth = np.asarray(depth, dtype=np.float64)
-    seen = np.isfinite(depth) & (depth > 0)
-    if (depth < 0).any() or np.isnan(depth).any():
-        raise ValueError("a depth map holds a negative or NaN depth; a depth is > 0, or 0 / inf where no surface is seen")
-    value = np.where(seen, np.rint(depth * DEPTH_PNG_SCALE), 0.0)
-    if value.max(initial=0.0) >= 2**16:
-        raise ValueError(f"a depth of {depth[seen].max():.2f} m does not fit a 16-bit PNG at 1/{DEPTH_PNG_SCALE} m "
-                         f"(at most {(2**16 - 1) / DEPTH_PNG_SCALE:.2f} m); keep the demo's surfaces nearer")
-    return value.astype(np.uint16)
-
-
 def write_scene(root: Path, index: int, seed: int = 0) -> Path:
     """Render demo scene ``index`` and write it to ``root/<scene name>`` in the posed layout
-    (images as PNG, depth maps as 16-bit PNG (:func:`depth_png`), ``views.txt``, ``pairs.txt``;
-    ``pairs.txt`` last, so a scene folder with it is complete). Returns the scene folder."""
-    from descbench.datasets.posed import DEPTH_DIR, IMAGE_DIR, PAIRS_FILE, VIEWS_FILE
+    (images as PNG, depth maps as 16-bit PNG (:func:`descbench.datasets.posed.depth_png`),
+    ``views.txt``, ``pairs.txt``; ``pairs.txt`` last, so a scene folder with it is complete). Returns the scene folder."""
+    from descbench.datasets.posed import DEPTH_DIR, IMAGE_DIR, PAIRS_FILE, VIEWS_FILE, depth_png
     from descbench.fileops import write_text_atomic
 
     planes, cams = make_scene(index, seed)

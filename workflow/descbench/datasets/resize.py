@@ -242,7 +242,7 @@ def resize_posed_scene(source_dir: Path | str, out_dir: Path | str, size: int, s
     import cv2
 
     from descbench.datasets import posed
-    from descbench.datasets.layout import read_image, read_posed_source
+    from descbench.datasets.layout import posed_depth_file, read_image, read_posed_source
     from descbench.fileops import atomic_path, write_bytes_atomic, write_text_atomic
 
     source_dir, out_dir = Path(source_dir), Path(out_dir)
@@ -266,17 +266,15 @@ def resize_posed_scene(source_dir: Path | str, out_dir: Path | str, size: int, s
         ok, buf = cv2.imencode(".png", resize_image(img, *new_hw))
         if not ok:
             raise OSError(f"OpenCV could not encode the resized image of view {name!r} of {source_dir}")
-        (out_dir / posed.IMAGE_DIR / name).parent.mkdir(parents=True, exist_ok=True)
         write_bytes_atomic(out_dir / posed.IMAGE_DIR / name, buf.tobytes())
         scale = scale_matrix(img.shape[:2], new_hw)
         views[name] = resize_camera(view, scale, new_hw)
         record[name] = {"source": [img.shape[1], img.shape[0]], "resized": [new_hw[1], new_hw[0]],
                         "scale_xy": [scale[0, 0], scale[1, 1]]}
-        depth_file = _posed_depth_file(source_dir, name)
+        depth_file = posed_depth_file(source_dir, name)
         if depth_file is not None:
             depth = resize_depth(posed.read_depth(depth_file, view), *new_hw)
             target = out_dir / posed.DEPTH_DIR / depth_file.name
-            target.parent.mkdir(parents=True, exist_ok=True)
             if depth_file.suffix == ".h5":
                 try:
                     import h5py
@@ -287,8 +285,7 @@ def resize_posed_scene(source_dir: Path | str, out_dir: Path | str, size: int, s
                 with atomic_path(target) as tmp, h5py.File(str(tmp), "w") as f:
                     f.create_dataset("depth", data=depth, track_times=False)  # no time stamp: same input, same file
             else:
-                level = np.clip(np.rint(depth.astype(np.float64) * posed.PNG_DEPTH_SCALE), 0, 65535).astype(np.uint16)
-                ok, buf = cv2.imencode(".png", level)
+                ok, buf = cv2.imencode(".png", posed.depth_png(depth))
                 if not ok:
                     raise OSError(f"OpenCV could not encode the resized depth map {depth_file}")
                 write_bytes_atomic(target, buf.tobytes())
@@ -298,12 +295,6 @@ def resize_posed_scene(source_dir: Path | str, out_dir: Path | str, size: int, s
     out = {"source": str(source_dir), "size": size, "side": side, "layout": "posed", "views": record}
     write_text_atomic(out_dir / RESIZED_FLAG, json.dumps(out, indent=1, sort_keys=True) + "\n")
     return out
-
-
-def _posed_depth_file(scene_dir: Path, name: str) -> Path | None:
-    from descbench.datasets.layout import posed_depth_file
-
-    return posed_depth_file(scene_dir, name)
 
 
 def resize_scene(source_dir: Path | str, out_dir: Path | str, size: int, side: str) -> dict:
