@@ -169,6 +169,64 @@ def test_shared_base_is_the_sift_descriptor_at_rootsifts_params_on_the_same_set(
     assert shared_base(cfg, "sift", "rootsift") is None and shared_base(cfg, "orb", "rootsift") == "sift"
 
 
+def test_shared_parts_name_the_descriptors_that_give_a_stacks_parts_on_the_same_set():
+    from descbench.config import shared_parts
+
+    raw = base()  # sift + rootsift on sift
+    raw["descriptors"]["stack"] = {"family": "stack", "params": {"parts": [
+        {"family": "rootsift"}, {"family": "sift", "params": {"convention": "vsift"}}, {"family": "sift"}]}}
+    cfg = validate_config(raw, SCHEMA)
+    assert shared_parts(cfg, "sift", "stack") == ["rootsift", None, "sift"]  # a part's params filled as the descriptor's
+    assert shared_parts(cfg, "sift", "sift") is None  # not a stack
+    raw["descriptors"]["stack"]["params"]["parts"] = [{"family": "sift", "params": {"convention": "vsift"}},
+                                                      {"family": "rootsift", "params": {}}]
+    raw["descriptors"]["vsift"] = {"family": "sift", "params": {"convention": "vsift"}, "keypoint_sets": ["sift"]}
+    raw["descriptors"]["rootsift"]["keypoint_sets"] = ["orb"]
+    raw["keypoint_sets"]["orb"] = {"detector": "orb"}
+    cfg = validate_config(raw, SCHEMA)
+    assert shared_parts(cfg, "sift", "stack") == ["vsift", None]  # rootsift is not evaluated on 'sift'
+    assert shared_parts(cfg, "orb", "stack") == [None, "rootsift"]
+    del raw["descriptors"]["vsift"]
+    raw["descriptors"]["rootsift"]["keypoint_sets"] = ["sift"]
+    raw["descriptors"]["rootsift"]["family"] = "sift"  # now identical to 'sift': still another name
+    cfg = validate_config(raw, SCHEMA)
+    assert shared_parts(cfg, "sift", "stack") is None  # no part matches: nothing to read
+
+
+def test_a_joint_networks_part_is_computed_by_the_stack_not_read():
+    """A joint network's descriptor on its own keypoints holds its keypoint job's rows, not what
+    computing the part gives: a stack computes such a part itself (no number moves)."""
+    from descbench.config import shared_parts
+
+    raw = base()
+    raw["keypoint_sets"] = {"sp": {"detector": "superpoint", "params": {"weights": "random"}}}
+    raw["descriptors"] = {"sp": {"family": "superpoint", "params": {"weights": "random"}},
+                          "sift": {"family": "sift"},
+                          "stack": {"family": "stack", "params": {"parts": [{"family": "superpoint", "params": {"weights": "random"}},
+                                                                            {"family": "sift"}]}}}
+    cfg = validate_config(raw, SCHEMA)
+    assert cfg["descriptors"]["stack"]["params"]["parts"][0]["params"] == cfg["descriptors"]["sp"]["params"]
+    assert shared_parts(cfg, "sp", "stack") == [None, "sift"]
+
+
+def test_a_sweep_variant_without_files_of_its_own_is_never_a_shared_base():
+    """A variant that differs from its base only in how it is scored reads its base's files
+    (features_of): rootsift and a stack read the base's files, never the variant's (it has none)."""
+    from descbench.config import shared_base, shared_parts
+
+    raw = base()
+    raw["descriptors"] = {"rootsift": {"family": "rootsift"},
+                          "stack": {"family": "stack", "params": {"parts": [{"family": "sift"}, {"family": "rootsift"}]}},
+                          "sift": {"family": "sift"}}
+    raw["sweeps"] = {"tau": {"descriptor": "sift", "grid": {"scoring.tau_px": [1.0, 5.0]}}}
+    cfg = validate_config(raw, SCHEMA)
+    variants = [n for n, d in cfg["descriptors"].items() if d.get("features_of") == "sift"]
+    assert len(variants) == 2
+    cfg["descriptors"] = {**{v: cfg["descriptors"][v] for v in variants}, **cfg["descriptors"]}  # variants first
+    assert shared_base(cfg, "sift", "rootsift") == "sift"
+    assert shared_parts(cfg, "sift", "stack") == ["sift", "rootsift"]
+
+
 def test_a_supplied_descriptor_replaces_the_configs_own():
     """The Python API's validation: the config's descriptors and sweeps are not checked (a broken
     one is no error), the supplied name is (the schema's name rule), and the result has no

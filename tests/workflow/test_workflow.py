@@ -161,6 +161,15 @@ def test_adding_or_changing_one_descriptor_reruns_only_its_jobs(run):
     assert counts == {"descriptors": 2, "distractors": 1, "score": 2, "report": 1, "plots": 1, "results_db": 1, "inspector": 1,
                       "all": 1}, counts
 
+    # a stack of parts the config evaluates anyway reads their folders: its jobs wait for theirs
+    stacked = yaml.safe_load(yaml.safe_dump(cfg))
+    stacked["descriptors"]["stacked"] = {"family": "stack", "params": {"parts": [{"family": "sift"}, {"family": "rootsift"}]}}
+    write_config(work, stacked)
+    out = snakemake(work, "-n")
+    jobs = [b for b in re.split(r"\n(?=(?:local)?rule )", out) if re.search(r"output: \S*descriptors/sift/stacked/batch000", b)]
+    assert len(jobs) == 1 and all(f"descriptors/sift/{d}/batch000" in jobs[0].split("output:")[0] for d in ("sift", "rootsift"))
+    assert job_counts(out)["descriptors"] == 2
+
     changed = yaml.safe_load(yaml.safe_dump(cfg))
     changed["descriptors"]["rootsift"]["keypoint_sets"] = ["sift"]  # a change of rootsift's spec
     write_config(work, changed)

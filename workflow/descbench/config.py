@@ -577,10 +577,37 @@ def shared_base(cfg: dict, kpset: str, descriptor: str) -> str | None:
     if derives is None:
         return None
     family, base_params, _ = derives
-    want = base_params(spec["params"])
+    return _evaluated_as(cfg, kpset, family, base_params(spec["params"]), descriptor)
+
+
+def shared_parts(cfg: dict, kpset: str, descriptor: str) -> list[str | None] | None:
+    """Per part of a family that combines its parts' rows (a stack,
+    :attr:`descbench.descriptors.DescriptorFamily.combines`), the descriptor of the config whose
+    files give that part's rows on ``kpset``: the first one in config order with exactly the
+    part's family and params, evaluated on ``kpset``; None for a part computed by the job (no
+    such descriptor, or a family whose rows come from elsewhere: a joint network's keypoint job,
+    a composite's components). None when no part is shared or the family combines no parts."""
+    from descbench.descriptors import get_family
+
+    spec = cfg["descriptors"][descriptor]
+    fam = get_family(spec["family"]) if "family" in spec else None
+    if fam is None or fam.combines is None:
+        return None
+    out = []
+    for part in fam.children_of(spec["params"]):
+        pfam = get_family(part["family"])
+        computed_alike = pfam.own_rows is None and pfam.components is None
+        out.append(_evaluated_as(cfg, kpset, part["family"], part["params"], descriptor) if computed_alike else None)
+    return out if any(out) else None
+
+
+def _evaluated_as(cfg: dict, kpset: str, family: str, params: dict, skip: str) -> str | None:
+    """The first descriptor of the config (other than ``skip``) with exactly ``family`` and
+    ``params`` that is evaluated on ``kpset`` and has descriptor files of its own (a sweep variant
+    that differs only in how it is scored reads its base's: ``features_of``)."""
     for name, other in cfg["descriptors"].items():
-        if (name != descriptor and other.get("family") == family and other.get("params") == want
-                and kpset in (other.get("keypoint_sets") or cfg["keypoint_sets"])):
+        if (name != skip and other.get("family") == family and other.get("params") == params
+                and not other.get("features_of") and kpset in (other.get("keypoint_sets") or cfg["keypoint_sets"])):
             return name
     return None
 

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from descbench.config import (check_folders, combinations, match_combinations, effective_config, job_resources, learned_weights, model_files,
-                              shared_base, inspector_page,
+                              shared_base, shared_parts, inspector_page,
                               needs_learned_extra,
                               score_job_sections,
                               type_command_line_values, validate_config)
@@ -123,6 +123,14 @@ MATCH_COMBOS = match_combinations(CFG)
 @functools.lru_cache(maxsize=None)
 def shared_base_of(kpset, descriptor):
     return shared_base(CFG, kpset, descriptor)  # (keypoint set, descriptor, matcher) of the matcher stage
+
+
+# (keypoint set, descriptor) -> per part of a stack, the descriptor whose files give its rows, or None
+# (descbench.config.shared_parts)
+@functools.lru_cache(maxsize=None)
+def shared_parts_of(kpset, descriptor):
+    parts = shared_parts(CFG, kpset, descriptor)
+    return tuple(parts) if parts else None
 # The config of the sequence benchmarks' report rules: without the `patches` section, so that
 # turning the patch benchmarks on or changing them never reruns (or replaces) the sequence report.
 CFG_REPORT = {k: v for k, v in CFG.items() if k not in ("patches", "inspector")}  # their own rules read those
@@ -501,16 +509,20 @@ def descriptor_job_spec(wildcards):
     base = shared_base_of(wildcards.kpset, wildcards.descriptor)
     if base:  # rows transformed from another descriptor's files (descbench.config.shared_base)
         spec = {**spec, "shared_base": base}
+    parts = shared_parts_of(wildcards.kpset, wildcards.descriptor)
+    if parts:  # parts' rows read from other descriptors' files (descbench.config.shared_parts)
+        spec = {**spec, "shared_parts": list(parts)}
     return spec_file("descriptors", f"{wildcards.kpset}/{wildcards.descriptor}", spec)
 
 
 def composite_inputs(wildcards):
     """A composite's inputs: each component's keypoint and descriptor folders of this batch; a
-    family that transforms another descriptor's rows: that descriptor's folder (shared_base)."""
+    family that transforms another descriptor's rows: that descriptor's folder (shared_base); a
+    stack: the folders of the descriptors that give some of its parts' rows (shared_parts)."""
     spec = CFG["descriptors"][wildcards.descriptor]
     if spec["family"] != "composite":
-        base = shared_base_of(wildcards.kpset, wildcards.descriptor)
-        return [PATHS.descriptors_dir(wildcards.kpset, base, wildcards.batch)] if base else []
+        names = [shared_base_of(wildcards.kpset, wildcards.descriptor), *(shared_parts_of(wildcards.kpset, wildcards.descriptor) or ())]
+        return sorted({PATHS.descriptors_dir(wildcards.kpset, n, wildcards.batch) for n in names if n})
     from descbench.descriptors.composite import resolve_components
 
     out = []

@@ -53,3 +53,80 @@ def test_a_derived_family_reads_its_base_rows_and_equals_computing_them(tmp_path
         describe_scene(run.scene_root / "i_rocket", Path(run.paths.keypoints("kp", "i_rocket")), "root",
                        {"family": "rootsift", "params": {}}, run.cfg["keypoint_sets"]["kp"], tmp_path / "x.parquet",
                        base_file=Path(run.paths.descriptors("kp", "desc", "v_coins")))
+
+
+def test_a_stack_reads_the_parts_another_descriptor_gives_and_equals_computing_them(tmp_path):
+    """A stack with ``shared_parts``: part 0 (sift at its defaults) read from descriptor 'desc''s
+    files, part 1 (rootsift) computed; bit for bit the rows of computing both, each read file's
+    sha256 recorded in its part's place; a part file of other keypoints is refused."""
+    import numpy as np
+    import pytest
+
+    from descbench.config import validate_config
+    from descbench.errors import DataError
+    from descbench.fileops import file_sha256
+    from jobcli import SCHEMA
+
+    run = features(tmp_path)  # descriptor 'desc' = sift at its defaults on 'kp'
+    raw = {"keypoint_sets": {"kp": {"detector": "sift"}}, "descriptors": {"stack": {"family": "stack", "params": {
+        "parts": [{"family": "sift"}, {"family": "rootsift"}], "weights": [2.0, 1.0]}}}}
+    stack = validate_config(raw, SCHEMA)["descriptors"]["stack"]
+    spec = tmp_path / "stack.json"
+    spec.write_text(json.dumps({**stack, "shared_parts": ["desc", None]}))
+    ok("descriptors", *run.batch_args(), "--keypoint-set", "kp", "--name", "stack", "--spec", f"@{spec}",
+       "--keypoint-set-spec", run.spec("keypoint_sets", "kp"))
+    for s in SCENES:
+        kp = Path(run.paths.keypoints("kp", s))
+        shared = read_features(kp, Path(run.paths.descriptors("kp", "stack", s)))
+        describe_scene(run.scene_root / s, kp, "stack", stack, run.cfg["keypoint_sets"]["kp"], tmp_path / f"{s}.computed.parquet")
+        computed = read_features(kp, tmp_path / f"{s}.computed.parquet")
+        assert all(np.array_equal(shared.by_image[k], computed.by_image[k]) for k in computed.per_image)
+        assert shared.by_image[1].shape[1] == 256
+        assert shared.dmeta["part_files_sha256"] == [file_sha256(run.paths.descriptors("kp", "desc", s)), None]
+        assert "part_files_sha256" not in computed.dmeta
+    # the rows are read, not computed again: a part file holding other rows gives a stack of those
+    from descbench import io
+
+    kp = Path(run.paths.keypoints("kp", "i_rocket"))
+    table, meta = io.read_table(run.paths.descriptors("kp", "desc", "i_rocket"))
+    altered = io.descriptors_array(table)[::-1].copy()  # the same rows, other keypoints' ones
+    io.write_table(io.descriptors_table(io.column_array(table.column("image")), altered), tmp_path / "altered.parquet", meta)
+    describe_scene(run.scene_root / "i_rocket", kp, "stack", stack, run.cfg["keypoint_sets"]["kp"], tmp_path / "x.parquet",
+                   part_files=[tmp_path / "altered.parquet", None])
+    got, computed = read_features(kp, tmp_path / "x.parquet"), read_features(kp, tmp_path / "i_rocket.computed.parquet")
+    sift_part = got.by_image[1][:, :128] / 2.0  # weight 2, block and final L2 normalisation
+    part = read_features(kp, tmp_path / "altered.parquet").by_image[1]
+    expect = part / np.linalg.norm(part, axis=1, keepdims=True) / np.sqrt(5.0)
+    assert np.allclose(sift_part, expect, atol=1e-6) and not np.array_equal(got.by_image[1], computed.by_image[1])
+    with pytest.raises(DataError, match="different version"):
+        describe_scene(run.scene_root / "i_rocket", kp, "stack", stack, run.cfg["keypoint_sets"]["kp"], tmp_path / "x.parquet",
+                       part_files=[Path(run.paths.descriptors("kp", "desc", "v_coins")), None])
+
+
+def test_given_part_rows_are_what_the_stack_combines(tmp_path):
+    """compute_descriptors with ``given`` rows: the stack combines them in that part's place and
+    computes the others; a family that combines no parts refuses them."""
+    import numpy as np
+    import pytest
+
+    from descbench.config import validate_config
+    from descbench.descriptors import compute_descriptors
+    from descbench.descriptors.stack import combine_blocks
+    from descbench.jobs.common import load_keypoints
+    from jobcli import SCHEMA
+
+    run = features(tmp_path)
+    raw = {"keypoint_sets": {"kp": {"detector": "sift"}}, "descriptors": {"stack": {"family": "stack", "params": {
+        "parts": [{"family": "sift"}, {"family": "rootsift"}]}}}}
+    params = validate_config(raw, SCHEMA)["descriptors"]["stack"]["params"]
+    per_image, _ = load_keypoints(Path(run.paths.keypoints("kp", "i_rocket")))
+    image = sorted((run.scene_root / "i_rocket").glob("1.*"))[0]
+    kpset = run.cfg["keypoint_sets"]["kp"]
+    kps = per_image[1]
+    other = np.ones((len(kps), 128), np.float32)
+    got = compute_descriptors("stack", params, image, kps, kpset, "here", given=[other, None])
+    root = compute_descriptors("rootsift", params["parts"][1]["params"], image, kps, kpset, "here")
+    assert np.array_equal(got, combine_blocks([other, root], params))
+    assert not np.array_equal(got, compute_descriptors("stack", params, image, kps, kpset, "here"))
+    with pytest.raises(ValueError, match="combines no parts"):
+        compute_descriptors("sift", params["parts"][0]["params"], image, kps, kpset, "here", given=[None])

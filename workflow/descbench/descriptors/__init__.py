@@ -82,6 +82,12 @@ class DescriptorFamily(RuntimeFacts):
     # reads the rows of a descriptor of the config with that family and params on the same keypoint
     # set instead of computing them (descbench.config.shared_base); without one it runs ``compute``.
     derives: tuple[str, Callable[[dict], dict], Callable[[np.ndarray, dict], np.ndarray]] | None = None
+    # A family whose rows combine the rows of its ``children`` (a stack's parts): ``combines(image_path,
+    # keypoints, params, kpset, given)`` is ``compute`` with ``given[i]`` (rows, or None: computed) as
+    # the rows of part i, bit for bit what computing that part gives. A descriptor job takes a part's
+    # rows from the files of a descriptor of the config with exactly that part's family and params on
+    # the same keypoint set (descbench.config.shared_parts) instead of computing them again.
+    combines: Callable[[Path, ImageKeypoints, dict, dict, list[np.ndarray | None]], np.ndarray] | None = None
     # ``runtime_provenance(params)``: how a job ran the family (learned families: torch/kornia or
     # OpenCV/onnxruntime versions, device, threads, weights or model sha256, batch), recorded in its
     # descriptor files' metadata; None: nothing beyond the params.
@@ -291,13 +297,21 @@ def check_descriptor_params(family: str, params: dict | None, where: str) -> dic
     return fam.check(params, where) if fam.check else params
 
 
-def compute_descriptors(family: str, params: dict, image_path: Path, kps: ImageKeypoints, kpset: dict, where: str) -> np.ndarray:
+def compute_descriptors(family: str, params: dict, image_path: Path, kps: ImageKeypoints, kpset: dict, where: str,
+                        given: list[np.ndarray | None] | None = None) -> np.ndarray:
     """Run a family on one image and validate its output (:func:`check_rows`). A
     :class:`DataError` raised by the family (e.g. the python family's callable) is re-raised
-    prefixed with ``where`` (descriptor, scene, image)."""
+    prefixed with ``where`` (descriptor, scene, image). ``given``: for a family that
+    :attr:`DescriptorFamily.combines` its parts, the rows of the parts already at hand (None:
+    that part is computed)."""
     fam = get_family(family)
+    if given is not None and fam.combines is None:
+        raise ValueError(f"descriptor family '{family}' combines no parts; it cannot be given part rows")
     try:
-        desc = fam.compute(Path(image_path), kps, params, kpset)
+        if given is not None:
+            desc = fam.combines(Path(image_path), kps, params, kpset, given)
+        else:
+            desc = fam.compute(Path(image_path), kps, params, kpset)
     except DataError as exc:
         if str(exc).startswith(where):
             raise

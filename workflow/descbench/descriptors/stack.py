@@ -12,6 +12,11 @@ norm (an all-zero row stays zero). Binary parts (packed bits) are concatenated a
 makes the Hamming distance of the stack the sum of the parts' Hamming distances; block and final
 normalisation and weights do not apply to bits (refused). Float and binary parts cannot be mixed
 (no single distance would compare them).
+
+A part that the config also evaluates as a descriptor of its own (exactly that family and those
+params, on the same keypoint set) is not computed again: the stack's job reads that descriptor's
+files (:func:`descbench.config.shared_parts`; the same rows bit for bit, their files' sha256 in
+the stack's provenance), so stacking costs only the parts nothing else computes.
 """
 
 from __future__ import annotations
@@ -83,11 +88,18 @@ def part_kind(part: dict) -> bool | None:
     return binary
 
 
-def stack_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
+def stack_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict,
+                      given: list[np.ndarray | None] | None = None) -> np.ndarray:
+    """The stack's rows on one image: each part computed, except a part whose rows are ``given``
+    (``given[i]`` not None: the rows of a descriptor of the config with that part's family and
+    params on the same keypoints, :func:`descbench.config.shared_parts`), then
+    :func:`combine_blocks`."""
     from descbench.descriptors import compute_descriptors
 
-    blocks = [compute_descriptors(p["family"], p["params"], image_path, kps, kpset, f"stack part {i} ({p['family']})")
-              for i, p in enumerate(params["parts"])]
+    given = given or [None] * len(params["parts"])
+    blocks = [g if g is not None else compute_descriptors(p["family"], p["params"], image_path, kps, kpset,
+                                                         f"stack part {i} ({p['family']})")
+              for i, (p, g) in enumerate(zip(params["parts"], given, strict=True))]
     return combine_blocks(blocks, params, str(image_path))
 
 
@@ -140,5 +152,5 @@ def stack_width(params: dict, part_widths: list[int]) -> int:
 FAMILIES = (
     DescriptorFamily("stack", stack_descriptors, PARAMS_SCHEMA["stack"], binary=None, check=check_stack,
                      patch_support=stack_patch_support, patch_rows=stack_patch_rows,
-                     children=stack_parts, width=stack_width),
+                     children=stack_parts, width=stack_width, combines=stack_descriptors),
 )

@@ -19,21 +19,25 @@ from descbench.paths import ResultPaths
 
 
 def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpset_spec: dict, out: Path,
-                   base_file: Path | None = None) -> None:
+                   base_file: Path | None = None, part_files: list[Path | None] | None = None) -> None:
     """Compute one descriptor for every keypoint of a scene; rows aligned with the keypoint file.
     ``base_file``: the descriptor file of the same keypoints whose rows the family's ``derives``
-    transforms (spec ``shared_base``), read instead of computing them."""
+    transforms (spec ``shared_base``), read instead of computing them. ``part_files``: per part
+    of a family that ``combines`` its parts (spec ``shared_parts``), the descriptor file of the
+    same keypoints that gives the part's rows, or None (computed)."""
     fam = get_family(spec["family"])
     # a joint network on its own keypoints: the keypoint job's rows (one network run), else compute
     own = fam.own_rows(spec["params"], kpset_spec, keypoints) if fam.own_rows else None
     base = read_features(keypoints, base_file) if base_file is not None else None
+    parts = [read_features(keypoints, f) if f is not None else None for f in part_files] if part_files else None
 
     def rows(k: int, image_path: Path, kps, where: str) -> np.ndarray:
         if own is not None:
             return own[0](k, kps)
         if base is not None:
             return fam.derives[2](base.by_image[k], spec["params"])
-        return compute_descriptors(spec["family"], spec["params"], image_path, kps, kpset_spec, where)
+        given = [p.by_image[k] if p is not None else None for p in parts] if parts else None
+        return compute_descriptors(spec["family"], spec["params"], image_path, kps, kpset_spec, where, given)
 
     files = scene_files(scene_dir)
     per_image, kmeta = load_keypoints(keypoints)
@@ -42,6 +46,8 @@ def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpse
     extra = {"runtime": runtime} if runtime else {}  # learned families: how they ran
     if base is not None:
         extra["base_file_sha256"] = file_sha256(base_file)
+    if parts:
+        extra["part_files_sha256"] = [file_sha256(f) if f is not None else None for f in part_files]
     write_descriptors(blocks, images, name, spec, files.scene, keypoints, kmeta, out, **extra)
 
 
@@ -117,8 +123,10 @@ def describe_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str,
             describe_composite_scene(paths, scene, kpset, name, spec, out)
         else:
             base = spec.get("shared_base")
+            parts = [Path(paths.descriptors(kpset, p, scene)) if p else None for p in spec["shared_parts"]] \
+                if spec.get("shared_parts") else None
             describe_scene(Path(scene_root) / scene, Path(paths.keypoints(kpset, scene)), name, spec, kpset_spec, out,
-                           Path(paths.descriptors(kpset, base, scene)) if base else None)
+                           Path(paths.descriptors(kpset, base, scene)) if base else None, parts)
 
 
 
