@@ -275,6 +275,42 @@ def test_large_images_get_the_memory_their_jobs_need(tmp_path, monkeypatch):
     assert [int(j["mem_mb"]) for j in got["report"]] == [2000] and [int(j["runtime"]) for j in got["report"]] == [15]
 
 
+@pytest.mark.e2e
+def test_a_job_is_sized_from_the_files_there_when_it_starts(tmp_path, monkeypatch):
+    """A job is sized from the files written before it starts (the jobresources docstring:
+    Snakemake asks for a job's resources again when it is ready), not from the defaults assumed
+    at DAG build. A folder dataset resized during the run (at DAG build the resized
+    scene is not there: 6000 x 4500 assumed; 640 px after) and SIFT at contrast_threshold 0.2 (a few keypoints
+    where the model assumes ~2,000): the keypoint job asks for the resized images' estimate, the
+    score job for the written keypoint counts'."""
+    from descbench import jobresources
+    from descbench.config import validate_config
+    from descbench.datasets import experiment_name, scene_root
+    from descbench.datasets.demo import generate_scene
+
+    generate_scene("i_rocket", tmp_path / "imgs", seed=0)
+    cfg = write_config(tmp_path, dataset="folder", folder={"path": "imgs", "name": "small"}, scenes=None,
+                       resize={"size": 640, "side": "long"})
+    cfg["descriptors"] = {"sift": cfg["descriptors"]["sift"]}
+    cfg["keypoint_sets"]["sift"]["params"]["contrast_threshold"] = 0.2
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
+    monkeypatch.chdir(tmp_path)
+    vcfg = validate_config(cfg, ROOT / "workflow" / "schemas" / "config.schema.yaml")
+    batch = Path(vcfg["results_dir"]) / experiment_name(vcfg) / "scores" / "sift" / "sift" / "batch000"
+    got = dry_run_resources(snakemake(tmp_path, "--cores", "1", str(batch)))
+    scene = [scene_root(vcfg) / "i_rocket"]
+    fresh = {"keypoints": jobresources.keypoint_job(vcfg, "sift", scene),
+             "score": jobresources.score_job(vcfg, "sift", "sift", scene)}
+    at_dag_build = [tmp_path / "not_there"], {**vcfg, "results_dir": str(tmp_path / "no_results")}
+    stale = {"keypoints": jobresources.keypoint_job(at_dag_build[1], "sift", at_dag_build[0]),
+             "score": jobresources.score_job(at_dag_build[1], "sift", "sift", at_dag_build[0])}
+    # the keypoint counts, not only the image sizes, change the score job's estimate
+    assert fresh["score"] != jobresources.score_job(at_dag_build[1], "sift", "sift", scene)
+    for rule in fresh:
+        assert fresh[rule] != stale[rule], (rule, fresh[rule])  # the case is one where the files change the estimate
+        assert [{k: int(j[k]) for k in fresh[rule]} for j in got[rule]] == [fresh[rule]], (rule, got[rule])
+
+
 FLAKY = '''import os
 import numpy as np
 

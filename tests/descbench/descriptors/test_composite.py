@@ -12,6 +12,7 @@ from descbench.config import validate_config
 from descbench.descriptors import check_descriptor_params
 from descbench.descriptors.composite import aggregate, check_alignment, paired, resolve_components
 from descbench.errors import ConfigError, DataError
+from descbench.fileops import file_sha256
 from descbench.paths import ResultPaths
 from descbench.jobs.common import read_features
 from descbench.jobs.descriptors import describe_batch
@@ -249,7 +250,8 @@ def test_the_descriptor_job_fuses_the_two_sides_of_an_intersection(scene, tmp_pa
         want = (1.0 * l2(a.by_image[k]) + 3.0 * b.by_image[k].astype(np.float64)) / 4.0
         np.testing.assert_allclose(got.by_image[k], l2(want), rtol=1e-6, atol=1e-7)
     assert got.dmeta["params"]["components"][1]["keypoint_set"] == "both_orb"
-    assert len(got.dmeta["component_files_sha256"]) == 2
+    assert got.dmeta["component_files_sha256"] == [
+        file_sha256(paths.descriptors("both_sift", "sift", scene.name)), file_sha256(paths.descriptors("both_orb", "rootsift", scene.name))]
     # a component file from a different keypoint set version is refused
     other = Path(paths.keypoints("both_sift", scene.name))
     other.write_bytes(Path(paths.keypoints("both_orb", scene.name)).read_bytes())

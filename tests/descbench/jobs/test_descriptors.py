@@ -33,6 +33,7 @@ def test_a_derived_family_reads_its_base_rows_and_equals_computing_them(tmp_path
     import pytest
 
     from descbench.errors import DataError
+    from descbench.fileops import file_sha256
 
     run = features(tmp_path)  # descriptor 'desc' = sift at its defaults on 'kp'
     spec = tmp_path / "root.json"
@@ -46,7 +47,8 @@ def test_a_derived_family_reads_its_base_rows_and_equals_computing_them(tmp_path
                        tmp_path / f"{s}.computed.parquet")
         computed = read_features(kp, tmp_path / f"{s}.computed.parquet")
         assert all(np.array_equal(shared.by_image[k], computed.by_image[k]) for k in computed.per_image)
-        assert shared.dmeta["base_file_sha256"] and "base_file_sha256" not in computed.dmeta
+        assert shared.dmeta["base_file_sha256"] == file_sha256(run.paths.descriptors("kp", "desc", s))
+        assert "base_file_sha256" not in computed.dmeta
         sift = read_features(kp, Path(run.paths.descriptors("kp", "desc", s)))
         assert not np.array_equal(shared.by_image[1], sift.by_image[1])  # rooted, not copied
     with pytest.raises(DataError, match="different version"):
@@ -130,3 +132,39 @@ def test_given_part_rows_are_what_the_stack_combines(tmp_path):
     assert not np.array_equal(got, compute_descriptors("stack", params, image, kps, kpset, "here"))
     with pytest.raises(ValueError, match="combines no parts"):
         compute_descriptors("sift", params["parts"][0]["params"], image, kps, kpset, "here", given=[None])
+
+
+def test_a_shared_file_is_read_once_for_its_rows_and_its_digest(tmp_path, monkeypatch):
+    """describe_scene reads a base or part file once: the digest it records is of the bytes it
+    read (io.read_table_sha256), not of a second read of the file."""
+    from collections import Counter
+
+    from descbench import fileops, io
+    from descbench.fileops import file_sha256
+    from descbench.jobs import common as jobs_common
+    from descbench.jobs import descriptors as jobs_descriptors
+
+    run = features(tmp_path)  # descriptor 'desc' = sift at its defaults on 'kp'
+    kp = Path(run.paths.keypoints("kp", "i_rocket"))
+    base = Path(run.paths.descriptors("kp", "desc", "i_rocket"))
+    reads = Counter()
+
+    def spy(f):
+        return lambda path, *a, **k: reads.update([Path(path)]) or f(path, *a, **k)
+
+    for module in (io, fileops, jobs_common, jobs_descriptors):
+        for name in ("read_table", "read_table_sha256", "file_sha256"):
+            if hasattr(module, name):
+                monkeypatch.setattr(module, name, spy(getattr(module, name)))
+    describe_scene(run.scene_root / "i_rocket", kp, "root", {"family": "rootsift", "params": {}},
+                   run.cfg["keypoint_sets"]["kp"], tmp_path / "root.parquet", base_file=base)
+    assert reads[base] == 1
+    reads.clear()
+    stack = {"family": "stack", "params": {"parts": [{"family": "sift", "params": {}}], "block_norm": "l2",
+                                           "final_norm": "l2", "weights": [1.0]}}
+    describe_scene(run.scene_root / "i_rocket", kp, "stack", stack, run.cfg["keypoint_sets"]["kp"], tmp_path / "stack.parquet",
+                   part_files=[base])
+    assert reads[base] == 1
+    monkeypatch.undo()
+    assert io.read_meta(tmp_path / "root.parquet")["base_file_sha256"] == file_sha256(base)
+    assert io.read_meta(tmp_path / "stack.parquet")["part_files_sha256"] == [file_sha256(base)]

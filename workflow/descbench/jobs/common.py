@@ -40,12 +40,19 @@ class SceneFeatures:
     by_image: dict[int, np.ndarray]
     kmeta: dict
     dmeta: dict
+    #: the descriptor file's SHA-256 (:func:`read_features` with ``with_sha256``), else None
+    descriptors_sha256: str | None = None
 
 
-def read_features(keypoints: Path, descriptors: Path) -> SceneFeatures:
-    """Load one scene's keypoint and descriptor files; fail if they do not belong together."""
+def read_features(keypoints: Path, descriptors: Path, with_sha256: bool = False) -> SceneFeatures:
+    """Load one scene's keypoint and descriptor files; fail if they do not belong together.
+    ``with_sha256``: also the descriptor file's digest, of the bytes read (for a job that records
+    it in its provenance; one read of the file)."""
     per_image, kmeta = load_keypoints(keypoints)
-    dtable, dmeta = io.read_table(descriptors)
+    if with_sha256:
+        dtable, dmeta, dsha = io.read_table_sha256(descriptors)
+    else:
+        (dtable, dmeta), dsha = io.read_table(descriptors), None
     if dmeta.get("keypoints_sha256") != file_sha256(keypoints):
         raise DataError(f"{descriptors} was computed from a different version of {keypoints}; rerun its descriptor job")
     desc = io.descriptors_array(dtable)
@@ -57,7 +64,7 @@ def read_features(keypoints: Path, descriptors: Path) -> SceneFeatures:
     for k in per_image:
         if by_image[k].shape[0] != len(per_image[k]):
             raise DataError(f"{descriptors}: image {k} has {by_image[k].shape[0]} descriptors for {len(per_image[k])} keypoints; rebuild it")
-    return SceneFeatures(kmeta.get("scene", Path(keypoints).stem), per_image, by_image, kmeta, dmeta)
+    return SceneFeatures(kmeta.get("scene", Path(keypoints).stem), per_image, by_image, kmeta, dmeta, dsha)
 
 
 # ----------------------------------------------------------------------------- command-line plumbing

@@ -28,8 +28,8 @@ def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpse
     fam = get_family(spec["family"])
     # a joint network on its own keypoints: the keypoint job's rows (one network run), else compute
     own = fam.own_rows(spec["params"], kpset_spec, keypoints) if fam.own_rows else None
-    base = read_features(keypoints, base_file) if base_file is not None else None
-    parts = [read_features(keypoints, f) if f is not None else None for f in part_files] if part_files else None
+    base = read_features(keypoints, base_file, with_sha256=True) if base_file is not None else None
+    parts = [read_features(keypoints, f, with_sha256=True) if f is not None else None for f in part_files] if part_files else None
 
     def rows(k: int, image_path: Path, kps, where: str) -> np.ndarray:
         if own is not None:
@@ -45,9 +45,9 @@ def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpse
     runtime = own[1] if own is not None else fam.runtime_provenance(spec["params"]) if fam.runtime_provenance else None
     extra = {"runtime": runtime} if runtime else {}  # learned families: how they ran
     if base is not None:
-        extra["base_file_sha256"] = file_sha256(base_file)
+        extra["base_file_sha256"] = base.descriptors_sha256
     if parts:
-        extra["part_files_sha256"] = [file_sha256(f) if f is not None else None for f in part_files]
+        extra["part_files_sha256"] = [p.descriptors_sha256 if p is not None else None for p in parts]
     write_descriptors(blocks, images, name, spec, files.scene, keypoints, kmeta, out, **extra)
 
 
@@ -100,7 +100,7 @@ def describe_composite_scene(paths: ResultPaths, scene: str, kpset: str, name: s
     names = [f"{i} ('{c['descriptor']}' on '{c['keypoint_set']}')" for i, c in enumerate(comps)]
     files = [(Path(paths.keypoints(c["keypoint_set"], scene)), Path(paths.descriptors(c["keypoint_set"], c["descriptor"], scene)))
              for c in comps]
-    feats = [read_features(k, d) for k, d in files]
+    feats = [read_features(k, d, with_sha256=True) for k, d in files]
     blocks, images = [], []
     for k in per_image:
         where = f"descriptor '{name}', scene {scene}, image {k}"
@@ -112,7 +112,7 @@ def describe_composite_scene(paths: ResultPaths, scene: str, kpset: str, name: s
         blocks.append(d)
         images.append(np.full(d.shape[0], k, dtype=np.int8))
     write_descriptors(blocks, images, name, spec, scene, keypoints, kmeta, out,
-                       component_files_sha256=[file_sha256(d) for _, d in files])
+                       component_files_sha256=[f.descriptors_sha256 for f in feats])
 
 
 def describe_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, name: str, spec: dict, kpset_spec: dict) -> None:
