@@ -71,6 +71,17 @@ def test_the_interpreter_does_not_wait_for_a_cancelled_timer():
     assert out.stdout.strip() == "1" and time.monotonic() - start < 10
 
 
+def test_a_timer_left_pending_at_exit_is_cancelled_without_waiting_for_it():
+    """A run that ends without onsuccess / onerror (--no-hooks, an exception in the scheduler)
+    exits at once instead of waiting one timespan; the workflow arranges it when it is read."""
+    code = ("import threading; from descbench import smktuning; "
+            "threading.Timer(30, print, ['fired']).start(); print(smktuning.cancel_timers_at_exit())")
+    start = time.monotonic()
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=25, check=True)
+    assert out.stdout.strip() == "True" and time.monotonic() - start < 10
+    assert "\nsmktuning.cancel_timers_at_exit()\n" in (ROOT / "workflow" / "rules" / "common.smk").read_text()
+
+
 def test_the_workflow_cancels_them_at_the_end_of_every_run_and_thins_the_rounds():
     rules = (ROOT / "workflow" / "rules" / "report.smk").read_text()
     for handler in ("onsuccess:", "onerror:"):

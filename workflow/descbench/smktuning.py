@@ -9,8 +9,9 @@ workflow does on its own, with public interfaces only:
   (a ``threading.Timer``), and each finished job starts another such chain. The workflow profile
   (``profiles/default/config.yaml``) sets ``1000/10s``: Snakemake's average rate, a tenth of the
   rounds. The interpreter would then wait up to 10 s after the run for the last timers, so the
-  workflow's ``onsuccess`` / ``onerror`` cancel them (:func:`cancel_pending_timers`, the
-  standard ``threading`` module only).
+  workflow's ``onsuccess`` / ``onerror`` cancel them (:func:`cancel_pending_timers`) and so does
+  the interpreter's exit (:func:`cancel_timers_at_exit`, for a run that ends another way); the
+  standard ``threading`` module only.
 
 * **Ctrl-C and SIGTERM stop the run's jobs** (:func:`stop_jobs_on_sigint`, installed when
   ``workflow/rules/common.smk`` is read, and :func:`stop_jobs_on_sigterm`, installed by the
@@ -231,6 +232,27 @@ def cancel_pending_timers() -> int:
             thread.cancel()
             n += 1
     return n
+
+
+def cancel_timers_at_exit() -> bool:
+    """Have the interpreter cancel the pending ``threading.Timer`` threads when it exits, before
+    it waits for its threads; return whether that is arranged.
+
+    :func:`cancel_pending_timers` runs in ``onsuccess`` / ``onerror``; a run that ends another way
+    (``--no-hooks``, an exception in Snakemake's scheduler) would otherwise wait up to one
+    ``--max-jobs-per-timespan`` timespan at exit for timers that can only wake a scheduler that
+    has stopped. ``threading._register_atexit`` (CPython's, used by ``concurrent.futures`` for
+    the same purpose; the functions it registers run before the non-daemon threads are joined) is
+    the standard library's, not Snakemake's; an interpreter without it returns False.
+    """
+    register = getattr(threading, "_register_atexit", None)
+    if register is None:  # pragma: no cover - CPython has had it since 3.9
+        return False
+    try:
+        register(cancel_pending_timers)
+    except RuntimeError:  # already shutting down
+        return False
+    return True
 
 
 # ----------------------------------------------------------------------------- the jobs' interpreter

@@ -35,6 +35,8 @@ except ValueError as _exc:
 if SMK_TUNING["note"]:
     logger.warning(SMK_TUNING["note"])
 SMK_TUNING = {k: v for k, v in SMK_TUNING.items() if k != "note"}
+# Snakemake's pending re-evaluation timers never delay the end of a run, however it ends.
+smktuning.cancel_timers_at_exit()
 
 # How each job starts descbench (a rule param, used as `{params.descbench} <command>`). The interpreter that runs Snakemake
 # (venv/bin/snakemake works without activating the venv; on a cluster node the same absolute path),
