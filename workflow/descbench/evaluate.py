@@ -202,7 +202,7 @@ def evaluate_sequences(describe: Callable[[np.ndarray, Any], Any], *, dataset: s
     from descbench.datasets.layout import pairs_mode, read_image, scene_files
     from descbench.descriptors import check_rows
     from descbench.descriptors.python import call_descriptor, checked_output
-    from descbench.jobs.common import load_keypoints
+    from descbench.jobs.common import read_keypoints
     from descbench.jobs.descriptors import image_rows, write_descriptors
     from descbench.jobs.distractors import build_distractor_bank
     from descbench.jobs.keypoints import detect_batch
@@ -234,7 +234,7 @@ def evaluate_sequences(describe: Callable[[np.ndarray, Any], Any], *, dataset: s
         with _progress(n_images, f"describe ({name})", progress) as bar:
             for scene in scenes:
                 kp_file = Path(paths.keypoints(kpset, scene))
-                per_image, kmeta = load_keypoints(kp_file)
+                kp = read_keypoints(kp_file)
                 files = files_of[scene]
 
                 def rows(k, image_path, kps, where):
@@ -244,8 +244,8 @@ def evaluate_sequences(describe: Callable[[np.ndarray, Any], Any], *, dataset: s
                     bar.update(1)
                     return check_rows(d, len(kps), f"descriptor callable '{label}'", image_path, where)
 
-                blocks, images = image_rows(files, per_image, name, rows)
-                write_descriptors(blocks, images, name, spec, scene, kp_file, kmeta, Path(paths.descriptors(kpset, name, scene)))
+                blocks, images = image_rows(files, kp.per_image, name, rows)
+                write_descriptors(blocks, images, name, spec, scene, kp, Path(paths.descriptors(kpset, name, scene)))
         sections = score_job_sections(cfg, name)
         if "verification" in sections:
             build_distractor_bank(paths, kpset, name, sections["verification"], Path(paths.distractor_bank(kpset, name)))

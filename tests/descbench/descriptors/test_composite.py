@@ -219,9 +219,10 @@ def test_alignment_check(pristine):
         check_alignment(a, kps([[10, 10]]), 2.0, "w")
 
 
-def test_the_descriptor_job_fuses_the_two_sides_of_an_intersection(scene, tmp_path):
+def test_the_descriptor_job_fuses_the_two_sides_of_an_intersection(scene, tmp_path, monkeypatch):
     """sift + orb keypoints intersected; sift described on the sift side, rootsift on the orb side:
-    the composite file equals aggregate() of the two component files, image by image."""
+    the composite file equals aggregate() of the two component files, image by image; the scored
+    set's keypoint file, which a component shares, is read once."""
     cfg = validate_config({"keypoint_sets": {
         "sift": {"detector": "sift"}, "orb": {"detector": "orb"},
         "both_sift": {"intersection": {"sources": ["sift", "orb"], "keep": "sift", "tol_px": 3.0}},
@@ -241,7 +242,16 @@ def test_the_descriptor_job_fuses_the_two_sides_of_an_intersection(scene, tmp_pa
         describe_batch(paths, scene.parent, "batch0", s, d, ds[d], root_detector_spec(ks, s))
     spec = {**ds["c"], "components": resolve_components(ds["c"]["params"], "both_orb", ds, ks)}
     Path(paths.descriptors_dir("both_orb", "c", "batch0")).mkdir(parents=True)
+    from collections import Counter
+
+    from descbench import io
+
+    reads, read_table, read_table_sha256 = Counter(), io.read_table, io.read_table_sha256
+    monkeypatch.setattr(io, "read_table", lambda path, *a, **k: reads.update([Path(path)]) or read_table(path, *a, **k))
+    monkeypatch.setattr(io, "read_table_sha256", lambda path, *a, **k: reads.update([Path(path)]) or read_table_sha256(path, *a, **k))
     describe_batch(paths, scene.parent, "batch0", "both_orb", "c", spec, {})
+    monkeypatch.undo()
+    assert reads[Path(paths.keypoints("both_orb", scene.name))] == 1 and reads[Path(paths.keypoints("both_sift", scene.name))] == 1
     got = read_features(Path(paths.keypoints("both_orb", scene.name)), Path(paths.descriptors("both_orb", "c", scene.name)))
     a = read_features(Path(paths.keypoints("both_sift", scene.name)), Path(paths.descriptors("both_sift", "sift", scene.name)))
     b = read_features(Path(paths.keypoints("both_orb", scene.name)), Path(paths.descriptors("both_orb", "rootsift", scene.name)))
@@ -252,6 +262,7 @@ def test_the_descriptor_job_fuses_the_two_sides_of_an_intersection(scene, tmp_pa
     assert got.dmeta["params"]["components"][1]["keypoint_set"] == "both_orb"
     assert got.dmeta["component_files_sha256"] == [
         file_sha256(paths.descriptors("both_sift", "sift", scene.name)), file_sha256(paths.descriptors("both_orb", "rootsift", scene.name))]
+    assert got.dmeta["keypoints_sha256"] == file_sha256(paths.keypoints("both_orb", scene.name))
     # a component file from a different keypoint set version is refused
     other = Path(paths.keypoints("both_sift", scene.name))
     other.write_bytes(Path(paths.keypoints("both_orb", scene.name)).read_bytes())

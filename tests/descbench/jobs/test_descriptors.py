@@ -135,8 +135,8 @@ def test_given_part_rows_are_what_the_stack_combines(tmp_path):
 
 
 def test_a_shared_file_is_read_once_for_its_rows_and_its_digest(tmp_path, monkeypatch):
-    """describe_scene reads a base or part file once: the digest it records is of the bytes it
-    read (io.read_table_sha256), not of a second read of the file."""
+    """describe_scene reads a base or part file, and the keypoint file, once: the digests it
+    records and checks are of the bytes it read (io.read_table_sha256), not of a second read."""
     from collections import Counter
 
     from descbench import fileops, io
@@ -158,13 +158,18 @@ def test_a_shared_file_is_read_once_for_its_rows_and_its_digest(tmp_path, monkey
                 monkeypatch.setattr(module, name, spy(getattr(module, name)))
     describe_scene(run.scene_root / "i_rocket", kp, "root", {"family": "rootsift", "params": {}},
                    run.cfg["keypoint_sets"]["kp"], tmp_path / "root.parquet", base_file=base)
-    assert reads[base] == 1
+    assert reads[base] == 1 and reads[kp] == 1
     reads.clear()
     stack = {"family": "stack", "params": {"parts": [{"family": "sift", "params": {}}], "block_norm": "l2",
                                            "final_norm": "l2", "weights": [1.0]}}
     describe_scene(run.scene_root / "i_rocket", kp, "stack", stack, run.cfg["keypoint_sets"]["kp"], tmp_path / "stack.parquet",
                    part_files=[base])
-    assert reads[base] == 1
+    assert reads[base] == 1 and reads[kp] == 1
+    reads.clear()
+    jobs_common.read_features(kp, base)  # what every scoring job reads
+    assert reads[base] == 1 and reads[kp] == 1
     monkeypatch.undo()
     assert io.read_meta(tmp_path / "root.parquet")["base_file_sha256"] == file_sha256(base)
     assert io.read_meta(tmp_path / "stack.parquet")["part_files_sha256"] == [file_sha256(base)]
+    for out in ("root", "stack"):
+        assert io.read_meta(tmp_path / f"{out}.parquet")["keypoints_sha256"] == file_sha256(kp)

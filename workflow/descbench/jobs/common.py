@@ -15,20 +15,42 @@ import numpy as np
 
 from descbench import io
 from descbench.errors import DataError, DescbenchError
-from descbench.fileops import file_sha256
 from descbench.keypoints import ImageKeypoints
 from descbench.paths import ResultPaths, scene_batches
 
 
 def load_keypoints(path: Path) -> tuple[dict[int, ImageKeypoints], dict]:
+    """One scene's keypoint file: ``(per_image, meta)``, the keypoints of every image 1..n (an
+    empty image too) and the file's provenance."""
     table, meta = io.read_table(path, io.KEYPOINTS)
+    return _per_image(table, meta), meta
+
+
+@dataclass
+class SceneKeypoints:
+    """One scene's keypoint file read once (:func:`read_keypoints`): the keypoints per image
+    1..n, the provenance, and the SHA-256 of the bytes read (what descriptor files record as
+    ``keypoints_sha256``)."""
+
+    per_image: dict[int, ImageKeypoints]
+    meta: dict
+    sha256: str
+
+
+def read_keypoints(path: Path) -> SceneKeypoints:
+    """:func:`load_keypoints` with the file's digest, from one read of the file."""
+    table, meta, sha = io.read_table_sha256(path, io.KEYPOINTS)
+    return SceneKeypoints(_per_image(table, meta), meta, sha)
+
+
+def _per_image(table, meta: dict) -> dict[int, ImageKeypoints]:
     image = io.column_array(table.column("image"))
     arrays = {f: io.column_array(table.column(f)) for f in ImageKeypoints.__dataclass_fields__}
     per_image = {}
     for k in range(1, len(meta["image_sizes"]) + 1):  # every image of the scene, an empty one too
         sel = np.flatnonzero(image == k)
         per_image[k] = ImageKeypoints(**{f: a[sel] for f, a in arrays.items()})
-    return per_image, meta
+    return per_image
 
 
 @dataclass
@@ -44,16 +66,20 @@ class SceneFeatures:
     descriptors_sha256: str | None = None
 
 
-def read_features(keypoints: Path, descriptors: Path, with_sha256: bool = False) -> SceneFeatures:
-    """Load one scene's keypoint and descriptor files; fail if they do not belong together.
+def read_features(keypoints: Path, descriptors: Path, with_sha256: bool = False,
+                  keypoints_read: SceneKeypoints | None = None) -> SceneFeatures:
+    """Load one scene's keypoint and descriptor files; fail if they do not belong together (the
+    descriptor file records the digest of another keypoint file). Each file is read once.
     ``with_sha256``: also the descriptor file's digest, of the bytes read (for a job that records
-    it in its provenance; one read of the file)."""
-    per_image, kmeta = load_keypoints(keypoints)
+    it in its provenance). ``keypoints_read``: the keypoint file as the caller already read it
+    (:func:`read_keypoints` of ``keypoints``), not read again."""
+    kp = keypoints_read if keypoints_read is not None else read_keypoints(keypoints)
+    per_image, kmeta = kp.per_image, kp.meta
     if with_sha256:
         dtable, dmeta, dsha = io.read_table_sha256(descriptors)
     else:
         (dtable, dmeta), dsha = io.read_table(descriptors), None
-    if dmeta.get("keypoints_sha256") != file_sha256(keypoints):
+    if dmeta.get("keypoints_sha256") != kp.sha256:
         raise DataError(f"{descriptors} was computed from a different version of {keypoints}; rerun its descriptor job")
     desc = io.descriptors_array(dtable)
     dimage = io.column_array(dtable.column("image"))

@@ -13,8 +13,7 @@ from descbench import io
 from descbench.datasets.layout import scene_files
 from descbench.descriptors import compute_descriptors, get_family
 from descbench.errors import DataError
-from descbench.fileops import file_sha256
-from descbench.jobs.common import batch_args, json_arg, load_keypoints, read_features, result_paths
+from descbench.jobs.common import SceneKeypoints, batch_args, json_arg, read_features, read_keypoints, result_paths
 from descbench.paths import ResultPaths
 
 
@@ -28,8 +27,10 @@ def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpse
     fam = get_family(spec["family"])
     # a joint network on its own keypoints: the keypoint job's rows (one network run), else compute
     own = fam.own_rows(spec["params"], kpset_spec, keypoints) if fam.own_rows else None
-    base = read_features(keypoints, base_file, with_sha256=True) if base_file is not None else None
-    parts = [read_features(keypoints, f, with_sha256=True) if f is not None else None for f in part_files] if part_files else None
+    kp = read_keypoints(keypoints)  # once: for the rows, the shared files' check and the provenance
+    base = read_features(keypoints, base_file, with_sha256=True, keypoints_read=kp) if base_file is not None else None
+    parts = [read_features(keypoints, f, with_sha256=True, keypoints_read=kp) if f is not None else None
+             for f in part_files] if part_files else None
 
     def rows(k: int, image_path: Path, kps, where: str) -> np.ndarray:
         if own is not None:
@@ -40,15 +41,14 @@ def describe_scene(scene_dir: Path, keypoints: Path, name: str, spec: dict, kpse
         return compute_descriptors(spec["family"], spec["params"], image_path, kps, kpset_spec, where, given)
 
     files = scene_files(scene_dir)
-    per_image, kmeta = load_keypoints(keypoints)
-    blocks, images = image_rows(files, per_image, name, rows)
+    blocks, images = image_rows(files, kp.per_image, name, rows)
     runtime = own[1] if own is not None else fam.runtime_provenance(spec["params"]) if fam.runtime_provenance else None
     extra = {"runtime": runtime} if runtime else {}  # learned families: how they ran
     if base is not None:
         extra["base_file_sha256"] = base.descriptors_sha256
     if parts:
         extra["part_files_sha256"] = [p.descriptors_sha256 if p is not None else None for p in parts]
-    write_descriptors(blocks, images, name, spec, files.scene, keypoints, kmeta, out, **extra)
+    write_descriptors(blocks, images, name, spec, files.scene, kp, out, **extra)
 
 
 def image_rows(files, per_image: dict, name: str, rows) -> tuple[list[np.ndarray], list[np.ndarray]]:
@@ -71,9 +71,10 @@ def image_rows(files, per_image: dict, name: str, rows) -> tuple[list[np.ndarray
 
 
 def write_descriptors(blocks: list[np.ndarray], images: list[np.ndarray], name: str, spec: dict, scene: str,
-                      keypoints: Path, kmeta: dict, out: Path, **extra) -> None:
+                      keypoints: SceneKeypoints, out: Path, **extra) -> None:
     """One scene's descriptor file: the per-image rows ``blocks`` and their image numbers, with
-    the provenance (spec, dimension, distance, the keypoint file's sha256, ``extra``)."""
+    the provenance (spec, dimension, distance, the sha256 of the keypoint file ``keypoints`` was
+    read from, ``extra``)."""
     desc = np.concatenate(blocks)
     binary = desc.dtype == np.uint8
     fam = get_family(spec["family"])
@@ -83,7 +84,7 @@ def write_descriptors(blocks: list[np.ndarray], images: list[np.ndarray], name: 
         "descriptors", {"descriptor": name, **spec}, scene=scene, descriptor=name,
         dimension=int(desc.shape[1]) * (8 if binary else 1), dtype=str(desc.dtype),
         distance="hamming" if binary else "l2", packed_bits=binary,
-        keypoints_sha256=file_sha256(keypoints), keypoint_set=kmeta["params"]["keypoint_set"], **extra,
+        keypoints_sha256=keypoints.sha256, keypoint_set=keypoints.meta["params"]["keypoint_set"], **extra,
     )
     io.write_table(io.descriptors_table(np.concatenate(images), desc), out, meta)
 
@@ -95,12 +96,13 @@ def describe_composite_scene(paths: ResultPaths, scene: str, kpset: str, name: s
     from descbench.descriptors.composite import aggregate, check_alignment
 
     keypoints = Path(paths.keypoints(kpset, scene))
-    per_image, kmeta = load_keypoints(keypoints)
+    kp = read_keypoints(keypoints)
+    per_image = kp.per_image
     comps = spec["components"]
     names = [f"{i} ('{c['descriptor']}' on '{c['keypoint_set']}')" for i, c in enumerate(comps)]
     files = [(Path(paths.keypoints(c["keypoint_set"], scene)), Path(paths.descriptors(c["keypoint_set"], c["descriptor"], scene)))
              for c in comps]
-    feats = [read_features(k, d, with_sha256=True) for k, d in files]
+    feats = [read_features(k, d, with_sha256=True, keypoints_read=kp if k == keypoints else None) for k, d in files]
     blocks, images = [], []
     for k in per_image:
         where = f"descriptor '{name}', scene {scene}, image {k}"
@@ -111,8 +113,8 @@ def describe_composite_scene(paths: ResultPaths, scene: str, kpset: str, name: s
             raise DataError(f"{where}: {d.shape[1]}-D rows, but image 1 has {blocks[0].shape[1]}-D; rebuild the components' descriptor files")
         blocks.append(d)
         images.append(np.full(d.shape[0], k, dtype=np.int8))
-    write_descriptors(blocks, images, name, spec, scene, keypoints, kmeta, out,
-                       component_files_sha256=[f.descriptors_sha256 for f in feats])
+    write_descriptors(blocks, images, name, spec, scene, kp, out,
+                      component_files_sha256=[f.descriptors_sha256 for f in feats])
 
 
 def describe_batch(paths: ResultPaths, scene_root: Path, batch: str, kpset: str, name: str, spec: dict, kpset_spec: dict) -> None:
