@@ -63,6 +63,11 @@ writes an empty-file skeleton of S HPatches-named scene folders (the DAG build r
 the workflow up to the keypoints (``--until <keypoint rule>`` plus any rule named ``*warmup*``,
 so the one-time numba compile is not counted), then times one descriptor's descriptors +
 all scoring + report through the workflow.
+
+``--count-rounds`` (default mode) also counts Snakemake's scheduling rounds: the run gets
+``benchmarks/smkrounds`` on its ``PYTHONPATH`` (measurement only, see its docstring), which
+writes ``rounds.json`` into the work directory; the summary gives the rounds, the seconds of job
+selection in them and the most re-evaluation timers alive at once.
 """
 
 from __future__ import annotations
@@ -219,15 +224,16 @@ class RunResult:
         return self.own_cpu_s / self.total_cpu_s if self.total_cpu_s else float("nan")
 
 
-def run_snakemake(workdir: Path, args: list[str], log_name: str, poll: float = 0.2) -> RunResult:
-    """Run ``snakemake -s Snakefile --directory workdir *args``; measure it as described above."""
+def run_snakemake(workdir: Path, args: list[str], log_name: str, poll: float = 0.2, env: dict | None = None) -> RunResult:
+    """Run ``snakemake -s Snakefile --directory workdir *args`` (in ``env``, default this
+    process's environment); measure it as described above."""
     cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
     log = workdir / log_name
     first: dict[str, float] = {}
     with open(log, "w") as out:
         busy0 = machine_busy_seconds()
         t0 = time.monotonic()
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env)
         stop = threading.Event()
 
         def watch() -> None:  # Snakemake's own CPU when it announces its first job in the log
@@ -489,7 +495,9 @@ def mode_run(a: argparse.Namespace, workdir: Path) -> dict:
     results = workdir / "results"
     cfg = build_config(a.standin, results, descriptor_specs(a.descriptors, a.descriptor), scenes, a.config)
     write_config(workdir, cfg)
-    r = run_snakemake(workdir, ["--cores", str(a.cores), *a.snakemake_args], "snakemake.log", a.poll)
+    env = rounds_env(workdir / "rounds.json") if a.count_rounds else None
+    r = run_snakemake(workdir, ["--cores", str(a.cores), *a.snakemake_args], "snakemake.log", a.poll, env)
+    rounds = read_rounds(workdir / "rounds.json") if a.count_rounds else None
     if r.returncode:
         print(Path(r.log).read_text()[-3000:])
         print(f"snakemake failed (exit {r.returncode}); figures below are for a failed run")
@@ -500,12 +508,29 @@ def mode_run(a: argparse.Namespace, workdir: Path) -> dict:
     startup = startup_floor(a.startup_runs) if a.startup_runs else {}
     lines = summary_lines(f"end-to-end run: {len(scenes) if scenes else 'all'} scenes of {a.standin}, "
                           f"{a.descriptors} descriptor(s), --cores {a.cores}", r, bench, fixed, jobs)
+    if rounds:
+        lines.append(f"scheduling rounds : {rounds['rounds']} ({rounds['selection_s']:.2f} s selecting jobs, "
+                     f"{rounds['ready_sum'] / max(rounds['rounds'], 1):.1f} ready jobs per round), "
+                     f"{rounds['wakeups']} wake-ups, at most {rounds['timers_alive_max']} timers alive")
     for name, v in startup.items():
         lines.append(f"start-up floor    : {name}: median {statistics.median(v):.2f} s "
                      f"(min {min(v):.2f}, max {max(v):.2f}, {len(v)} runs)")
     print("\n".join(lines))
     return {"mode": "run", "run": asdict(r) | {"cores_used": r.cores_used, "own_share": r.own_share},
-            "benchmarks": bench, "job_logs": jobs, "fixed_cost_s": fixed, "startup_floor_s": startup}
+            "benchmarks": bench, "job_logs": jobs, "fixed_cost_s": fixed, "startup_floor_s": startup, "rounds": rounds}
+
+
+def rounds_env(out: Path) -> dict:
+    """This process's environment with ``benchmarks/smkrounds`` first on ``PYTHONPATH`` and
+    ``DESCBENCH_COUNT_ROUNDS=out`` (``--count-rounds``)."""
+    here = str(Path(__file__).resolve().parent / "smkrounds")
+    path = os.environ.get("PYTHONPATH")
+    return {**os.environ, "PYTHONPATH": here + (os.pathsep + path if path else ""), "DESCBENCH_COUNT_ROUNDS": str(out)}
+
+
+def read_rounds(path: Path) -> dict | None:
+    """The counts ``benchmarks/smkrounds`` wrote, or None (the run ended before its scheduler started)."""
+    return json.loads(path.read_text()) if path.is_file() else None
 
 
 def mode_dag(a: argparse.Namespace, workdir: Path) -> dict:
@@ -602,6 +627,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=1, help="dry-run-dag: number of timed dry runs (default 1)")
     ap.add_argument("--startup-runs", type=int, default=5, help="runs of each start-up floor command (default 5; 0: skip)")
     ap.add_argument("--poll", type=float, default=0.2, help="seconds between polls for the first job (default 0.2)")
+    ap.add_argument("--count-rounds", action="store_true",
+                    help="also count Snakemake's scheduling rounds (benchmarks/smkrounds; measurement only)")
     ap.add_argument("--json", type=Path, help="write every figure as JSON")
     ap.add_argument("--clean", action="store_true", help="delete the work directory at the end")
     a = ap.parse_args(argv)

@@ -62,6 +62,36 @@ def test_workflow_watcher_and_job_log_patterns_are_two(tmp_path):
     assert path == log and m.groups() == ("descriptors", "1.50", "1.20", "210")
 
 
+def test_count_rounds_counts_snakemakes_scheduling_rounds_of_a_run(tmp_path):
+    """``--count-rounds``: a run with benchmarks/smkrounds on its PYTHONPATH writes the rounds
+    file; four independent jobs on one core: a round per finished job (the first selects from
+    four ready jobs), each starting a re-evaluation timer. A process without a scheduler (a job's
+    interpreter importing Snakemake) writes nothing."""
+    import json
+    import subprocess
+
+    bw = load("bench_workflow")
+    (tmp_path / "Snakefile").write_text(
+        'rule all:\n    input: expand("out/{i}.txt", i=range(4))\n\n'
+        'rule one:\n    output: "out/{i}.txt"\n    shell: "touch {output}"\n\n'
+        # a 600 s timespan, so that no timer fires during the run; its pending timers cancelled at the end
+        'onsuccess:\n    import threading\n'
+        '    [t.cancel() for t in threading.enumerate() if isinstance(t, threading.Timer)]\n')
+    out = tmp_path / "rounds.json"
+    env = bw.rounds_env(out)
+    run = subprocess.run([sys.executable, "-m", "snakemake", "--cores", "1", "-d", str(tmp_path), "-s", str(tmp_path / "Snakefile"),
+                          "--max-jobs-per-timespan", "100/600s"], env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout + run.stderr
+    counts = bw.read_rounds(out)
+    # rounds with ready jobs: 4 'one' jobs one after the other, then 'all'
+    assert counts["rounds"] == 5 and counts["ready_max"] == 4 and counts["ready_sum"] == 4 + 3 + 2 + 1 + 1
+    assert counts["timers"] == 5 and counts["wakeups"] >= 6 and counts["selection_s"] > 0
+    assert sum(m["rounds"] for m in counts["series"].values()) == 5
+    out.unlink()
+    subprocess.run([sys.executable, "-c", "import snakemake.scheduling.job_scheduler"], env=env, check=True, timeout=120)
+    assert bw.read_rounds(out) is None
+
+
 def test_job_figures_put_matching_and_pipeline_scoring_in_their_own_categories(tmp_path):
     """The match and score_pipelines jobs (logs/match/, logs/pipelines/) are categories of their
     own in both scripts' job figures, not one-off jobs; pipelines_report is a one-off job."""

@@ -30,6 +30,23 @@ def snakemake(workdir: Path, *args: str) -> str:
     return out
 
 
+def snakemake_until_exit(workdir: Path, *args: str) -> tuple[str, float]:
+    """:func:`snakemake`, and the seconds from Snakemake's last line ("Elapsed time", or the
+    workflow's end-of-run summary after it) to the process's exit."""
+    import time
+
+    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
+    lines, last = [], time.monotonic()
+    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
+        for line in proc.stdout:
+            lines.append(line)
+            last = time.monotonic()
+        code = proc.wait(timeout=900)
+    out = "".join(lines)
+    assert code == 0, out[-4000:]
+    return out, time.monotonic() - last
+
+
 def job_counts(dry_run_output: str) -> dict[str, int]:
     """Rule -> job count from the 'Job stats' table of a dry run."""
     counts = {}
@@ -55,7 +72,9 @@ def run(tmp_path_factory):
     cfg["scenes"] = ["i_rocket", "v_coins"]
     cfg["execution"]["scenes_per_job"] = 1  # two batches: distractors cross batch folders
     write_config(work, cfg)
-    (work / "terminal.txt").write_text(snakemake(work, "--cores", "2"))
+    out, exit_lag_s = snakemake_until_exit(work, "--cores", "2")
+    (work / "terminal.txt").write_text(out)
+    (work / "exit_lag_s.txt").write_text(f"{exit_lag_s:.3f}")
     return work, cfg
 
 
@@ -72,6 +91,14 @@ def test_run_ends_with_the_table_its_caveats_and_the_paths(run):
     # and the report says it too
     md = (work / "results" / "demo" / "report" / "comparison.md").read_text()
     assert "Not plain results:" in md and "- sift on sift: verification used only 1 distractor scene(s)" in md
+
+
+def test_the_run_exits_when_it_has_said_so(run):
+    """Snakemake's re-evaluation timers (the profile's 600 s timespan) are cancelled at the end of
+    the run (descbench.smktuning): the process exits right after its last line, not a timespan
+    later."""
+    work, _ = run
+    assert float((work / "exit_lag_s.txt").read_text()) < 5.0
 
 
 def result_paths(work: Path, cfg: dict) -> ResultPaths:

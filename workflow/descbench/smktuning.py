@@ -6,12 +6,14 @@ workflow does on its own, with public interfaces only:
 
 * **Fewer scheduling rounds, no wait at the end.** Snakemake re-evaluates its queue one
   ``--max-jobs-per-timespan`` timespan after each scheduling round while jobs wait for cores
-  (a ``threading.Timer``), and each finished job starts another such chain. The workflow profile
-  (``profiles/default/config.yaml``) sets ``1000/10s``: Snakemake's average rate, a tenth of the
-  rounds. The interpreter would then wait up to 10 s after the run for the last timers, so the
-  workflow's ``onsuccess`` / ``onerror`` cancel them (:func:`cancel_pending_timers`) and so does
-  the interpreter's exit (:func:`cancel_timers_at_exit`, for a run that ends another way); the
-  standard ``threading`` module only.
+  (a ``threading.Timer``), and each finished job starts another such chain, which lives until no
+  job is ready: on a long run with many ready jobs the rounds grow with the square of its length.
+  The workflow profile (``profiles/default/config.yaml``) sets ``60000/600s``: Snakemake's average
+  rate, so that these chains fire rarely. The interpreter would then wait up to 600 s after the
+  run for the last timers, so the workflow's ``onsuccess`` / ``onerror`` cancel them
+  (:func:`cancel_pending_timers`) and so does the interpreter's exit
+  (:func:`cancel_timers_at_exit`, for a run that ends another way); the standard ``threading``
+  module only.
 
 * **Ctrl-C and SIGTERM stop the run's jobs** (:func:`stop_jobs_on_sigint`, installed when
   ``workflow/rules/common.smk`` is read, and :func:`stop_jobs_on_sigterm`, installed by the
@@ -222,7 +224,7 @@ def cancel_pending_timers() -> int:
     returned. Snakemake re-evaluates its queue one ``--max-jobs-per-timespan`` timespan after each
     scheduling round (a ``threading.Timer``, not a daemon thread), so the interpreter would wait up
     to one timespan after the end of the run for timers that can only wake a scheduler that is no
-    longer listening. The workflow profile sets a 10 s timespan (fewer rounds while jobs wait for
+    longer listening. The workflow profile sets a 600 s timespan (fewer rounds while jobs wait for
     cores); this keeps the end of a run from waiting for it. Only the standard ``threading``
     module is used: a Snakemake that no longer uses timers leaves nothing to cancel.
     """
