@@ -74,6 +74,17 @@ def test_its_descriptor_reads_them_and_they_equal_a_recompute(scene, built, tmp_
     assert J.side_path(small).exists()
 
 
+def test_the_descriptor_job_reads_the_side_file_once_per_scene(scene, built, tmp_path, monkeypatch):
+    cfg, _, kp, _ = built
+    reads = []
+    real = J.read_side_file
+    monkeypatch.setattr(J, "read_side_file", lambda path: reads.append(Path(path)) or real(path))
+    out = tmp_path / "once.parquet"
+    describe_scene(scene, kp, "disk", cfg["descriptors"]["disk"], cfg["keypoint_sets"]["dk"], out)
+    assert len(read_features(kp, out).per_image) > 1
+    assert reads == [J.side_path(kp)]
+
+
 def test_an_intersection_keeping_the_network_side_carries_its_rows(scene, tmp_path):
     cfg = config(sift={"detector": "sift", "max_keypoints": 400},
                  both={"intersection": {"sources": ["sift", "dk"], "tol_px": 4.0, "keep": "dk"}})

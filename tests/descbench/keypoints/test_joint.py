@@ -301,14 +301,16 @@ def test_side_rows_are_found_by_source_index_and_checked(tmp_path, image):
     J.write_side_file(J.side_path(kp_file), {1: (kept, rows[kept.source_index])}, {"identity": J.identity("disk", p)})
     assert J.side_path(kp_file).name == "s.joint.npz"
     sub = kept.take(np.array([4, 1, 2]))
-    assert np.array_equal(J.side_rows(kp_file, 1, sub, "disk", p), rows[sub.source_index])
+    meta, rows_of = J.side_rows(kp_file, "disk", p)
+    assert meta["identity"] == J.identity("disk", p)
+    assert np.array_equal(rows_of(1, sub), rows[sub.source_index])
     moved = J.ImageKeypoints(sub.x + 1, *(getattr(sub, f) for f in ("y", "size", "angle", "response", "octave",
                                                                        "class_id", "source_index")))
-    raises_naming(lambda: J.side_rows(kp_file, 1, moved, "disk", p), "s.joint.npz", "do not match", "--forcerun keypoints")
-    raises_naming(lambda: J.side_rows(kp_file, 1, sub, "disk", {**p, "weights_seed": 1}), "s.joint.npz",
+    raises_naming(lambda: rows_of(1, moved), "s.joint.npz", "do not match", "--forcerun keypoints")
+    raises_naming(lambda: J.side_rows(kp_file, "disk", {**p, "weights_seed": 1}), "s.joint.npz",
                   "written by network", "--forcerun keypoints")
-    raises_naming(lambda: J.side_rows(kp_file, 2, sub, "disk", p), "no rows for image 2")
-    raises_naming(lambda: J.side_rows(tmp_path / "t.parquet", 1, sub, "disk", p), "t.joint.npz", "missing or unreadable")
+    raises_naming(lambda: rows_of(2, sub), "no rows for image 2")
+    raises_naming(lambda: J.side_rows(tmp_path / "t.parquet", "disk", p), "t.joint.npz", "missing or unreadable")
 
 
 def test_reads_own_rows_only_on_the_same_networks_keypoints():

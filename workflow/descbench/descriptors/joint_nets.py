@@ -64,9 +64,9 @@ def own_rows(net: str):
     def hook(params: dict, kpset: dict, keypoint_file: Path):
         if not J.reads_own_rows(net, params, kpset):
             return None
-        meta, _ = J.read_side_file(J.side_path(keypoint_file))
+        meta, rows_of = J.side_rows(keypoint_file, net, params)
         runtime = {"rows": "keypoint_job", "side_file": J.side_path(keypoint_file).name, **(meta.get("runtime") or {})}
-        return (lambda k, kps: J.side_rows(keypoint_file, k, kps, net, params)), runtime
+        return rows_of, runtime
 
     return hook
 

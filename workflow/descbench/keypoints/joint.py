@@ -851,13 +851,14 @@ def _sha256(path: str, mtime_ns: int, size: int) -> str:
     return f"sha256:{file_sha256(path)}"
 
 
-def side_rows(keypoint_file: Path | str, k: int, kps: ImageKeypoints, net: str, params: dict) -> np.ndarray:
-    """Image ``k``'s rows of ``kps`` read from the side file next to ``keypoint_file``, whose recorded
-    network identity must be the descriptor's (else DataError: the files are stale)."""
+def side_rows(keypoint_file: Path | str, net: str, params: dict) -> tuple[dict, Callable[[int, ImageKeypoints], np.ndarray]]:
+    """``(meta, rows_of)`` of the side file next to ``keypoint_file``, read once: ``rows_of(k, kps)`` gives
+    image ``k``'s rows of ``kps`` (:func:`lookup_rows`). Its recorded network identity must be the
+    descriptor's (else DataError: the files are stale)."""
     path = side_path(keypoint_file)
     meta, arrays = read_side_file(path)
     want, got = identity(net, params), meta.get("identity")
     if got != want:
         raise DataError(f"{path}: written by network {meta.get('identity')}, but descriptor family '{net}' with these "
                         f"params is {want}; fix: rerun the keypoint job of its set (snakemake --forcerun keypoints)")
-    return lookup_rows(arrays, k, kps, path)
+    return meta, lambda k, kps: lookup_rows(arrays, k, kps, path)
