@@ -89,7 +89,7 @@ def test_scoring_sweep_reuses_the_descriptors_and_scores_side_by_side(tmp_path):
     smk = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "-d", str(tmp_path)]
     dry = subprocess.run(smk + ["-n"], capture_output=True, text=True, timeout=600)
     assert dry.returncode == 0, dry.stderr[-2000:]
-    from tests.workflow.test_workflow import job_counts
+    from smkrun import job_counts
 
     counts = job_counts(dry.stdout + dry.stderr)
     assert counts["descriptors"] == 1 and counts["score"] == 3 and counts["distractors"] == 3, counts  # features once (1 batch)

@@ -17,7 +17,7 @@ import yaml
 from descbench.datasets.demo import generate_scene
 from descbench.datasets.layout import read_homography, write_homography
 from descbench.paths import ResultPaths, scene_batches
-from tests.workflow.test_workflow import snakemake
+from smkrun import snakemake
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e

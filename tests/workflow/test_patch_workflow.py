@@ -14,6 +14,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from smkrun import snakemake
+
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
 
@@ -25,14 +27,6 @@ SMALL = {
     "hpatches_benchmark": {"splits": ["full", "view"], "verification_pairs": 2000, "retrieval_queries": 40,
                            "retrieval_distractors": 60},
 }
-
-
-def snakemake(workdir: Path, *args: str, ok: bool = True) -> str:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    out = res.stdout + res.stderr
-    assert (res.returncode == 0) == ok, out[-4000:]
-    return out
 
 
 def write_config(work: Path, patches: dict, **top) -> None:

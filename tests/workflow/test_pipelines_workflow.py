@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from descbench.jobtiming import read_timing
-from tests.workflow.test_workflow import job_counts, snakemake, write_config
+from smkrun import job_counts, snakemake, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e

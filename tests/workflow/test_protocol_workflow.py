@@ -16,7 +16,7 @@ import yaml
 from descbench.datasets.layout import image_size, read_homography
 from descbench.datasets.resize import resize_homography, resized_size, scale_matrix
 from descbench.jobs.common import load_keypoints
-from tests.workflow.test_workflow import job_counts, snakemake, write_config
+from smkrun import job_counts, snakemake, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e

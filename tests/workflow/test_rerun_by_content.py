@@ -14,7 +14,7 @@ import pytest
 import yaml
 
 from descbench.datasets.demo import generate_scene
-from tests.workflow.test_workflow import job_counts, snakemake
+from smkrun import job_counts, snakemake
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e

@@ -26,6 +26,7 @@ import pytest
 import yaml
 
 from descbench import runguard
+from smkrun import snakemake, snakemake_cmd, snakemake_rc, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -214,20 +215,6 @@ def test_a_run_that_wrote_meanwhile_makes_this_one_stop(tmp_path):
 # ----------------------------------------------------------------------------- workflow (e2e)
 
 
-def snakemake(workdir: Path, *args: str, check: bool = True) -> tuple[int, str]:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    out = res.stdout + res.stderr
-    if check:
-        assert res.returncode == 0, out[-4000:]
-    return res.returncode, out
-
-
-def write_config(workdir: Path, cfg: dict) -> None:
-    workdir.mkdir(parents=True, exist_ok=True)
-    (workdir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-
-
 def tiny_config(data_dir: Path) -> dict:
     cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
     cfg["scenes"] = ["i_rocket", "v_coins"]
@@ -281,10 +268,10 @@ def test_changed_descriptor_setting_without_snakemake_records_reruns_exactly_its
     snakemake(work, "--cores", "2")
     sift_before = (work / "results/demo/descriptors/sift/sift/batch000/v_coins.parquet").read_bytes()
     shutil.rmtree(work / ".snakemake")
-    assert "Nothing to be done" in snakemake(work, "-n")[1]  # no record, nothing changed: nothing reruns
+    assert "Nothing to be done" in snakemake(work, "-n")  # no record, nothing changed: nothing reruns
     two["descriptors"]["sift2"]["params"]["convention"] = "workbench"
     write_config(work, two)
-    _, out = snakemake(work, "--cores", "2")
+    out = snakemake(work, "--cores", "2")
     counts = job_counts(out)
     # (the inspector page too: it shows sift against sift2)
     assert counts == {"descriptors": 1, "distractors": 1, "score": 1, "report": 1, "plots": 1, "results_db": 1, "inspector": 1,
@@ -292,7 +279,7 @@ def test_changed_descriptor_setting_without_snakemake_records_reruns_exactly_its
     assert jobs_of(out, "descriptors") == ["results/demo/descriptors/sift/sift2/batch000"]
     assert jobs_of(out, "score")[0].startswith("results/demo/scores/sift/sift2/")
     assert (work / "results/demo/descriptors/sift/sift/batch000/v_coins.parquet").read_bytes() == sift_before
-    assert "Nothing to be done" in snakemake(work, "-n")[1]
+    assert "Nothing to be done" in snakemake(work, "-n")
 
 
 @pytest.mark.e2e
@@ -305,12 +292,12 @@ def test_changed_setting_without_snakemake_records_reruns_its_jobs(base):
     changed = json.loads(json.dumps(cfg))
     changed["scoring"]["tau_px"] = 1.0
     write_config(work, changed)
-    _, out = snakemake(work, "--cores", "2")
+    out = snakemake(work, "--cores", "2")
     counts = job_counts(out)
     assert counts.get("score") == 1 and "keypoints" not in counts and "descriptors" not in counts, counts
     assert "descbench results, written by this run" in out
     assert true_map(work / "results/demo") != true_map(root_results(base))
-    assert "Nothing to be done" in snakemake(work, "-n")[1]
+    assert "Nothing to be done" in snakemake(work, "-n")
     assert not (work / "results/demo/descbench.lock").exists()
 
 
@@ -327,9 +314,9 @@ def test_changed_setting_with_snakemake_records_reruns_its_jobs(base):
     changed = json.loads(json.dumps(cfg))
     changed["scoring"]["tau_px"] = 1.0
     write_config(work, changed)
-    _, out = snakemake(work, "-n")
+    out = snakemake(work, "-n")
     assert "results/demo/specs/.dry-run/score/sift.json" in out and "rule score:" in out and "rule report:" in out
-    _, out = snakemake(work, "--cores", "2")
+    out = snakemake(work, "--cores", "2")
     assert "descbench results, written by this run" in out
     assert true_map(work / "results/demo") != true_map(root_results(base))
 
@@ -345,10 +332,10 @@ def test_two_working_directories_on_one_results_folder(base):
     b_cfg["results_dir"] = str(a / "results")
     b = root / "w02c_B"
     write_config(b, b_cfg)
-    _, out = snakemake(b, "--cores", "2")
+    out = snakemake(b, "--cores", "2")
     assert list(true_map(a / "results/demo")) == ["rootsift"]
     assert "keypoints" not in job_counts(out)  # A's keypoints are B's too
-    _, out = snakemake(a, "--cores", "2")
+    out = snakemake(a, "--cores", "2")
     assert list(true_map(a / "results/demo")) == ["sift"]
     assert set(job_counts(out)) == {"report", "plots", "results_db", "inspector", "all"}, job_counts(out)  # the page showed rootsift
 
@@ -361,7 +348,7 @@ def test_a_failing_jobs_own_message_is_on_the_terminal_above_snakemakes_error_bl
     work = clone(base, "failing")
     bad = next((work / "results/demo/keypoints/sift/batch000").glob("*.parquet"))
     bad.write_text("not a parquet file")
-    rc, out = snakemake(work, "--cores", "1", "--forcerun", "descriptors", "--until", "descriptors", check=False)
+    rc, out = snakemake_rc(work, "--cores", "1", "--forcerun", "descriptors", "--until", "descriptors")
     assert rc == 1
     lines = out.splitlines()
     block = next(i for i, l in enumerate(lines) if l.startswith("Error in rule descriptors:"))
@@ -387,8 +374,7 @@ def test_a_second_run_on_a_results_folder_in_use_stops(base):
     a_cfg["descriptors"] = {"slow": {"family": "python", "params": {"callable": "my_descriptors:waits_for_file",
                                                                     "kwargs": {"hold": str(hold)}}}}
     write_config(a, a_cfg)
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(a), "--cores", "1"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(snakemake_cmd(a, "--cores", "1"), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         log = a / "results/shared/logs/descriptors/sift/slow/batch000.log"
         deadline = time.time() + 300
@@ -402,7 +388,7 @@ def test_a_second_run_on_a_results_folder_in_use_stops(base):
         b = root / "w02b_B"
         write_config(b, b_cfg)
         shutil.copy(ROOT / "tests" / "data" / "my_descriptors.py", b)
-        rc, out = snakemake(b, "--cores", "1", check=False)
+        rc, out = snakemake_rc(b, "--cores", "1")
         assert rc == 1, out[-3000:]
         assert f"another run is writing to {a / 'results/shared'}: pid {proc.pid}" in out
         assert f"working directory {a}" in out
@@ -435,7 +421,7 @@ def test_locked_keypoints_with_a_per_image_pattern_run_end_to_end(base):
     lk = json.loads(json.dumps(cfg))
     lk["keypoint_sets"] = {"lk": {"detector": "locked", "params": {"path": "kp/{scene}_{image}.csv"}}}
     write_config(work, lk)
-    _, out = snakemake(work, "--cores", "2")
+    out = snakemake(work, "--cores", "2")
     assert "WildcardError" not in out
     table = pd.read_csv(work / "results/demo/report/comparison.csv")
     assert list(zip(table.keypoint_set, table.descriptor)) == [("lk", "sift")]
@@ -444,4 +430,4 @@ def test_locked_keypoints_with_a_per_image_pattern_run_end_to_end(base):
     assert list(stats.keypoint_set) == ["lk"]
     prov = json.loads((work / "results/demo/report/provenance.json").read_text())
     assert prov["params"]["config"]["keypoint_sets"]["lk"]["params"]["path"] == "kp/{scene}_{image}.csv"
-    assert "Nothing to be done" in snakemake(work, "-n")[1]
+    assert "Nothing to be done" in snakemake(work, "-n")

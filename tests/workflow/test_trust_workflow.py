@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import os
-import json
 import re
 import shutil
 import signal
@@ -28,6 +27,7 @@ from descbench.config import check_folders, check_yaml_file, type_command_line_v
 from descbench.errors import ConfigError, DataError
 from descbench.report.summary import run_stopped_hint
 from conftest import job_settings
+from smkrun import snakemake, snakemake_cmd, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMA = ROOT / "workflow" / "schemas" / "config.schema.yaml"
@@ -38,21 +38,6 @@ def base_config(**changes) -> dict:
     cfg["scenes"] = ["v_coins"]
     cfg.update(changes)
     return cfg
-
-
-def write_config(workdir: Path, cfg: dict) -> None:
-    (workdir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
-
-
-def snakemake_cmd(workdir: Path, *args: str) -> list[str]:
-    return [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
-
-
-def snakemake(workdir: Path, *args: str, ok: bool = True) -> str:
-    res = subprocess.run(snakemake_cmd(workdir, *args), capture_output=True, text=True, timeout=900)
-    out = res.stdout + res.stderr
-    assert (res.returncode == 0) == ok, out[-4000:]
-    return out
 
 
 def descbench_lines(text: str) -> list[str]:

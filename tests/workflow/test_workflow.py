@@ -7,7 +7,6 @@ import hashlib
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,48 +16,10 @@ import yaml
 
 from descbench.io import read_meta
 from descbench.paths import JOB_TIMING, ResultPaths, scene_batches
+from smkrun import job_counts, snakemake, snakemake_cmd, snakemake_until_exit, write_config
 
 ROOT = Path(__file__).resolve().parents[2]
 pytestmark = pytest.mark.e2e
-
-
-def snakemake(workdir: Path, *args: str) -> str:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900)
-    out = res.stdout + res.stderr
-    assert res.returncode == 0, out[-4000:]
-    return out
-
-
-def snakemake_until_exit(workdir: Path, *args: str) -> tuple[str, float]:
-    """:func:`snakemake`, and the seconds from Snakemake's last line ("Elapsed time", or the
-    workflow's end-of-run summary after it) to the process's exit."""
-    import time
-
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir), *args]
-    lines, last = [], time.monotonic()
-    with subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True) as proc:
-        for line in proc.stdout:
-            lines.append(line)
-            last = time.monotonic()
-        code = proc.wait(timeout=900)
-    out = "".join(lines)
-    assert code == 0, out[-4000:]
-    return out, time.monotonic() - last
-
-
-def job_counts(dry_run_output: str) -> dict[str, int]:
-    """Rule -> job count from the 'Job stats' table of a dry run."""
-    counts = {}
-    block = dry_run_output.split("Job stats:")[-1]
-    for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", block, re.M):
-        if m.group(1) != "total":
-            counts[m.group(1)] = int(m.group(2))
-    return counts
-
-
-def write_config(workdir: Path, cfg: dict) -> None:
-    (workdir / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
 
 
 def parquet_digests(root: Path) -> dict[str, str]:
@@ -274,10 +235,8 @@ def test_a_failing_jobs_own_message_reaches_the_terminal(tmp_path):
     write_config(tmp_path, cfg)
     snakemake(tmp_path, "--cores", "1", "--until", "demo_scene")
     (tmp_path / "data/demo/seed0/v_coins/H_1_3").write_text("garbage\n")
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--cores", "1"]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
-    assert res.returncode != 0
-    assert "descbench: error: homography data/demo/seed0/v_coins/H_1_3 is malformed" in res.stdout + res.stderr
+    out = snakemake(tmp_path, "--cores", "1", ok=False, timeout=600)
+    assert "descbench: error: homography data/demo/seed0/v_coins/H_1_3 is malformed" in out
 
 
 @pytest.mark.parametrize("how", ["interrupt", "kill"])
@@ -297,8 +256,7 @@ def test_rerun_after_a_crash_just_works(tmp_path, how):
     cfg["descriptors"] = {"slow": {"family": "python", "params": {"callable": "my_descriptors:waits_for_file",
                                                                     "kwargs": {"hold": str(hold)}}}}
     write_config(tmp_path, cfg)
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--cores", "1"]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(snakemake_cmd(tmp_path, "--cores", "1"), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     log = tmp_path / "results/demo/logs/descriptors/sift/slow/batch000.log"
     deadline = time.time() + 300
     while not log.exists() and time.time() < deadline:

@@ -397,7 +397,7 @@ def test_sift_exported_as_d2net_and_evaluated_as_precomputed_scores_the_same(tmp
     carry no keypoint angle (the precomputed set's angles are -1), and ``closest_oriented``, the
     default, reads the angle to choose among keypoints at one position (SIFT's several
     orientations); every other field the scores read (x, y, size, response, descriptors) is exact."""
-    from tests.workflow.test_workflow import ROOT, snakemake, write_config
+    from smkrun import ROOT, snakemake, write_config
 
     cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
     cfg["scenes"] = ["i_rocket", "v_coins"]

@@ -191,7 +191,7 @@ def test_editing_one_set_reruns_only_what_depends_on_it(tmp_path):
     cfg["keypoint_sets"]["big"]["filters"] = [{"per_image_top_n_by_size": 150}]
     (tmp_path / "config.yaml").write_text(yaml.safe_dump(cfg, sort_keys=False))
     out = smk("-n")
-    from tests.workflow.test_workflow import job_counts
+    from smkrun import job_counts
 
     counts = job_counts(out)
     # big and x (2 batches each), their descriptors and scores; nothing of sift, orb or scale
