@@ -12,8 +12,7 @@
 # All logic lives in the descbench package (workflow/descbench); rules only call it, through the
 # interpreter that runs Snakemake (DESCBENCH, workflow/rules/common.smk).
 
-# The Snakemake version descbench was tested on (pyproject.toml: snakemake>=9.27.1,<10; the
-# scheduler adjustments of descbench.smktuning are gated tighter, by descbench.smktuning.TESTED_SNAKEMAKE).
+# The Snakemake version descbench was tested on (pyproject.toml: snakemake>=9.27.1,<10).
 from snakemake.utils import min_version
 
 min_version("9.27.1")

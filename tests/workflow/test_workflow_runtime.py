@@ -8,19 +8,15 @@ The tests marked e2e run `snakemake -n` (dry runs, seconds each) on the demo con
 
 from __future__ import annotations
 
-import json
-import os
 import re
-import subprocess
-import sys
 import tomllib
 from pathlib import Path
 
 import pytest
 import yaml
 
-from descbench import smktuning
 from conftest import job_settings
+from smkrun import job_counts, snakemake
 
 ROOT = Path(__file__).resolve().parents[2]
 RULE_FILES = sorted((ROOT / "workflow" / "rules").glob("*.smk"))
@@ -42,26 +38,13 @@ def write_config(work: Path, **changes) -> dict:
     return cfg
 
 
-def snakemake(work: Path, *args: str, ok: bool = True, env: dict | None = None) -> str:
-    cmd = [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(work), *args]
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=900, env={**os.environ, **(env or {})})
-    out = res.stdout + res.stderr
-    assert (res.returncode == 0) == ok, out[-4000:]
-    return out
-
-
-def job_counts(out: str) -> dict[str, int]:
-    block = out.split("Job stats:")[-1]
-    return {m.group(1): int(m.group(2)) for m in re.finditer(r"^(\w+)\s+(\d+)\s*$", block, re.M) if m.group(1) != "total"}
-
-
 # ----------------------------------------------------------------------------- Snakemake versions
 
 
-def test_min_version_pyproject_range_and_tested_range_agree():
+def test_min_version_and_pyproject_range_agree():
     """min_version (first statement of the Snakefile, before any descbench import: an older
-    Snakemake gets Snakemake's version message) = pyproject's lower bound = the first tested
-    version; pyproject's upper bound is the next major; the installed Snakemake is in the range."""
+    Snakemake gets Snakemake's version message) = pyproject's lower bound; pyproject's upper bound
+    is the next major; the installed Snakemake is in the range."""
     from packaging.requirements import Requirement
     from packaging.version import Version
     import snakemake
@@ -75,7 +58,6 @@ def test_min_version_pyproject_range_and_tested_range_agree():
     deps = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["dependencies"]
     req = Requirement(next(d for d in deps if d.startswith("snakemake")))
     assert {(s.operator, s.version) for s in req.specifier} == {(">=", minimum), ("<", "10")}
-    assert minimum == smktuning.TESTED_SNAKEMAKE[0]
     assert Version(snakemake.__version__) in req.specifier
 
 
@@ -94,10 +76,9 @@ def test_min_version_stops_an_older_snakemake(monkeypatch):
 
 
 @pytest.mark.e2e
-def test_the_report_records_what_smktuning_applied_and_the_opt_in_says_so(tmp_path):
+def test_the_report_records_what_smktuning_installed_and_the_former_switch_is_named(tmp_path):
     """The report job's --provenance (written to report/provenance.json params.snakemake) holds
-    the Snakemake version, the tested range, the mode and each adjustment: by default only the
-    SIGINT handler; DESCBENCH_SMK_TUNING=1 applies the opt-in adjustments too."""
+    the Snakemake version and the SIGINT handler; the former DESCBENCH_SMK_TUNING gets one line."""
     from snakemake import __version__ as installed
 
     write_config(tmp_path)
@@ -105,15 +86,13 @@ def test_the_report_records_what_smktuning_applied_and_the_opt_in_says_so(tmp_pa
     def record(out: str) -> dict:
         return job_settings(out, "--provenance", tmp_path, " -m descbench")[0]["snakemake"]
 
-    default = record(snakemake(tmp_path, "-n", "-p"))
-    assert default == {"version": installed, "tested": ">=9.27.1,<9.28", "mode": "off",
-                       "applied": {"stop_jobs_on_interrupt": True, "single_reevaluation_timer": False}}
+    out = snakemake(tmp_path, "-n", "-p")
+    assert record(out) == {"version": installed, "applied": {"stop_jobs_on_interrupt": True}}
+    assert "DESCBENCH_SMK_TUNING" not in out
     out = snakemake(tmp_path, "-n", "-p", env={"DESCBENCH_SMK_TUNING": "1"})
-    on = record(out)
-    assert on["mode"] == "on" and all(on["applied"].values())
-    assert not any(l.startswith("descbench: DESCBENCH_SMK_TUNING") for l in out.splitlines())
-    bad = snakemake(tmp_path, "-n", env={"DESCBENCH_SMK_TUNING": "maybe"}, ok=False)
-    assert "DESCBENCH_SMK_TUNING='maybe'" in bad
+    assert record(out) == {"version": installed, "applied": {"stop_jobs_on_interrupt": True}}
+    named = [l for l in out.splitlines() if "DESCBENCH_SMK_TUNING" in l]
+    assert len(named) == 1 and named[0].startswith("descbench: DESCBENCH_SMK_TUNING='1' is no longer read"), named
 
 
 # ----------------------------------------------------------------------------- patch-only runs

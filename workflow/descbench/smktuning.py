@@ -1,7 +1,7 @@
-"""How the workflow meets Snakemake: interrupts, the end of a run, the jobs' interpreter, config
-merging, and one opt-in scheduler adjustment.
+"""How the workflow meets Snakemake: interrupts, the end of a run, the jobs' interpreter and config
+merging.
 
-By default nothing of Snakemake is patched: a Snakemake upgrade is a version bump. What the
+Nothing of Snakemake is patched: a Snakemake upgrade is a version bump. What the
 workflow does on its own, with public interfaces only:
 
 * **Fewer scheduling rounds, no wait at the end.** Snakemake re-evaluates its queue one
@@ -28,15 +28,10 @@ workflow does on its own, with public interfaces only:
   end-of-run message (``onerror``) that the run was interrupted, not failed. A SIGINT that the
   shell ignores (a background ``&`` job) stays ignored.
 
-Opt-in, ``DESCBENCH_SMK_TUNING=1`` (or ``force`` on an untested Snakemake), because it replaces a
-private method of Snakemake's (:func:`configure`, :data:`TESTED_SNAKEMAKE`):
-
-* **One pending re-evaluation timer** (``JobScheduler._schedule_reevalutation``, sic). Snakemake 9
-   starts a ``threading.Timer`` of ``--max-jobs-per-timespan``'s timespan (1 s) after every
-   scheduling round while jobs are ready, and every timer that fires runs another round, which
-   starts another timer. In a sweep with hundreds of ready jobs that is hundreds of threads and
-   rounds per second in Snakemake's own process. One pending timer serves every request made while
-   it waits. Changes neither which jobs run nor any output.
+No private method of Snakemake's scheduler is replaced: with ``60000/600s`` a run has about one
+scheduling round per finished job (642 and 737 rounds on a 642-job sweep, counted), which keeping
+a single re-evaluation timer pending could not lower. The former opt-in switch
+``DESCBENCH_SMK_TUNING`` is not read; :func:`configure` says so in one line when it is set.
 
 What was applied goes into the report's provenance (``report/provenance.json``, ``params.snakemake``).
 
@@ -55,33 +50,8 @@ import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-# The Snakemake versions the opt-in adjustments were tested on: [first, last) (tests/descbench/test_smktuning.py
-# and the end-to-end tests run on the installed 9.27.1). Another version gets Snakemake's own
-# behaviour unless DESCBENCH_SMK_TUNING=force.
-TESTED_SNAKEMAKE = ("9.27.1", "9.28")
-TUNING_ENV = "DESCBENCH_SMK_TUNING"
-
-
-def _coalesced_reevaluation(scheduler, delay) -> None:
-    """Replacement of ``JobScheduler._schedule_reevalutation``: one pending timer at most.
-
-    Requests made while a timer is pending are served by that timer (it fires no later than the
-    request's own delay would have, since delays are the same timespan).
-    """
-    lock = scheduler.__dict__.setdefault("_descbench_reeval_lock", threading.Lock())
-    with lock:
-        if scheduler.__dict__.get("_descbench_reeval_pending"):
-            return
-        scheduler._descbench_reeval_pending = True
-
-    def fire():
-        with lock:
-            scheduler._descbench_reeval_pending = False
-        scheduler._open_jobs.release()
-
-    timer = threading.Timer(delay, fire)
-    timer.daemon = True
-    timer.start()
+# The former opt-in switch, not read (the module's docstring); configure() names it when it is set.
+RETIRED_ENV = "DESCBENCH_SMK_TUNING"
 
 
 _INTERRUPT: dict[str, str | None] = {"signal": None}
@@ -152,69 +122,20 @@ def stop_jobs_on_sigterm() -> bool:
     return True
 
 
-def single_reevaluation_timer() -> bool:
-    """The opt-in adjustment; returns whether this Snakemake has the method it replaces."""
-    try:
-        from snakemake.scheduling.job_scheduler import JobScheduler
-    except ImportError:  # pragma: no cover - another Snakemake layout: keep its scheduler as is
-        return False
-    if not hasattr(JobScheduler, "_schedule_reevalutation"):
-        return False
-    JobScheduler._schedule_reevalutation = _coalesced_reevaluation
-    return True
-
-
-def tested_range() -> str:
-    """:data:`TESTED_SNAKEMAKE` as a version specifier, ``>=9.27.1,<9.28``."""
-    return f">={TESTED_SNAKEMAKE[0]},<{TESTED_SNAKEMAKE[1]}"
-
-
-def is_tested(version: str) -> bool:
-    """Whether ``version`` lies in :data:`TESTED_SNAKEMAKE` (a pre-release of the first does not)."""
-    from packaging.version import InvalidVersion, Version
-
-    try:
-        v = Version(version)
-    except InvalidVersion:
-        return False
-    return Version(TESTED_SNAKEMAKE[0]) <= v < Version(TESTED_SNAKEMAKE[1])
-
-
-def tuning_mode(environ: Mapping[str, str] | None = None) -> str:
-    """``DESCBENCH_SMK_TUNING``: ``off`` (unset, ``0``, ``off``: Snakemake's own methods), ``on``
-    (``1``, ``on``: the opt-in adjustment, on the tested versions only) or ``force`` (any
-    version). Another value is an error naming the variable."""
-    raw = (os.environ if environ is None else environ).get(TUNING_ENV)
-    value = "off" if raw is None else raw.strip().lower()
-    modes = {"": "off", "1": "on", "on": "on", "0": "off", "off": "off", "force": "force"}
-    if value not in modes:
-        raise ValueError(f"environment variable {TUNING_ENV}={raw!r}: expected 0 (default: Snakemake's own scheduler "
-                         "re-evaluation timers), 1 (descbench's adjustment, on the tested Snakemake versions) or force")
-    return modes[value]
-
-
 def configure(version: str | None = None, environ: Mapping[str, str] | None = None) -> dict:
-    """Install the SIGINT handler; apply the opt-in adjustment if ``DESCBENCH_SMK_TUNING`` asks for
-    it and this Snakemake ``version`` (default: the imported one) is a tested one (or ``force``);
-    return the record for the provenance: ``{"version", "tested", "mode", "applied": {name:
-    bool}, "note"}``, where ``note`` is the one warning line to print (None when everything asked
-    for was applied). ``stop_jobs_on_interrupt`` is the SIGINT handler; the workflow's onstart
-    adds the SIGTERM one."""
+    """Install the SIGINT handler (:func:`stop_jobs_on_sigint`; the workflow's onstart adds the
+    SIGTERM one) and return the record for the provenance: ``{"version": this Snakemake's
+    (default: the imported one), "applied": {"stop_jobs_on_interrupt": bool}, "note": the one
+    line to print, or None}``. The note is said when :data:`RETIRED_ENV` is set: the variable no
+    longer does anything."""
     if version is None:
         from snakemake import __version__ as version
-    mode = tuning_mode(environ)
-    applied = {"stop_jobs_on_interrupt": stop_jobs_on_sigint(), "single_reevaluation_timer": False}
+    raw = (os.environ if environ is None else environ).get(RETIRED_ENV)
     note = None
-    if mode == "on" and not is_tested(version):
-        note = (f"descbench: {TUNING_ENV}=1, but Snakemake {version} is not among the versions descbench.smktuning was "
-                f"tested on ({tested_range()}): not applied (Snakemake's own re-evaluation timers); "
-                f"{TUNING_ENV}=force applies it anyway")
-    elif mode in ("on", "force"):
-        applied["single_reevaluation_timer"] = single_reevaluation_timer()
-        if not applied["single_reevaluation_timer"]:
-            note = (f"descbench: this Snakemake ({version}) lacks JobScheduler._schedule_reevalutation, which "
-                    f"{TUNING_ENV} adjusts: Snakemake's own re-evaluation timers")
-    return {"version": version, "tested": tested_range(), "mode": mode, "applied": applied, "note": note}
+    if raw is not None:
+        note = (f"descbench: {RETIRED_ENV}={raw!r} is no longer read: the opt-in scheduler adjustment it switched on "
+                "was removed (the workflow profile's max-jobs-per-timespan 60000/600s does what it did); unset it")
+    return {"version": version, "applied": {"stop_jobs_on_interrupt": stop_jobs_on_sigint()}, "note": note}
 
 
 def cancel_pending_timers() -> int:

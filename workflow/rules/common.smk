@@ -24,14 +24,9 @@ from snakemake.logging import logger
 
 
 # Ctrl-C (and, from onstart on, SIGTERM) stops the running jobs: handlers of the signal module,
-# no Snakemake attribute touched. The opt-in adjustment of Snakemake's scheduler
-# (DESCBENCH_SMK_TUNING=1, tested Snakemake versions only) is off by default. What was applied
-# goes into the report's provenance (SMK_TUNING, rule report). descbench.smktuning. None of it
-# changes which jobs run or any output.
-try:
-    SMK_TUNING = smktuning.configure()
-except ValueError as _exc:
-    raise WorkflowError(f"descbench: {_exc}") from None
+# no Snakemake attribute touched (descbench.smktuning). What was installed goes into the report's
+# provenance (SMK_TUNING); it changes neither which jobs run nor any output.
+SMK_TUNING = smktuning.configure()
 if SMK_TUNING["note"]:
     logger.warning(SMK_TUNING["note"])
 SMK_TUNING = {k: v for k, v in SMK_TUNING.items() if k != "note"}
