@@ -193,6 +193,24 @@ def test_shared_parts_name_the_descriptors_that_give_a_stacks_parts_on_the_same_
     assert shared_parts(cfg, "sift", "stack") is None  # no part matches: nothing to read
 
 
+def test_shared_parts_name_the_descriptor_that_gives_a_dsps_rows_at_scale_1():
+    """A dsp's base at scale 1 (descriptors.pooling.dsp_shareable) is read from a descriptor of the
+    config with exactly its family and params on the same set; not where its rows there are others."""
+    from descbench.config import shared_parts
+
+    raw = base()  # sift + rootsift on sift
+    raw["descriptors"]["dsp"] = {"family": "dsp", "params": {"base": {"family": "sift"}}}
+    raw["descriptors"]["dsp_rs"] = {"family": "dsp", "params": {"base": {"family": "rootsift"}, "scales": [0.5, 1]}}
+    raw["descriptors"]["dsp_far"] = {"family": "dsp", "params": {"base": {"family": "sift"}, "scales": [1.5, 2]}}
+    raw["descriptors"]["dsp_wb"] = {"family": "dsp", "params": {"base": {"family": "sift", "params": {"convention": "workbench"}}}}
+    raw["descriptors"]["wb"] = {"family": "sift", "params": {"convention": "workbench"}}
+    cfg = validate_config(raw, SCHEMA)
+    assert shared_parts(cfg, "sift", "dsp") == ["sift"]
+    assert shared_parts(cfg, "sift", "dsp_rs") == ["rootsift"]
+    assert shared_parts(cfg, "sift", "dsp_far") is None  # no scale 1
+    assert shared_parts(cfg, "sift", "dsp_wb") is None  # pools the rows before the convention's L2 step
+
+
 def test_a_joint_networks_part_is_computed_by_the_stack_not_read():
     """A joint network's descriptor on its own keypoints holds its keypoint job's rows, not what
     computing the part gives: a stack computes such a part itself (no number moves)."""

@@ -581,8 +581,8 @@ def shared_base(cfg: dict, kpset: str, descriptor: str) -> str | None:
 
 
 def shared_parts(cfg: dict, kpset: str, descriptor: str) -> list[str | None] | None:
-    """Per part of a family that combines its parts' rows (a stack,
-    :attr:`descbench.descriptors.DescriptorFamily.combines`), the descriptor of the config whose
+    """Per part of a family that combines its parts' rows (a stack's parts, a pooled base at scale 1:
+    :attr:`descbench.descriptors.DescriptorFamily.combines` and ``shareable``), the descriptor of the config whose
     files give that part's rows on ``kpset``: the first one in config order with exactly the
     part's family and params, evaluated on ``kpset``; None for a part computed by the job (no
     such descriptor, or a family whose rows come from elsewhere: a joint network's keypoint job,
@@ -594,7 +594,10 @@ def shared_parts(cfg: dict, kpset: str, descriptor: str) -> list[str | None] | N
     if fam is None or fam.combines is None:
         return None
     out = []
-    for part in fam.children_of(spec["params"]):
+    for part in fam.shareable(spec["params"]) if fam.shareable else fam.children_of(spec["params"]):
+        if part is None:
+            out.append(None)
+            continue
         pfam = get_family(part["family"])
         computed_alike = pfam.own_rows is None and pfam.components is None
         out.append(_evaluated_as(cfg, kpset, part["family"], part["params"], descriptor) if computed_alike else None)

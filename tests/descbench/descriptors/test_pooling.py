@@ -306,6 +306,49 @@ def test_one_scale_of_one_is_the_base_exactly(pristine, small_image):
             assert np.array_equal(dsp({"base": base, **one, "aggregation": agg}, img, kps, SIFT_SET), want), (base, agg)
 
 
+# ----------------------------------------------------------------------------- shared rows at scale 1
+
+
+def test_the_base_is_shareable_only_where_its_rows_at_scale_1_are_its_own():
+    """dsp_shareable (DescriptorFamily.shareable): the base spec with image original, scale 1
+    weighted and pool_params = params; otherwise None."""
+    def shareable(**params):
+        return P.dsp_shareable(check_descriptor_params("dsp", params, "d"))
+
+    sift = {"family": "sift", "params": {"convention": "opencv"}}
+    assert shareable(base={"family": "sift"}) == [sift]  # default scales [1, 1.5, 2]
+    assert shareable(base={"family": "sift"}, scales=[2.0, 1]) == [sift]
+    assert shareable(base={"family": "sift"}, scales=[1.5, 2.0]) == [None]
+    assert shareable(base={"family": "sift"}, weights=[0.0, 1.0, 1.0]) == [None]  # scale 1 not computed
+    assert shareable(base={"family": "sift"}, image="workbench_pyramid") == [None]
+    assert shareable(base={"family": "sift", "params": {"convention": "workbench"}}) == [None]  # pools other rows
+    assert shareable(base=py("size_rows")) == [check_descriptor_params("dsp", {"base": py("size_rows")}, "d")["base"]]
+
+
+def test_given_rows_at_scale_1_replace_only_that_scale(pristine):
+    """compute_descriptors with ``given``: the rows at scale 1 are the given ones (the others
+    computed), so the base's own rows give the computed result bit for bit; given rows where the
+    params do not pool the base's own rows at 1 are refused."""
+    img = pristine / "1.ppm"
+    kps = detect("sift", read_image(img), SIFT_SET["params"])
+    kps = kps.take(np.arange(0, len(kps), 7))
+    params = check_descriptor_params("dsp", {"base": {"family": "sift"}, "scales": [1.5, 1.0, 2.0]}, "d")
+    own = compute_descriptors("sift", params["base"]["params"], img, kps, SIFT_SET, "b")
+    computed = compute_descriptors("dsp", params, img, kps, SIFT_SET, "d")
+    assert np.array_equal(compute_descriptors("dsp", params, img, kps, SIFT_SET, "d", [own]), computed)
+    assert np.array_equal(compute_descriptors("dsp", params, img, kps, SIFT_SET, "d", [None]), computed)
+    other = own[::-1].copy()
+    got = compute_descriptors("dsp", params, img, kps, SIFT_SET, "d", [other])
+    alone = {**params, "scales": [1.5, 2.0]}
+    rest = compute_descriptors("dsp", {**alone, "normalise_after": "none"}, img, kps, SIFT_SET, "d").astype(np.float64)
+    want = (rest * 2 + other) / 3  # the mean of three rows, then L2
+    want /= np.linalg.norm(want, axis=1, keepdims=True)
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-7)
+    assert not np.allclose(got, computed, atol=1e-3)
+    with pytest.raises(ValueError, match="scale 1"):
+        compute_descriptors("dsp", {**params, "scales": [1.5, 2.0]}, img, kps, SIFT_SET, "d", [own])
+
+
 # ----------------------------------------------------------------------------- the octave field
 
 

@@ -105,6 +105,33 @@ def test_a_stack_reads_the_parts_another_descriptor_gives_and_equals_computing_t
                        part_files=[Path(run.paths.descriptors("kp", "desc", "v_coins")), None])
 
 
+def test_a_dsp_reads_its_bases_rows_at_scale_1_and_equals_computing_them(tmp_path):
+    """A dsp over sift with ``shared_parts``: its rows at scale 1 read from descriptor 'desc''s files
+    (sift at its defaults), the other scales computed; bit for bit the rows of computing every
+    scale, the file's sha256 recorded."""
+    import numpy as np
+
+    from descbench.config import validate_config
+    from descbench.fileops import file_sha256
+    from jobcli import SCHEMA
+
+    run = features(tmp_path)  # descriptor 'desc' = sift at its defaults on 'kp'
+    raw = {"keypoint_sets": {"kp": {"detector": "sift"}},
+           "descriptors": {"dsp": {"family": "dsp", "params": {"base": {"family": "sift"}}}}}
+    dsp = validate_config(raw, SCHEMA)["descriptors"]["dsp"]
+    spec = tmp_path / "dsp.json"
+    spec.write_text(json.dumps({**dsp, "shared_parts": ["desc"]}))
+    ok("descriptors", *run.batch_args(), "--keypoint-set", "kp", "--name", "dsp", "--spec", f"@{spec}",
+       "--keypoint-set-spec", run.spec("keypoint_sets", "kp"))
+    for s in SCENES:
+        kp = Path(run.paths.keypoints("kp", s))
+        shared = read_features(kp, Path(run.paths.descriptors("kp", "dsp", s)))
+        describe_scene(run.scene_root / s, kp, "dsp", dsp, run.cfg["keypoint_sets"]["kp"], tmp_path / f"{s}.computed.parquet")
+        computed = read_features(kp, tmp_path / f"{s}.computed.parquet")
+        assert all(np.array_equal(shared.by_image[k], computed.by_image[k]) for k in computed.per_image)
+        assert shared.dmeta["part_files_sha256"] == [file_sha256(run.paths.descriptors("kp", "desc", s))]
+
+
 def test_given_part_rows_are_what_the_stack_combines(tmp_path):
     """compute_descriptors with ``given`` rows: the stack combines them in that part's place and
     computes the others; a family that combines no parts refuses them."""

@@ -88,6 +88,10 @@ class DescriptorFamily(RuntimeFacts):
     # rows from the files of a descriptor of the config with exactly that part's family and params on
     # the same keypoint set (descbench.config.shared_parts) instead of computing them again.
     combines: Callable[[Path, ImageKeypoints, dict, dict, list[np.ndarray | None]], np.ndarray] | None = None
+    # ``shareable(params)``: per child (``children``), the spec whose plain rows ``combines`` can take
+    # as given, or None where it cannot (a pooled base whose rows at scale 1 are not the base's own);
+    # None: every child as it is (a stack's parts).
+    shareable: Callable[[dict], list[dict | None]] | None = None
     # ``runtime_provenance(params)``: how a job ran the family (learned families: torch/kornia or
     # OpenCV/onnxruntime versions, device, threads, weights or model sha256, batch), recorded in its
     # descriptor files' metadata; None: nothing beyond the params.

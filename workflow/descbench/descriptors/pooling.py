@@ -87,6 +87,14 @@ gives them (e.g. ``vsift``, ``rgbsift``, ``honc``: normalised rows where the wor
 wrapper's); those combinations, and every base with ``octave_field: from_size``, are descbench's
 own, not compared with the workbench.
 
+Shared rows (:func:`dsp_shareable`): with ``image: original``, scale 1 among the weighted scales
+and a base whose ``pool_params`` are its params (``sift`` ``convention: opencv`` or ``vsift``,
+``rgbsift``, learned bases; not ``sift`` ``convention: workbench``, which pools the unnormalised
+rows), the rows at scale 1 are the base descriptor's own rows at the same keypoints. A
+descriptor of the config with exactly that family and params on the same keypoint set then gives
+them: the job reads its files (their sha256 in ``part_files_sha256``) and computes the other
+scales only (:func:`descbench.config.shared_parts`), the same rows bit for bit.
+
 ``image`` chooses the image each scale is described on:
 
 * ``original`` (default): the image unchanged, only the keypoint size scaled: the definition in
@@ -473,12 +481,18 @@ def _check_scale_rows(rows: list[np.ndarray], scales: list[float], params: dict)
                             "the base family must give rows of one length at every size")
 
 
-def dsp_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict) -> np.ndarray:
-    """Domain-size pooling of the base family on one image (module docstring)."""
+def dsp_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: dict,
+                    given: list[np.ndarray | None] | None = None) -> np.ndarray:
+    """Domain-size pooling of the base family on one image (module docstring). ``given``: ``[rows]``,
+    the base's plain rows at ``kps`` read from another descriptor's files, used as its rows at scale
+    1 (allowed where :func:`dsp_shareable` names the base), or ``[None]`` / None: computed."""
     image_mode, colour = params["image"], params["colour"]
     weights = scale_weights(params)
     base = params["base"]
     used = [(a, w) for a, w in zip(params["scales"], weights) if w > 0]
+    at_one = given[0] if given else None
+    if at_one is not None and dsp_shareable(params) == [None]:
+        raise ValueError("dsp: base rows given for scale 1, but with these params its rows there are not the base's own")
     rows = []
     if image_mode == "base_pyramid":
         scales = [float(a) for a in params["scales"]]
@@ -495,6 +509,9 @@ def dsp_descriptors(image_path: Path, kps: ImageKeypoints, params: dict, kpset: 
         shape = read_image(image_path).shape[:2] if from_size else None
         for a, _ in used:
             at = _where(params, a)
+            if at_one is not None and float(a) == 1.0:  # scaled_keypoints(kps, 1) is kps: the same rows
+                rows.append(at_one)
+                continue
             scaled = scaled_keypoints(kps, a, kpset, shape, at, params["octave_field"])
             rows.append(compute_descriptors(base["family"], base_params, image_path, scaled, kpset, at))
     else:
@@ -614,6 +631,17 @@ def dsp_base(params: dict) -> list[dict]:
     return [params["base"]] if params.get("base") else []
 
 
+def dsp_shareable(params: dict) -> list[dict | None]:
+    """The base whose plain rows a job may read instead of computing them at scale 1
+    (``DescriptorFamily.shareable``; module docstring, "Shared rows"): ``[base]`` with ``image:
+    original``, scale 1 among the weighted scales and the base's ``pool_params`` equal to its params
+    (its rows there are then the base descriptor's own); else ``[None]``."""
+    used = [float(a) for a, w in zip(params["scales"], scale_weights(params)) if w > 0]
+    if params["image"] == "original" and 1.0 in used and pooled_base_params(params) == params["base"]["params"]:
+        return [params["base"]]
+    return [None]
+
+
 def dsp_scale_count(params: dict) -> int:
     """How many scales it describes each keypoint at (left out: the schema's default)."""
     return len(params.get("scales") or PARAMS_SCHEMA["dsp"]["properties"]["scales"]["default"])
@@ -628,5 +656,6 @@ def dsp_width(params: dict, part_widths: list[int]) -> int:
 FAMILIES = (
     DescriptorFamily("dsp", dsp_descriptors, PARAMS_SCHEMA["dsp"], binary=False, check=check_dsp,
                      patch_support=dsp_patch_support, patch_rows=dsp_patch_rows, patch_params_problem=dsp_patch_params_problem, runtime_provenance=dsp_runtime_provenance,
-                     children=dsp_base, repeats=dsp_scale_count, width=dsp_width),
+                     children=dsp_base, repeats=dsp_scale_count, width=dsp_width, combines=dsp_descriptors,
+                     shareable=dsp_shareable),
 )
