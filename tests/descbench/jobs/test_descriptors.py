@@ -57,6 +57,20 @@ def test_a_derived_family_reads_its_base_rows_and_equals_computing_them(tmp_path
                        base_file=Path(run.paths.descriptors("kp", "desc", "v_coins")))
 
 
+def shared_and_computed(run, tmp_path: Path, name: str, spec: dict, shared_parts: list):
+    """The ``descriptors`` command for ``name`` with ``shared_parts`` (as the workflow's job runs
+    it), and describe_scene without them; per scene ``(scene, shared, computed)`` features."""
+    spec_file = tmp_path / f"{name}.json"
+    spec_file.write_text(json.dumps({**spec, "shared_parts": shared_parts}))
+    ok("descriptors", *run.batch_args(), "--keypoint-set", "kp", "--name", name, "--spec", f"@{spec_file}",
+       "--keypoint-set-spec", run.spec("keypoint_sets", "kp"))
+    for s in SCENES:
+        kp = Path(run.paths.keypoints("kp", s))
+        computed = tmp_path / f"{s}.computed.parquet"
+        describe_scene(run.scene_root / s, kp, name, spec, run.cfg["keypoint_sets"]["kp"], computed)
+        yield s, read_features(kp, Path(run.paths.descriptors("kp", name, s))), read_features(kp, computed)
+
+
 def test_a_stack_reads_the_parts_another_descriptor_gives_and_equals_computing_them(tmp_path):
     """A stack with ``shared_parts``: part 0 (sift at its defaults) read from descriptor 'desc''s
     files, part 1 (rootsift) computed; bit for bit the rows of computing both, each read file's
@@ -73,15 +87,7 @@ def test_a_stack_reads_the_parts_another_descriptor_gives_and_equals_computing_t
     raw = {"keypoint_sets": {"kp": {"detector": "sift"}}, "descriptors": {"stack": {"family": "stack", "params": {
         "parts": [{"family": "sift"}, {"family": "rootsift"}], "weights": [2.0, 1.0]}}}}
     stack = validate_config(raw, SCHEMA)["descriptors"]["stack"]
-    spec = tmp_path / "stack.json"
-    spec.write_text(json.dumps({**stack, "shared_parts": ["desc", None]}))
-    ok("descriptors", *run.batch_args(), "--keypoint-set", "kp", "--name", "stack", "--spec", f"@{spec}",
-       "--keypoint-set-spec", run.spec("keypoint_sets", "kp"))
-    for s in SCENES:
-        kp = Path(run.paths.keypoints("kp", s))
-        shared = read_features(kp, Path(run.paths.descriptors("kp", "stack", s)))
-        describe_scene(run.scene_root / s, kp, "stack", stack, run.cfg["keypoint_sets"]["kp"], tmp_path / f"{s}.computed.parquet")
-        computed = read_features(kp, tmp_path / f"{s}.computed.parquet")
+    for s, shared, computed in shared_and_computed(run, tmp_path, "stack", stack, ["desc", None]):
         assert all(np.array_equal(shared.by_image[k], computed.by_image[k]) for k in computed.per_image)
         assert shared.by_image[1].shape[1] == 256
         assert shared.dmeta["part_files_sha256"] == [file_sha256(run.paths.descriptors("kp", "desc", s)), None]
@@ -119,15 +125,7 @@ def test_a_dsp_reads_its_bases_rows_at_scale_1_and_equals_computing_them(tmp_pat
     raw = {"keypoint_sets": {"kp": {"detector": "sift"}},
            "descriptors": {"dsp": {"family": "dsp", "params": {"base": {"family": "sift"}}}}}
     dsp = validate_config(raw, SCHEMA)["descriptors"]["dsp"]
-    spec = tmp_path / "dsp.json"
-    spec.write_text(json.dumps({**dsp, "shared_parts": ["desc"]}))
-    ok("descriptors", *run.batch_args(), "--keypoint-set", "kp", "--name", "dsp", "--spec", f"@{spec}",
-       "--keypoint-set-spec", run.spec("keypoint_sets", "kp"))
-    for s in SCENES:
-        kp = Path(run.paths.keypoints("kp", s))
-        shared = read_features(kp, Path(run.paths.descriptors("kp", "dsp", s)))
-        describe_scene(run.scene_root / s, kp, "dsp", dsp, run.cfg["keypoint_sets"]["kp"], tmp_path / f"{s}.computed.parquet")
-        computed = read_features(kp, tmp_path / f"{s}.computed.parquet")
+    for s, shared, computed in shared_and_computed(run, tmp_path, "dsp", dsp, ["desc"]):
         assert all(np.array_equal(shared.by_image[k], computed.by_image[k]) for k in computed.per_image)
         assert shared.dmeta["part_files_sha256"] == [file_sha256(run.paths.descriptors("kp", "desc", s))]
 
