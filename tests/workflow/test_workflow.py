@@ -239,6 +239,18 @@ def test_a_failing_jobs_own_message_reaches_the_terminal(tmp_path):
     assert "descbench: error: homography data/demo/seed0/v_coins/H_1_3 is malformed" in out
 
 
+@pytest.mark.bad_input
+def test_until_a_stage_whose_jobs_need_each_other_stops_before_any_job_with_the_fix(tmp_path):
+    """The default config's rootsift reads sift's descriptor files; Snakemake's --until descriptors
+    would never start it and end with its "BUG: Out of jobs ready": the run stops at its start."""
+    cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
+    cfg["scenes"] = ["v_coins"]
+    write_config(tmp_path, cfg)
+    out = snakemake(tmp_path, "--cores", "1", "--until", "descriptors", ok=False, timeout=600)
+    assert "descbench: --until descriptors: " in out and "(rootsift)" in out and "--omit-from distractors score" in out
+    assert "BUG" not in out and "Finished jobid" not in out
+
+
 @pytest.mark.parametrize("how", ["interrupt", "kill"])
 def test_rerun_after_a_crash_just_works(tmp_path, how):
     """Ctrl-C (SIGINT) or a hard kill (SIGKILL of the whole process group) in the middle of a job;

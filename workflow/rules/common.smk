@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from descbench.config import (check_folders, combinations, match_combinations, effective_config, job_resources, learned_weights, model_files,
-                              shared_base, shared_parts, inspector_page,
+                              shared_base, shared_parts, inspector_page, until_problem,
                               needs_learned_extra,
                               score_job_sections,
                               type_command_line_values, validate_config)
@@ -310,6 +310,16 @@ def _stop(message):
 
 
 LAST_RUN_ID = (runguard.last_run(RES) or {}).get("run_id") if RES.is_dir() else None
+
+
+def check_until():
+    """The workflow's onstart, first: Snakemake's --until never starts a job that needs another job
+    of the same rule, so a run it cannot finish stops now with the fix instead of with Snakemake's
+    "BUG: Out of jobs ready" after the other jobs (descbench.config.until_problem; the --until rules
+    are known from onstart on, not while this file is read)."""
+    problem = until_problem(CFG, set(getattr(getattr(workflow, "dag_settings", None), "until", None) or ()))
+    if problem:
+        raise WorkflowError(f"descbench: {problem}")
 
 
 def take_results_lock():

@@ -164,6 +164,7 @@ rule results_db:
 # A run that starts jobs takes the results folder's lock (not -n, --lint, --report, --unlock);
 # the end of the run releases it (workflow/rules/common.smk, descbench.runguard).
 onstart:
+    check_until()
     take_results_lock()
 
 
