@@ -617,6 +617,8 @@ def until_problem(cfg: dict, until) -> str | None:
     sources' folders) and a descriptor that reads another descriptor's files (``descriptors``: a
     derived family, shared stack or dsp rows, a composite's components). The fix named:
     ``--omit-from`` with the stages after it (:data:`UNTIL_OMIT`), which keeps such jobs."""
+    from descbench.descriptors import get_family
+
     blocked = {}
     if "keypoints" in until:
         blocked["keypoints"] = [n for n, spec in cfg["keypoint_sets"].items() if set_sources(spec)]
@@ -624,7 +626,8 @@ def until_problem(cfg: dict, until) -> str | None:
         blocked["descriptors"] = sorted({
             name for kpset in cfg["keypoint_sets"] for name, spec in cfg["descriptors"].items()
             if not spec.get("features_of") and kpset in (spec.get("keypoint_sets") or cfg["keypoint_sets"])
-            and (spec.get("family") == "composite" or shared_base(cfg, kpset, name) or shared_parts(cfg, kpset, name))})
+            and ("family" in spec and get_family(spec["family"]).components is not None  # its components' files
+                 or shared_base(cfg, kpset, name) or shared_parts(cfg, kpset, name))})
     rule, names = next(((r, n) for r, n in blocked.items() if n), (None, None))
     if rule is None:
         return None
