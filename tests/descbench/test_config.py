@@ -211,33 +211,6 @@ def test_shared_parts_name_the_descriptor_that_gives_a_dsps_rows_at_scale_1():
     assert shared_parts(cfg, "sift", "dsp_wb") is None  # pools the rows before the convention's L2 step
 
 
-def test_until_problem_names_the_jobs_snakemakes_until_would_never_start():
-    """--until keypoints with a derived set, --until descriptors with a descriptor reading another's
-    files (rootsift next to sift, a composite): the rule, the names and the --omit-from fix; None
-    where every job of the rule needs no other job of it."""
-    from descbench.config import until_problem
-
-    raw = base()  # sift + rootsift on sift: rootsift roots sift's rows
-    cfg = validate_config(raw, SCHEMA)
-    msg = until_problem(cfg, {"descriptors"})
-    assert msg.startswith("--until descriptors: ") and "(rootsift)" in msg
-    assert msg.endswith("--omit-from distractors score keypoint_stats match instead")
-    assert until_problem(cfg, {"keypoints"}) is None and until_problem(cfg, set()) is None
-    assert until_problem(cfg, {"score", "results/demo/descriptors/sift/sift/batch000"}) is None
-    raw["keypoint_sets"]["small"] = {"source": "sift", "filters": [{"per_image_top_n_by_size": 10}]}
-    raw["descriptors"]["rootsift"]["keypoint_sets"] = ["small"]
-    raw["descriptors"]["sift"]["keypoint_sets"] = ["sift"]
-    cfg = validate_config(raw, SCHEMA)
-    assert until_problem(cfg, {"descriptors"}) is None  # rootsift alone on 'small': it computes sift itself
-    msg = until_problem(cfg, {"keypoints"})
-    assert "keypoint sets derived from other sets (small)" in msg and msg.endswith("--omit-from descriptors keypoint_stats instead")
-    raw["descriptors"]["both"] = {"family": "composite", "keypoint_sets": ["sift"], "params": {
-        "aggregation": "average", "components": [{"descriptor": "sift"}, {"descriptor": "sift"}]}}
-    raw["descriptors"]["rootsift"]["keypoint_sets"] = ["small"]
-    cfg = validate_config(raw, SCHEMA)
-    assert "(both)" in until_problem(cfg, {"descriptors"})
-
-
 def test_a_joint_networks_part_is_computed_by_the_stack_not_read():
     """A joint network's descriptor on its own keypoints holds its keypoint job's rows, not what
     computing the part gives: a stack computes such a part itself (no number moves)."""

@@ -129,3 +129,59 @@ def test_merge_message_is_one_line_naming_the_keys_and_the_flag():
     assert msg.endswith("add --replace-workflow-config")
     assert smktuning.merge_message({}, ["my.yaml"]) is None
     assert smktuning.merge_message({"descriptors": ["sift"]}, []) is None  # --config alone merges on purpose
+
+
+class _Job:
+    def __init__(self, rule, output):
+        self.rule = type("Rule", (), {"name": rule})()
+        self.output = [output] if output else []
+
+
+class _Dag:
+    """Snakemake's DAG as until_stuck reads it: a job is in the --until when its rule is named or
+    one of its outputs is (Snakemake's DAG.in_until)."""
+
+    def __init__(self, deps, needrun, until_rules=(), until_files=()):
+        self.deps, self._needrun, self.until_rules, self.until_files = deps, set(needrun), set(until_rules), set(until_files)
+
+    def needrun_jobs(self):
+        return iter(self._needrun)
+
+    def job_dependencies(self, job):
+        return self.deps.get(job, [])
+
+    def needrun(self, job):
+        return job in self._needrun
+
+    def in_until(self, job):
+        return job.rule.name in self.until_rules or bool(self.until_files & set(job.output))
+
+
+def test_until_stuck_names_the_jobs_that_need_a_job_the_until_stops_at_and_are_to_run():
+    kp = _Job("keypoints", "results/demo/keypoints/sift/batch000")
+    sift = _Job("descriptors", "results/demo/descriptors/sift/sift/batch000")
+    root = _Job("descriptors", "results/demo/descriptors/sift/rootsift/batch000")
+    score = _Job("score", "results/demo/scores/sift/rootsift/batch000")
+    deps = {sift: [kp], root: [kp, sift], score: [root]}
+    dag = _Dag(deps, [kp, sift, root], until_rules=["descriptors"])
+    assert smktuning.until_stuck(dag) == [(root, sift)]
+    msg = smktuning.until_message(smktuning.until_stuck(dag))
+    assert msg == ("--until: Snakemake never starts a job that needs a job the --until stops at (here descriptors jobs), "
+                   "and this run has results/demo/descriptors/sift/rootsift/batch000 needs "
+                   "results/demo/descriptors/sift/sift/batch000; fix: stop after that stage with --omit-from distractors "
+                   "score keypoint_stats match instead")
+    # sift's files complete already: rootsift's job starts once the keypoints are there
+    assert smktuning.until_stuck(_Dag(deps, [kp, root], until_rules=["descriptors"])) == []
+    # the keypoints are in the --until and are to run: every descriptor job waits on them
+    stuck = smktuning.until_stuck(_Dag(deps, [kp, sift, root], until_rules=["keypoints", "descriptors"]))
+    assert stuck == [(root, sift), (root, kp), (sift, kp)]
+    msg = smktuning.until_message(stuck, shown=2)
+    assert "(here descriptors and keypoints jobs)" in msg and " and 1 more; " in msg
+    assert msg.endswith("--omit-from distractors score keypoint_stats match descriptors instead")
+    # an --until by output file: only that job stops the run
+    assert smktuning.until_stuck(_Dag(deps, [kp, sift, root], until_files=[root.output[0]])) == []
+    assert smktuning.until_stuck(_Dag(deps, [kp, sift, root], until_files=[sift.output[0]])) == [(root, sift)]
+    assert smktuning.until_stuck(_Dag(deps, [kp, sift, root, score], until_rules=["score"])) == []
+    assert smktuning.until_message([]) is None
+    assert smktuning.until_message([(score, _Job("match", "m"))]).endswith(
+        "fix: stop with --omit-from the rules after it instead, or build what those jobs need first")

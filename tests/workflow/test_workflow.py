@@ -242,13 +242,22 @@ def test_a_failing_jobs_own_message_reaches_the_terminal(tmp_path):
 @pytest.mark.bad_input
 def test_until_a_stage_whose_jobs_need_each_other_stops_before_any_job_with_the_fix(tmp_path):
     """The default config's rootsift reads sift's descriptor files; Snakemake's --until descriptors
-    would never start it and end with its "BUG: Out of jobs ready": the run stops at its start."""
+    would never start it and end with its "BUG: Out of jobs ready": the run stops at its start.
+    Once sift's files are complete, the same --until reruns rootsift's job."""
+    import shutil
+
     cfg = yaml.safe_load((ROOT / "config.yaml").read_text())
     cfg["scenes"] = ["v_coins"]
     write_config(tmp_path, cfg)
     out = snakemake(tmp_path, "--cores", "1", "--until", "descriptors", ok=False, timeout=600)
-    assert "descbench: --until descriptors: " in out and "(rootsift)" in out and "--omit-from distractors score" in out
+    assert "descbench: --until: " in out and "(here descriptors jobs)" in out
+    assert "descriptors/sift/rootsift/batch000 needs results/demo/descriptors/sift/sift/batch000" in out
+    assert "--omit-from distractors score keypoint_stats match instead" in out
     assert "BUG" not in out and "Finished jobid" not in out
+    snakemake(tmp_path, "--cores", "1", "--omit-from", "distractors", "score", "keypoint_stats", "match", timeout=600)
+    shutil.rmtree(tmp_path / "results/demo/descriptors/sift/rootsift/batch000")
+    out = snakemake(tmp_path, "--cores", "1", "--until", "descriptors", timeout=600)
+    assert job_counts(out) == {"descriptors": 1}, out
 
 
 @pytest.mark.parametrize("how", ["interrupt", "kill"])

@@ -604,38 +604,6 @@ def shared_parts(cfg: dict, kpset: str, descriptor: str) -> list[str | None] | N
     return out if any(out) else None
 
 
-# The rules --until names that --omit-from replaces: what comes after each stage (until_problem).
-UNTIL_OMIT = {"keypoints": "descriptors keypoint_stats", "descriptors": "distractors score keypoint_stats match"}
-
-
-def until_problem(cfg: dict, until) -> str | None:
-    """Why Snakemake's ``--until`` (the rule names in ``until``) cannot finish on this config, or None.
-
-    Snakemake never starts a job whose input another job of an ``--until`` rule makes (its DAG does
-    not mark the dependents of an ``--until`` job ready), so such a run stops with Snakemake's "BUG:
-    Out of jobs ready to be started". Here: a derived keypoint set (``keypoints``: it reads its
-    sources' folders) and a descriptor that reads another descriptor's files (``descriptors``: a
-    derived family, shared stack or dsp rows, a composite's components). The fix named:
-    ``--omit-from`` with the stages after it (:data:`UNTIL_OMIT`), which keeps such jobs."""
-    from descbench.descriptors import get_family
-
-    blocked = {}
-    if "keypoints" in until:
-        blocked["keypoints"] = [n for n, spec in cfg["keypoint_sets"].items() if set_sources(spec)]
-    if "descriptors" in until:
-        blocked["descriptors"] = sorted({
-            name for kpset in cfg["keypoint_sets"] for name, spec in cfg["descriptors"].items()
-            if not spec.get("features_of") and kpset in (spec.get("keypoint_sets") or cfg["keypoint_sets"])
-            and ("family" in spec and get_family(spec["family"]).components is not None  # its components' files
-                 or shared_base(cfg, kpset, name) or shared_parts(cfg, kpset, name))})
-    rule, names = next(((r, n) for r, n in blocked.items() if n), (None, None))
-    if rule is None:
-        return None
-    what = "keypoint sets derived from other sets" if rule == "keypoints" else "descriptors that read other descriptors' files"
-    return (f"--until {rule}: Snakemake's --until never starts a job that needs another {rule} job, and this config has "
-            f"{what} ({', '.join(names)}); fix: stop after that stage with --omit-from {UNTIL_OMIT[rule]} instead")
-
-
 def _evaluated_as(cfg: dict, kpset: str, family: str, params: dict, skip: str) -> str | None:
     """The first descriptor of the config (other than ``skip``) with exactly ``family`` and
     ``params`` that is evaluated on ``kpset`` and has descriptor files of its own (a sweep variant

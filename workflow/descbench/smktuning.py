@@ -38,7 +38,8 @@ What was applied goes into the report's provenance (``report/provenance.json``, 
 Also here, both pure functions: :func:`job_command`, how every rule starts ``python -m descbench``
 (the interpreter that runs Snakemake, or a conda env's ``python``), and :func:`merged_entries` /
 :func:`merge_message`, the start-of-run line about Snakemake merging ``config.yaml`` into a
-``--configfile``.
+``--configfile``; and :func:`until_stuck` / :func:`until_message`, which read (never change) the
+job graph Snakemake built for the run to stop an ``--until`` run it cannot finish.
 """
 
 from __future__ import annotations
@@ -234,3 +235,47 @@ def merge_message(merged: Mapping[str, list[str]], configfiles: Iterable) -> str
     files = " ".join(f"--configfile {f}" for f in configfiles)
     return (f"descbench: Snakemake merges {files} into config.yaml, so this run also has config.yaml's {what}; "
             "to run the file's entries alone add --replace-workflow-config")
+
+
+# What comes after each stage: the rules that --omit-from names instead of --until (until_message).
+UNTIL_OMIT = {"keypoints": "descriptors keypoint_stats", "descriptors": "distractors score keypoint_stats match"}
+
+
+def until_stuck(dag) -> list[tuple]:
+    """The jobs of this run that Snakemake's ``--until`` never starts: ``(job, the --until job it needs)``.
+
+    Snakemake marks a job ready once every dependency it runs has finished, but a finished
+    ``--until`` job does not count (its ``DAG.finish`` skips the dependents of a job for which
+    ``DAG.in_until`` holds), so a job needing one never starts and the run ends with Snakemake's
+    "BUG: Out of jobs ready to be started". In this workflow: a derived keypoint set under
+    ``--until keypoints`` (it reads its sources' folders), a descriptor reading another
+    descriptor's files under ``--until descriptors`` (a derived family, shared stack or dsp rows, a
+    composite's components). A dependency that is complete already (not run) blocks nothing.
+
+    ``dag`` is the job graph Snakemake built for the run (``workflow.dag`` from ``onstart`` on),
+    read through its methods ``needrun_jobs``, ``job_dependencies``, ``needrun`` and ``in_until``;
+    nothing is changed. The pairs come sorted by the jobs' first outputs."""
+    stuck = [(job, dep) for job in dag.needrun_jobs() for dep in dag.job_dependencies(job)
+             if dag.needrun(dep) and dag.in_until(dep)]
+    return sorted(stuck, key=lambda pair: (_job_label(pair[0]), _job_label(pair[1])))
+
+
+def _job_label(job) -> str:
+    """A job as the user sees it: its first output, else its rule's name."""
+    return str(job.output[0]) if job.output else job.rule.name
+
+
+def until_message(stuck: list[tuple], shown: int = 3) -> str | None:
+    """The one-line error for :func:`until_stuck`'s pairs (None when there are none): the
+    ``--until`` rules, the first ``shown`` jobs and what each needs, and the fix, ``--omit-from``
+    the stages after it (:data:`UNTIL_OMIT`), under which such jobs run."""
+    if not stuck:
+        return None
+    rules = sorted({dep.rule.name for _, dep in stuck})
+    pairs = [f"{_job_label(job)} needs {_job_label(dep)}" for job, dep in stuck]
+    more = f" and {len(pairs) - shown} more" if len(pairs) > shown else ""
+    omit = " ".join(dict.fromkeys(" ".join(UNTIL_OMIT.get(r, "") for r in rules).split()))
+    fix = (f"stop after that stage with --omit-from {omit} instead" if all(r in UNTIL_OMIT for r in rules)
+           else "stop with --omit-from the rules after it instead, or build what those jobs need first")
+    return (f"--until: Snakemake never starts a job that needs a job the --until stops at (here {' and '.join(rules)} "
+            f"jobs), and this run has {'; '.join(pairs[:shown])}{more}; fix: {fix}")

@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from descbench.config import (check_folders, combinations, match_combinations, effective_config, job_resources, learned_weights, model_files,
-                              shared_base, shared_parts, inspector_page, until_problem,
+                              shared_base, shared_parts, inspector_page,
                               needs_learned_extra,
                               score_job_sections,
                               type_command_line_values, validate_config)
@@ -314,10 +314,10 @@ LAST_RUN_ID = (runguard.last_run(RES) or {}).get("run_id") if RES.is_dir() else 
 
 def check_until():
     """The workflow's onstart, first: Snakemake's --until never starts a job that needs another job
-    of the same rule, so a run it cannot finish stops now with the fix instead of with Snakemake's
-    "BUG: Out of jobs ready" after the other jobs (descbench.config.until_problem; the --until rules
-    are known from onstart on, not while this file is read)."""
-    problem = until_problem(CFG, set(getattr(getattr(workflow, "dag_settings", None), "until", None) or ()))
+    of the --until, so a run it cannot finish stops now with the fix instead of with Snakemake's
+    "BUG: Out of jobs ready" after the other jobs (descbench.smktuning.until_stuck reads the job
+    graph built for this run, so a job whose needed job is complete already runs)."""
+    problem = smktuning.until_message(smktuning.until_stuck(workflow.dag))
     if problem:
         raise WorkflowError(f"descbench: {problem}")
 
