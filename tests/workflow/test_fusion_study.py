@@ -7,7 +7,6 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -17,6 +16,7 @@ import pytest
 from descbench import io
 from descbench.config import job_resources, needs_learned_extra, model_files
 from descbench.descriptors.composite import aggregate
+from smkrun import snakemake_cmd
 
 ROOT = Path(__file__).resolve().parents[2]
 SIFT_ROWS = {("sift", s) for s in ("sift_8000", "sift_scale_matched", "keynet_sift_b", "sm_intersection_a")}
@@ -26,8 +26,8 @@ FUSION_ROWS = {("fusion_avg", "keynet_sift_b"), ("fusion_concat", "keynet_sift_b
 
 
 def smk(workdir: Path, *args: str, timeout=1500):
-    return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-                           "--configfile", str(workdir / "config" / "fusion_study.yaml"), "--replace-workflow-config", *args],
+    return subprocess.run(snakemake_cmd(workdir,
+                           "--configfile", str(workdir / "config" / "fusion_study.yaml"), "--replace-workflow-config", *args),
                           capture_output=True, text=True, timeout=timeout)
 
 

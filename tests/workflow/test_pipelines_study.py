@@ -8,12 +8,13 @@ from __future__ import annotations
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
 import pytest
 import yaml
+
+from smkrun import snakemake_cmd
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = [("sift", "sift", "mnn"), ("superpoint", "superpoint", "mnn"), ("sift", "sift", "ratio"),
@@ -22,8 +23,8 @@ ROWS = [("sift", "sift", "mnn"), ("superpoint", "superpoint", "mnn"), ("sift", "
 
 
 def smk(workdir: Path, *args: str, timeout=1500):
-    return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-                           "--configfile", str(workdir / "config" / "pipelines_study.yaml"), "--replace-workflow-config", *args],
+    return subprocess.run(snakemake_cmd(workdir,
+                           "--configfile", str(workdir / "config" / "pipelines_study.yaml"), "--replace-workflow-config", *args),
                           capture_output=True, text=True, timeout=timeout)
 
 

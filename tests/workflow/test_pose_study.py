@@ -6,7 +6,6 @@ homography-based stages; a rerun has nothing to do."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -14,6 +13,7 @@ import pytest
 import yaml
 
 from descbench.tasks.pose import read_pose, summarize_pose
+from smkrun import snakemake_cmd
 
 ROOT = Path(__file__).resolve().parents[2]
 ROWS = [("sift", "sift", "mnn"), ("sift", "sift", "ratio"), ("superpoint", "superpoint", "lightglue_superpoint"),
@@ -24,8 +24,8 @@ pytestmark = pytest.mark.e2e
 
 
 def smk(workdir: Path, *args: str, timeout=1500):
-    return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(workdir),
-                           "--configfile", str(workdir / "pose_study.yaml"), "--replace-workflow-config", *args],
+    return subprocess.run(snakemake_cmd(workdir,
+                           "--configfile", str(workdir / "pose_study.yaml"), "--replace-workflow-config", *args),
                           capture_output=True, text=True, timeout=timeout)
 
 

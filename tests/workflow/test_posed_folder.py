@@ -5,7 +5,6 @@ DAG build with a message naming the file."""
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -13,6 +12,7 @@ import pytest
 import yaml
 
 from descbench.datasets.posed_demo import write_scene
+from smkrun import snakemake_cmd
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -20,8 +20,8 @@ pytestmark = pytest.mark.e2e
 
 
 def smk(work: Path, *args: str):
-    return subprocess.run([sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(work),
-                           "--configfile", str(work / "cfg.yaml"), "--replace-workflow-config", "--cores", "2", *args],
+    return subprocess.run(snakemake_cmd(work,
+                           "--configfile", str(work / "cfg.yaml"), "--replace-workflow-config", "--cores", "2", *args),
                           capture_output=True, text=True, timeout=900)
 
 

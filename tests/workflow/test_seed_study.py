@@ -6,7 +6,6 @@ from __future__ import annotations
 import shutil
 import sqlite3
 import subprocess
-import sys
 from pathlib import Path
 
 import pandas as pd
@@ -16,6 +15,7 @@ from snakemake.utils import update_config
 
 from descbench.config import validate_config
 from descbench.datasets import experiment_name
+from smkrun import snakemake_cmd
 
 ROOT = Path(__file__).resolve().parents[2]
 EXPECTED = {
@@ -29,8 +29,8 @@ EXPECTED = {
 def test_seed_study_runs_with_one_command(tmp_path):
     shutil.copytree(ROOT / "config", tmp_path / "config")
     res = subprocess.run(
-        [sys.executable, "-m", "snakemake", "-s", str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--cores", "2",
-         "--configfile", "config/seed_study.yaml", "--replace-workflow-config", "--config", "scenes=[i_rocket,v_coins]"],
+        snakemake_cmd(tmp_path, "--cores", "2",
+         "--configfile", "config/seed_study.yaml", "--replace-workflow-config", "--config", "scenes=[i_rocket,v_coins]"),
         capture_output=True, text=True, timeout=1200)
     assert res.returncode == 0, (res.stdout + res.stderr)[-4000:]
     report = tmp_path / "results" / "seed_study" / "report"
