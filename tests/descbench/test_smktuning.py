@@ -177,7 +177,7 @@ def test_until_stuck_names_the_jobs_that_need_a_job_the_until_stops_at_and_are_t
     assert stuck == [(root, sift), (root, kp), (sift, kp)]
     msg = smktuning.until_message(stuck, shown=2)
     assert "(here descriptors and keypoints jobs)" in msg and " and 1 more; " in msg
-    assert msg.endswith("--omit-from distractors score keypoint_stats match descriptors instead")
+    assert msg.endswith("--omit-from distractors score keypoint_stats match instead")  # not descriptors: it is in the --until
     # an --until by output file: only that job stops the run
     assert smktuning.until_stuck(_Dag(deps, [kp, sift, root], until_files=[root.output[0]])) == []
     assert smktuning.until_stuck(_Dag(deps, [kp, sift, root], until_files=[sift.output[0]])) == [(root, sift)]

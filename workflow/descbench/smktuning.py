@@ -274,7 +274,8 @@ def until_message(stuck: list[tuple], shown: int = 3) -> str | None:
     rules = sorted({dep.rule.name for _, dep in stuck})
     pairs = [f"{_job_label(job)} needs {_job_label(dep)}" for job, dep in stuck]
     more = f" and {len(pairs) - shown} more" if len(pairs) > shown else ""
-    omit = " ".join(dict.fromkeys(" ".join(UNTIL_OMIT.get(r, "") for r in rules).split()))
+    # the stages after every --until rule; with several, not one of those rules themselves
+    omit = " ".join(r for r in dict.fromkeys(" ".join(UNTIL_OMIT.get(r, "") for r in rules).split()) if r not in rules)
     fix = (f"stop after that stage with --omit-from {omit} instead" if all(r in UNTIL_OMIT for r in rules)
            else "stop with --omit-from the rules after it instead, or build what those jobs need first")
     return (f"--until: Snakemake never starts a job that needs a job the --until stops at (here {' and '.join(rules)} "
