@@ -5,8 +5,12 @@ from __future__ import annotations
 
 import ast
 import inspect
+import os
 import pkgutil
+import signal
 from pathlib import Path
+
+import pytest
 
 import descbench.jobs
 from descbench import cli
@@ -72,3 +76,34 @@ def test_malloc_thresholds_are_fixed_through_mallopt():
 
     assert fix_malloc_thresholds(libc=Refuses()) is False
     assert fix_malloc_thresholds(32 * 2**20) in (True, False)  # the real libc: glibc accepts, others have none
+
+
+@pytest.mark.parametrize("restore", [True, False])
+@pytest.mark.parametrize("interrupted", [True, False])
+def test_a_late_signal_while_the_job_cleans_up_is_ignored(monkeypatch, restore, interrupted):
+    """Ctrl-C reaches a job twice (terminal and Snakemake): a SIGINT arriving while the job
+    removes its record, after the command was interrupted or after it ended, must not raise (a
+    traceback after the job's one line, or a finished job reported as interrupted); afterwards the
+    handlers found are back, or stay ignored for ``python -m descbench``."""
+    sent = []
+
+    def send():
+        sent.append(signal.SIGINT)
+        os.kill(os.getpid(), signal.SIGINT)
+
+    class Record:
+        def unlink(self, missing_ok=False):
+            send()  # the late copy, during the clean-up
+
+    monkeypatch.setattr(cli.jobrecord, "register_job", lambda: Record())
+    monkeypatch.setattr(cli, "run", lambda a: send() if interrupted else None)
+    before = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+    try:
+        code = cli.main(["warmup", "--out", "x"], restore_signals=restore)
+        assert code == (128 + signal.SIGINT if interrupted else 0)
+        assert len(sent) == 1 + interrupted
+        after = signal.getsignal(signal.SIGINT), signal.getsignal(signal.SIGTERM)
+        assert after == (before if restore else (signal.SIG_IGN, signal.SIG_IGN))
+    finally:
+        signal.signal(signal.SIGINT, before[0])
+        signal.signal(signal.SIGTERM, before[1])

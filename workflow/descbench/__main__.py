@@ -14,10 +14,9 @@ from descbench.cli import fix_malloc_thresholds, main  # noqa: E402
 
 fix_malloc_thresholds()  # every job, whatever it imported: the same allocation behaviour (descbench.cli)
 
-code = main()  # SIGINT / SIGTERM: one line, exit 128 + signal (descbench.cli.Interrupted)
-# From here on the process only reports and exits: a late signal must not print a traceback.
-signal.signal(signal.SIGINT, signal.SIG_IGN)
-signal.signal(signal.SIGTERM, signal.SIG_IGN)
+# SIGINT / SIGTERM: one line, exit 128 + signal (descbench.cli.Interrupted); from the command's end
+# on they stay ignored: the process only reports and exits.
+code = main(restore_signals=False)
 # The job's own exact resource use, as the last line of its log (Snakemake's `benchmark:` files
 # sample the process tree and miss the end of a job's CPU time); not after an interrupt, whose
 # one line is the log's last.

@@ -132,7 +132,11 @@ def job_modules() -> tuple:
             featurefiles)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None, *, restore_signals: bool = True) -> int:
+    """Run one command; returns its exit status. Once the command has ended, SIGINT and SIGTERM are
+    ignored while the job cleans up (a late one, e.g. Ctrl-C's second copy, must not print a
+    traceback after the job's one line); ``restore_signals`` then puts back the handlers it found
+    (in-process callers), else they stay ignored until the process exits (``python -m descbench``)."""
     a = None
     record = None
     handlers = _install_interrupt_handlers()
@@ -152,10 +156,13 @@ def main(argv: list[str] | None = None) -> int:
         _report_error(write_error_message(exc, _job_name(argv, a)), a)
         return 1
     finally:
-        for signum, handler in handlers.items():
-            signal.signal(signum, handler)
+        for signum in handlers:
+            signal.signal(signum, signal.SIG_IGN)
         if record is not None:
             record.unlink(missing_ok=True)
+        if restore_signals:
+            for signum, handler in handlers.items():
+                signal.signal(signum, handler)
     return 0
 
 
