@@ -302,9 +302,11 @@ def tracked(paths):
 
 
 def _stop(message):
-    """End the run at DAG build with ``message`` alone: an exception from an input function would
-    come wrapped in Snakemake's InputFunctionException (wildcards, traceback); SystemExit is not.
-    Nothing has been written or locked yet."""
+    """End the run at DAG build or in the onstart with ``message`` alone: an exception from an input
+    function would come wrapped in Snakemake's InputFunctionException (wildcards, traceback), a
+    WorkflowError from the onstart under Snakemake's traceback lines; SystemExit is neither.
+    Nothing of descbench's has been written or locked yet, and Snakemake's own lock is released by
+    the context manager the onstart runs in."""
     logger.error(message)
     raise SystemExit(1)
 
@@ -319,7 +321,7 @@ def check_until():
     graph built for this run, so a job whose needed job is complete already runs)."""
     problem = smktuning.until_message(smktuning.until_stuck(workflow.dag))
     if problem:
-        raise WorkflowError(f"descbench: {problem}")
+        _stop(f"descbench: {problem}")
 
 
 def take_results_lock():
@@ -330,7 +332,7 @@ def take_results_lock():
     try:
         warning = runguard.acquire(RES, me, LAST_RUN_ID)
     except runguard.ResultsLocked as exc:
-        raise WorkflowError(str(exc)) from None
+        _stop(str(exc))
     except OSError as exc:  # e.g. a file system without file locks
         logger.warning(f"descbench: could not take the lock of {RES} ({exc}); this run is not kept apart from "
                        "other runs on the same results folder")
