@@ -15,7 +15,8 @@ What it does, all outside the repository (nothing in the working tree is written
    ``__module__``; from ``workflow/`` the mutants would be called ``workflow.descbench...`` and
    never switched on (every one would "survive"). The staging ``pyproject.toml`` is the
    repository's plus a ``[tool.mutmut]`` section (see :func:`stage`).
-2. Runs ``mutmut run --max-children N`` there: only the six :data:`CORE` modules are mutated, and
+2. Runs ``mutmut run --max-children N`` there: only the modules of ``--modules`` (:data:`CORE`,
+   the six core modules, by default; :data:`PROTOCOLS`; or both) are mutated, and
    every mutant is checked by the fast tests (``-m "not e2e and not slurm"``) of :data:`TESTS`
    that reach the mutated function (mutmut records which tests reach which function in one
    instrumented run first). ``PYTHONPATH`` points at the mutated package, so test subprocesses
@@ -53,6 +54,18 @@ CORE = [
     "metrics/matching.py",
     "io.py",
 ]
+# the newer protocols' metric modules (pure Python; the numba modules pairpass and kernels are
+# not mutated: a mutant of a jitted function would need its own compilation per mutant)
+PROTOCOLS = [
+    "metrics/scenepass.py",
+    "metrics/homography.py",
+    "metrics/pose.py",
+    "metrics/depth.py",
+    "metrics/nn.py",
+    "metrics/aggregate.py",
+    "metrics/distractors.py",
+]
+MODULE_SETS = {"core": CORE, "protocols": PROTOCOLS, "all": CORE + PROTOCOLS}
 
 # fast test files that exercise the core directly (the tests once written as tests/test_core_*.py are
 # in the mirrored files of their modules: metrics/test_ap, test_retrieval, test_matching,
@@ -73,6 +86,16 @@ TESTS = [
     "tests/descbench/keypoints/test_locked_checks.py",
     "tests/descbench/jobs/test_score_metrics.py",
     "tests/descbench/test_io.py",
+    "tests/descbench/metrics/test_homography.py",
+    "tests/descbench/metrics/test_pose.py",
+    "tests/descbench/metrics/test_depth.py",
+    "tests/descbench/metrics/test_nn.py",
+    "tests/descbench/metrics/test_aggregate.py",
+    "tests/descbench/metrics/test_distractors.py",
+    "tests/descbench/tasks/test_pose.py",
+    "tests/descbench/tasks/test_pipelines.py",
+    "tests/descbench/estimators/test_relative_pose.py",
+    "tests/descbench/matchers/test_nearest.py",
 ]
 TEST_GLOBS: list[str] = []  # file-name patterns under tests/ (none since the tests mirror the package)
 PYTEST_ARGS = ["-m", "not e2e and not slurm", "-p", "no:cacheprovider"]
@@ -97,7 +120,7 @@ def toml_list(items) -> str:
     return "[" + ", ".join(json.dumps(str(i)) for i in items) + "]"
 
 
-def stage(repo: Path, work: Path, tests: list[str]) -> None:
+def stage(repo: Path, work: Path, tests: list[str], modules: list[str] = CORE) -> None:
     """The staging copy (module docstring, step 1)."""
     if work.exists():
         shutil.rmtree(work)
@@ -121,7 +144,7 @@ def stage(repo: Path, work: Path, tests: list[str]) -> None:
         "",
         "[tool.mutmut]  # written by benchmarks/mutation_testing.py",
         'source_paths = ["src"]',
-        f"only_mutate = {toml_list('src/descbench/' + m for m in CORE)}",
+        f"only_mutate = {toml_list('src/descbench/' + m for m in modules)}",
         f"also_copy = {toml_list(also_copy)}",
         f"pytest_add_cli_args = {toml_list(PYTEST_ARGS)}",
         f"pytest_add_cli_args_test_selection = {toml_list(tests)}",
@@ -178,10 +201,10 @@ def _mutant_order(key: str):
     return func, int(number)
 
 
-def collect(work: Path) -> dict:
+def collect(work: Path, modules: list[str] = CORE) -> dict:
     equivalents = load_equivalents()
     codes_by_module = {}
-    for m in CORE:
+    for m in modules:
         meta = work / "mutants" / "src" / "descbench" / (m + ".meta")
         codes_by_module[m] = json.loads(meta.read_text())["exit_code_by_key"] if meta.exists() else {}
     undetected = [(k, f"src/descbench/{m}") for m, codes in codes_by_module.items() for k, c in codes.items()
@@ -238,6 +261,8 @@ def main(argv=None) -> int:
     ap.add_argument("--workdir", type=Path, default=Path(tempfile.gettempdir()) / "descbench-mutation")
     ap.add_argument("--max-children", type=int, default=2)
     ap.add_argument("--json", type=Path, help="write the per-module figures and the survivors as JSON")
+    ap.add_argument("--modules", choices=sorted(MODULE_SETS), default="core",
+                    help="core: the six core modules (default); protocols: the newer metric modules; all: both")
     ap.add_argument("--report-only", action="store_true", help="summarise an existing --workdir, run nothing")
     a = ap.parse_args(argv)
     work = a.workdir.resolve()
@@ -248,13 +273,17 @@ def main(argv=None) -> int:
         import mutmut
 
         tests = test_selection(REPO)
-        stage(REPO, work, tests)
+        stage(REPO, work, tests, MODULE_SETS[a.modules])
         print(f"mutmut {mutmut.__version__}; staging copy {work}; {len(tests)} test files: {' '.join(tests)}", flush=True)
         # NUMBA_THREADING_LAYER=workqueue: mutmut forks one child per mutant from the process that
         # ran the tests once; numba's default layer here (GNU OpenMP) kills a forked child of a
         # process that already ran a parallel kernel with SIGTERM ("fork() called from a process
         # already using GNU OpenMP"), which mutmut would count as "suspicious"
-        env = dict(os.environ, PYTHONPATH=str(work / "mutants" / "src"), NUMBA_THREADING_LAYER="workqueue")
+        # and one thread in every pool (torch, OpenBLAS, OpenMP): a child forked while a pool's
+        # threads hold a lock (torch's after a kornia test) waits on it for ever, a "timeout"
+        # that is no kill
+        env = dict(os.environ, PYTHONPATH=str(work / "mutants" / "src"), NUMBA_THREADING_LAYER="workqueue",
+                   OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1", MKL_NUM_THREADS="1", NUMBA_NUM_THREADS="1")
         t0 = time.perf_counter()
         with open(work / "mutmut-run.log", "w") as log:
             rc = subprocess.run([sys.executable, "-m", "mutmut", "run", "--max-children", str(a.max_children)],
@@ -263,7 +292,7 @@ def main(argv=None) -> int:
         print(f"mutmut run: exit {rc}, wall {wall:.0f} s (log {work / 'mutmut-run.log'})", flush=True)
         if rc != 0:
             return rc
-    res = collect(work)
+    res = collect(work, MODULE_SETS[a.modules])
     res["wall_s"] = wall
     if a.json:
         a.json.write_text(json.dumps(res, indent=1))

@@ -252,3 +252,15 @@ def test_column_array_is_a_read_only_view_so_the_table_cannot_change_through_it(
     with pytest.raises(ValueError):
         a[0] = 99.0
     assert t.column("a").to_pylist() == [1.5, 2.5]
+
+
+def test_with_query_image_inserts_an_int8_column_before_pair_or_query():
+    """Tables of pairs (a, b) get ``query_image`` (image a) right before ``pair``; tables without
+    ``pair`` right before ``query``."""
+    pairs = pa.schema([("scene", pa.string()), ("pair", pa.int8()), ("n", pa.int64())])
+    queries = pa.schema([("scene", pa.string()), ("query", pa.int64()), ("ap", pa.float64())])
+    a = io.with_query_image(pairs)
+    assert a.names == ["scene", io.QUERY_IMAGE, "pair", "n"] and a.field(io.QUERY_IMAGE).type == pa.int8()
+    assert io.with_query_image(queries).names == ["scene", io.QUERY_IMAGE, "query", "ap"]
+    both = pa.schema([("query", pa.int64()), ("pair", pa.int8())])
+    assert io.with_query_image(both).names == ["query", io.QUERY_IMAGE, "pair"]

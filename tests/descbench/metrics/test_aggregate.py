@@ -128,6 +128,20 @@ def test_verification_summary_hand_worked():
     per_scene = verification_scene_values(_ver_rows(), "step", "negative")
     assert per_scene.keypoint_retrieval_ap.tolist()[:2] == pytest.approx([0.5, 1 / 6])
     assert np.isnan(per_scene.keypoint_verification_ap.iloc[2])
+    # the counts: sums over scenes, the fewest distractor scenes of any scene
+    assert (s["verification_num_positives"], s["verification_num_negatives"]) == (8, 30)
+    assert (s["retrieval_queries_with_positive"], s["n_distractor_scenes_min"]) == (10, 2)
+    assert s["keypoint_retrieval_ap_hard_negative"] == pytest.approx(3.0 / 10)  # named after its convention
+    assert per_scene.n_distractor_scenes.tolist() == [2, 2, 2] and per_scene.n_distractors.tolist() == [40, 40, 40]
+    assert per_scene.n_distractor_scenes.dtype == np.int64 and per_scene.n_distractors.dtype == np.int64
+    assert "workbench_verification_ap" not in per_scene  # only with verification.convention: workbench
+    # one row per scene sorted by name, whatever the input order
+    assert verification_scene_values(_ver_rows().iloc[::-1], "step", "negative").scene.tolist() == ["i_a", "v_b", "v_c"]
+    # a scene with a single positive has an AP: it is in the mean
+    one = _ver_rows()
+    one.loc[1, "verification_num_positives"] = 1
+    assert verification_summary(one, "step", "negative", 0.7)["keypoint_verification_ap"] == pytest.approx((0.6 + 0.9) / 2)
+    assert verification_summary(_ver_rows().iloc[:0], "step", "negative", float("nan"))["n_distractor_scenes_min"] == 0
 
 
 def test_pooled_verification_ap_concatenates_lists_in_order():
@@ -255,3 +269,53 @@ def test_retrieval_counts_workbench_names_hold_the_workbench_counts():
     assert w["retrieval_num_true_positives"] == w["workbench_num_positives"]
     # descbench's own counts are the same under both conventions
     assert (w["retrieval_num_positives_descbench"], w["retrieval_num_hard_negatives_descbench"]) == (1, 3)
+
+
+# ----------------------------------------------------------------------------- pairs between any two images
+
+
+def test_pairs_between_any_images_count_each_query_images_keypoints_once():
+    """Pairs (a, b) with a != 1 (a scene's pair list; the column ``query_image``): a scene's query
+    keypoints are summed over its query images, each once (not over pairs, not the largest); the
+    scene's sums and ratios are as for (1, k) pairs; scenes come out sorted by name."""
+    rows = [dict(row("v_b", 2, 5, [3]), query_image=1),       # one relevant query: AP 1/3 over R = 1
+            dict(row("i_a", 2, 4, [1, 2]), query_image=1),    # image 1: 4 keypoints in both of its pairs
+            dict(row("i_a", 3, 4, [4]), query_image=1),
+            dict(row("i_a", 3, 6, [1]), query_image=2)]       # image 2 as the query: 6 keypoints
+    t = scene_table(pd.DataFrame(rows))
+    assert t.scene.tolist() == ["i_a", "v_b"]
+    t = t.set_index("scene")
+    assert t.loc["i_a", "n_query_keypoints"] == 4 + 6 and t.loc["v_b", "n_query_keypoints"] == 5
+    assert t["n_query_keypoints"].dtype == np.int64 and t["n_queries"].dtype == np.int64
+    assert t.loc["i_a", "sum_ap"] == pytest.approx(1 + 1 / 2 + 1 / 4 + 1)
+    assert t.loc["i_a", "true_map"] == pytest.approx((1 + 1 / 2 + 1 / 4 + 1) / 4)
+    assert t.loc["v_b", "true_map"] == pytest.approx(1 / 3) and t.loc["v_b", "precision_at_5"] == 1.0  # R = 1
+    assert t.loc["v_b", "precision_at_1"] == 0.0
+
+
+def test_features_per_image_counts_every_image_once_with_any_pairs():
+    """D2-Net's features per image with pairs between any two images: each (scene, image) once,
+    whichever side of which pairs it is on."""
+    from descbench.metrics.aggregate import features_per_image
+
+    # scene s: images 1, 2, 3 with 10, 20, 30 keypoints in pairs (1, 2), (1, 3), (2, 3); scene t: (1, 2) with 5, 7
+    pairs = pd.DataFrame({"scene": ["s", "s", "s", "t"], "query_image": [1, 1, 2, 1], "pair": [2, 3, 3, 2],
+                          "n_keypoints_1": [10, 10, 20, 5], "n_keypoints_2": [20, 30, 30, 7]})
+    assert features_per_image(pairs) == pytest.approx((10 + 20 + 30 + 5 + 7) / 5)
+    assert features_per_image(pairs.iloc[3:]) == pytest.approx((5 + 7) / 2)  # a single pair
+    assert math.isnan(features_per_image(pairs.iloc[:0]))
+    # (1, k) pairs without the column: image 1 once per scene, every image k
+    ref = pairs.drop(columns="query_image").iloc[[0, 1, 3]]
+    assert features_per_image(ref) == pytest.approx((10 + 20 + 30 + 5 + 7) / 5)
+
+
+def test_rank_histogram_bins_are_named_by_their_ranks():
+    """One bin per HIT_KS step: a single rank where the step is 1 (rank_hist_3), a range where it is
+    wider (rank_hist_6_10), and the ranks beyond the last k; the bins count every relevant query once."""
+    s = summarize(pd.DataFrame([row("i_a", 2, 6, [1, 4, 7, 30, 2000])]))
+    hist = {k: v for k, v in s.items() if k.startswith("rank_hist")}
+    assert HIT_KS == (1, 2, 3, 4, 5, 10, 20, 50, 100, 1000)
+    assert list(hist) == ["rank_hist_1", "rank_hist_2", "rank_hist_3", "rank_hist_4", "rank_hist_5", "rank_hist_6_10",
+                          "rank_hist_11_20", "rank_hist_21_50", "rank_hist_51_100", "rank_hist_101_1000", "rank_hist_gt_1000"]
+    assert (hist["rank_hist_1"], hist["rank_hist_4"], hist["rank_hist_6_10"], hist["rank_hist_21_50"]) == (1, 1, 1, 1)
+    assert hist["rank_hist_gt_1000"] == 1 and sum(hist.values()) == 5

@@ -400,3 +400,225 @@ def test_symmetric_error_equals_a_torch_reimplementation():
     e_t = 0.5 * ((p01 - torch.from_numpy(p1)).norm(dim=-1) + (p10 - torch.from_numpy(p0)).norm(dim=-1))
     assert np.array_equal(valid, v0 & v1) and 100 < valid.sum() < 300
     assert np.allclose(e[valid], e_t.numpy()[valid], rtol=1e-12, atol=1e-9)
+
+
+# --- every bad argument is named; each clause of a compound check on its own ---------------------
+
+WALL = np.full((H, W), 4.0)
+I3, T0 = np.eye(3), np.zeros(3)
+
+
+def _sym(**kw):
+    a = dict(xy0=np.zeros((2, 2)), xy1=np.zeros((2, 2)), K0=K, K1=K, R=I3, t=T0, depth0=WALL, depth1=WALL)
+    a.update(kw)
+    return lambda: M.symmetric_reprojection_error(**a)
+
+
+def _gt(**kw):
+    a = dict(xy0=np.zeros((2, 2)), xy1=np.zeros((3, 2)), K0=K, K1=K, R=I3, t=T0, depth0=WALL, depth1=WALL)
+    a.update(kw)
+    return lambda: M.gt_matches_from_pose_depth(**a)
+
+
+def _proj(**kw):
+    a = dict(xy=np.zeros((2, 2)), depth_values=[1.0, 1.0], K_i=K, K_j=K, R=I3, t=T0, image_size_j=(W, H))
+    a.update(kw)
+    return lambda: M.project(**a)
+
+
+BAD_POINTS = [np.zeros((2, 3)), [1.0, 2.0], [[np.nan, 1.0], [0.0, 0.0]], [[5.0]]]  # [N, 3], 1-D, NaN, [1, 1]
+BAD_DEPTHS = [np.ones(4), np.ones((H, W, 1)), np.ones((0, 4))]  # 1-D, [H, W, 1], empty
+BAD_R = [np.eye(2), np.diag([1.0, np.nan, 1.0])]  # finite but 2x2; 3x3 but NaN
+BAD_T = [[1.0, 0.0], [0.0, np.nan, 0.0]]  # 2 values; 3 but NaN
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("call, name", [
+    *[(lambda p=p: M.sample_depth(p, WALL), "xy") for p in BAD_POINTS],
+    *[(lambda d=d: M.sample_depth([[1.0, 1.0]], d), "depth") for d in BAD_DEPTHS],
+    *[(_proj(xy=p), "xy") for p in BAD_POINTS[:3]],
+    (_proj(K_j=np.diag([100.0, 100.0, 2.0])), "K_j"),
+    (_proj(K_j=np.eye(2)), "K_j"),
+    *[(_proj(R=r), "R") for r in BAD_R],
+    *[(_proj(t=t), "t") for t in BAD_T],
+    *[(_sym(xy0=p), "xy0") for p in BAD_POINTS],
+    *[(_sym(xy1=p), "xy1") for p in BAD_POINTS],
+    *[(_sym(depth0=d), "depth0") for d in BAD_DEPTHS],
+    *[(_sym(depth1=d), "depth1") for d in BAD_DEPTHS],
+    *[(_sym(R=r), "R") for r in BAD_R],
+    *[(_sym(t=t), "t") for t in BAD_T],
+    *[(_gt(xy0=p), "xy0") for p in BAD_POINTS],
+    *[(_gt(xy1=p), "xy1") for p in BAD_POINTS],
+    *[(_gt(depth0=d), "depth0") for d in BAD_DEPTHS],
+    *[(_gt(depth1=d), "depth1") for d in BAD_DEPTHS],
+    *[(_gt(R=r), "R") for r in BAD_R],
+    *[(_gt(t=t), "t") for t in BAD_T],
+    (lambda: M.reprojection_precision([1.0, 2.0], [True]), "errors and valid"),
+])
+def test_each_bad_argument_is_named_in_the_error(call, name):
+    """One argument bad at a time (the others valid): the message starts with its name."""
+    with pytest.raises(ValueError, match=rf"^{name}: "):
+        call()
+
+
+def test_a_single_keypoint_and_a_1x1_depth_map_are_valid_input():
+    d, valid = M.sample_depth([[0.0, 0.0]], [[2.0]])
+    assert d.tolist() == [2.0] and valid.tolist() == [True]
+
+
+# --- boundaries -----------------------------------------------------------------------------------
+
+def test_a_depth_between_0_and_1_is_valid():
+    """Unknown is <= 0 (module docstring); 0.5 m (a close-up, ScanNet) is a depth like any other."""
+    d, valid = M.sample_depth([[1.0, 1.0], [0.3, 1.7]], np.full((3, 3), 0.5))
+    assert d.tolist() == pytest.approx([0.5, 0.5], abs=1e-15) and valid.tolist() == [True, True]
+
+
+def test_empty_keypoints_give_empty_results_of_the_right_shape():
+    """No keypoint (a plain [] as well as [0, 2]): empty depths, pixels [0, 2], masks [0] bool; no
+    match: empty errors and validity."""
+    for xy in ([], np.zeros((0, 2))):
+        d, valid = M.sample_depth(xy, WALL)
+        assert d.shape == (0,) and valid.shape == (0,)
+        xy_j, visible = M.project(xy, [], K, K, I3, T0, (W, H))
+        assert xy_j.shape == (0, 2) and visible.shape == (0,) and visible.dtype == bool
+        e, valid = M.symmetric_reprojection_error(xy, xy, K, K, I3, T0, WALL, WALL)
+        assert e.shape == (0,) and valid.shape == (0,)
+
+
+# pixel arithmetic exact in binary: f = 64, principal point (32, 24), depths powers of 2
+K64 = np.array([[64.0, 0.0, 32.0], [0.0, 64.0, 24.0], [0.0, 0.0, 1.0]])
+W64, H64 = 64, 48
+
+
+def test_a_pixel_exactly_on_the_image_border_is_in_image():
+    """R = I, t = 0: a keypoint maps to itself (COLMAP pixel x + 0.5). glue-factory's in_image is
+    0 <= p <= size - 1: keypoints at -0.5 and size - 1.5 (row or column) are in, 1/64 px beyond not."""
+    e = 1.0 / 64
+    xy = np.array([[10.0, -0.5], [-0.5, 10.0], [10.0, H64 - 1.5], [W64 - 1.5, 10.0],
+                   [10.0, -0.5 - e], [-0.5 - e, 10.0], [10.0, H64 - 1.5 + e], [W64 - 1.5 + e, 10.0]])
+    xy_j, visible = M.project(xy, np.ones(len(xy)), K64, K64, I3, T0, (W64, H64))
+    assert xy_j.tolist() == xy.tolist()
+    assert visible.tolist() == [True] * 4 + [False] * 4
+
+
+def test_a_point_exactly_at_z_1e_4_is_not_in_front():
+    """On the principal ray at depth 1e-4 (R = I, t = 0): z_j = 1e-4 exactly, and visibility needs
+    z > 1e-4 (glue-factory's Camera.eps); at 2e-4 it is visible."""
+    xy = np.array([[31.5, 23.5], [31.5, 23.5]])  # COLMAP (32, 24): the principal point
+    _, visible = M.project(xy, [M.CAMERA_Z_EPS, 2e-4], K64, K64, I3, T0, (W64, H64))
+    assert visible.tolist() == [False, True]
+
+
+def test_a_zero_depth_or_a_given_invalid_mask_is_never_visible():
+    """Depth 0 puts the point at camera i's centre, which camera j (t = (0, 0, 1)) sees at its
+    principal point, in front and in image: still invisible, a depth must be > 0 (the default
+    valid_i). A valid_i given as False overrides a good depth."""
+    xy = np.array([[31.5, 23.5], [31.5, 23.5], [31.5, 23.5]])
+    xy_j, visible = M.project(xy, [0.0, 2.0, 2.0], K64, K64, I3, [0.0, 0.0, 1.0], (W64, H64))
+    assert xy_j[0].tolist() == [31.5, 23.5] and visible.tolist() == [False, True, True]
+    _, visible = M.project(xy, [0.0, 2.0, 2.0], K64, K64, I3, [0.0, 0.0, 1.0], (W64, H64),
+                           valid_i=[False, False, True])
+    assert visible.tolist() == [False, False, True]
+
+
+def _gt64(xy0, xy1):
+    """A wall at z = 4 (powers of 2: exact pixels), camera 1 moved 1 right: keypoints move by
+    f / z = 16 px left. Keypoint (40.5, 32) of image 0 lands on (24.5, 32) in image 1."""
+    wall = np.full((H64, W64), 4.0)
+    return M.gt_matches_from_pose_depth(xy0, xy1, K64, K64, I3, [-1.0, 0.0, 0.0], wall, wall).tolist()
+
+
+def test_a_gt_match_exactly_3_px_off_is_not_positive():
+    """D < pos_th^2 (strict, module docstring): 3 px off in both images, D = 9: not a match, and
+    not unmatched (min e0 = 9 <= 25): ignored; 2.75 px off: matched."""
+    assert _gt64([[40.5, 32.0]], [[24.5 + 3.0, 32.0]]) == [M.IGNORE]
+    assert _gt64([[40.5, 32.0]], [[24.5 + 2.75, 32.0]]) == [0]
+
+
+def test_a_keypoint_exactly_5_px_from_all_is_not_unmatched():
+    """min_j e0 > neg_th^2 (strict): exactly 5 px from its only candidate, min e0 = 25: ignored;
+    5.25 px: unmatched."""
+    assert _gt64([[40.5, 32.0]], [[24.5 + 5.0, 32.0]]) == [M.IGNORE]
+    assert _gt64([[40.5, 32.0]], [[24.5 + 5.25, 32.0]]) == [M.UNMATCHED]
+
+
+# --- offset reaches the sampling and the projections ----------------------------------------------
+
+def test_offset_0_reaches_both_depth_samplings():
+    """Keypoints in COLMAP's convention (offset 0): (49.5, 40) samples at fractional index
+    u = 49.0, the centre of pixel 49, depth 5 (pixel 50 beyond the step, depth 10, has weight 0);
+    with offset 0.5 it would be halfway, 7.5. Camera 1 1 m right, equal K: image 0's keypoint moves
+    f / 5 = 20 px left to (29.5, 40), where image 1's depth steps from 5 to 10 likewise. The match
+    is exact (error 0, gt match 0); a keypoint at x = -0.8 samples u = -1.3, outside the map's
+    support: no depth (invalid, ignored)."""
+    depth0, depth1 = np.full((H, W), 5.0), np.full((H, W), 5.0)
+    depth0[:, 50:], depth1[:, 30:] = 10.0, 10.0
+    t = [-1.0, 0.0, 0.0]
+    xy0 = np.array([[49.5, 40.0], [-0.8, 40.0], [70.0, 40.0]])
+    xy1 = np.array([[29.5, 40.0], [60.0, 10.0], [-0.8, 40.0]])
+    e, valid = M.symmetric_reprojection_error(xy0, xy1, K, K, I3, t, depth0, depth1, offset=0.0)
+    assert e[0] == pytest.approx(0.0, abs=1e-9) and valid.tolist() == [True, False, False]
+    gt = M.gt_matches_from_pose_depth(xy0[:2], xy1[:2], K, K, I3, t, depth0, depth1, offset=0.0)
+    assert gt.tolist() == [0, M.IGNORE]
+
+
+@pytest.mark.parametrize("zoom_in_1", [True, False])
+def test_offset_0_reaches_both_projections(zoom_in_1):
+    """One camera zoomed 10x (f = 1000, same principal point), no motion, walls at 5 m, keypoints in
+    COLMAP's convention (offset 0): (51, 41) at f = 100 is (60, 50) at f = 1000 (10 x the 1 px
+    from the centre). With offset 0.5 in the zoomed direction it would land at (64.5, 54.5)."""
+    K10 = np.array([[1000.0, 0.0, CX], [0.0, 1000.0, CY], [0.0, 0.0, 1.0]])
+    wall = np.full((H, W), 5.0)
+    a, b = np.array([[51.0, 41.0]]), np.array([[60.0, 50.0]])
+    K0, K1, xy0, xy1 = (K, K10, a, b) if zoom_in_1 else (K10, K, b, a)
+    e, valid = M.symmetric_reprojection_error(xy0, xy1, K0, K1, I3, T0, wall, wall, offset=0.0)
+    assert e[0] == pytest.approx(0.0, abs=1e-9) and valid.tolist() == [True]
+    assert M.gt_matches_from_pose_depth(xy0, xy1, K0, K1, I3, T0, wall, wall, offset=0.0).tolist() == [0]
+
+
+# --- realistic input types: OpenCV's (N, 1) columns and uint8 masks, float32 keypoints ------------
+
+def test_column_inputs_as_opencv_returns_them_are_flattened():
+    """t as [3, 1] (cv2.recoverPose), depths and an inlier mask as [N, 1] uint8 (cv2's masks):
+    the same as flat input; visible stays [N] bool."""
+    xy = np.array([[10.0, 10.0], [20.0, 30.0]])
+    flat = M.project(xy, [4.0, 4.0], K, K, I3, [-0.2, 0.1, 0.0], (W, H))
+    col = M.project(xy, np.array([[4.0], [4.0]]), K, K, I3, np.array([[-0.2], [0.1], [0.0]]), (W, H),
+                    valid_i=np.array([[1], [0]], dtype=np.uint8))
+    assert col[0].tolist() == flat[0].tolist()
+    assert col[1].shape == (2,) and col[1].dtype == bool and col[1].tolist() == [True, False]
+    # a mask of 0 / 2 (any non-zero is valid) still gives a bool mask
+    _, vis = M.project(xy, [4.0, 4.0], K, K, I3, T0, (W, H), valid_i=np.array([2, 0], dtype=np.uint8))
+    assert vis.dtype == bool and vis.tolist() == [True, False]
+    assert M.reprojection_precision(np.array([[0.5], [2.0]]), [True, True]).tolist() == [0.5, 1.0, 1.0]
+    assert M.reprojection_precision([0.5, 2.0], np.array([[1], [1]], dtype=np.uint8)).tolist() == [0.5, 1.0, 1.0]
+    assert M.gt_match_recall(np.array([[0], [1]]), [0, 2]) == pytest.approx(0.5)
+    assert M.gt_match_recall([0, 1], np.array([[0], [2]])) == pytest.approx(0.5)
+
+
+def test_covisibility_counts_a_uint8_mask_by_truth_and_warns_on_nothing():
+    """An OpenCV-style 0 / 255 mask: 2 of 4 valid, 50 %. No match: NaN without a numpy warning."""
+    assert M.covisibility(np.array([255, 0, 255, 0], dtype=np.uint8)) == (2, 50.0)
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        count, percent = M.covisibility([])
+    assert count == 0 and np.isnan(percent)
+
+
+def test_float32_keypoints_are_sampled_in_float64():
+    """x = 1024 - 2^-14 is a float32, x + 0.5 is not (float32 rounds it to 1024.5). On a depth ramp
+    1 + column index, the bilinear depth at u = x + 0.5 - 0.5 = x is 1 + x = 1024.99993896484375."""
+    depth = 1.0 + np.arange(1030.0)[None, :]
+    x = np.float32(1024.0 - 2.0**-14)
+    d, valid = M.sample_depth(np.array([[x, 0.0]], dtype=np.float32), depth)
+    assert d[0] == 1024.99993896484375 and valid[0]
+
+
+def test_float32_errors_are_compared_with_the_thresholds_in_float64():
+    """float32(0.7) = 0.699999988... is strictly below 0.7 (a float32 comparison would round 0.7 to
+    the same float32 and count it as not below)."""
+    e = np.array([0.7], dtype=np.float32)
+    assert float(e[0]) < 0.7
+    assert M.reprojection_precision(e, [True], thresholds=(0.7,)).tolist() == [1.0]

@@ -25,6 +25,9 @@ def test_scenes_are_a_draw_without_replacement_from_the_sorted_others():
     assert distractor_scenes("v_c", list(reversed(SCENES)), 3, 7) == got  # the scene list's order does not matter
     assert sorted(distractor_scenes("v_c", SCENES, 10, 7)) == others  # fewer others than asked: all of them
     assert distractor_scenes("v_c", ["v_c"], 3, 7) == []
+    assert distractor_scenes("v_c", SCENES, 0, 7) == []
+    one = [others[i] for i in ref_rng(7, "v_c").choice(len(others), size=1, replace=False)]
+    assert distractor_scenes("v_c", SCENES, 1, 7) == one and len(one) == 1  # one scene asked: one drawn
     np.testing.assert_array_equal(scene_rng(7, "v_c").random(3), ref_rng(7, "v_c").random(3))
 
 

@@ -87,6 +87,7 @@ def test_failure_and_inlier_ratio():
     r = evaluate_estimate(H_TRUE, H_TRUE, (640, 480), [True, True, False, False])
     assert (r["n_inliers"], r["inlier_ratio"]) == (2, 0.5)
     assert evaluate_estimate(H_TRUE, H_TRUE, (640, 480), np.zeros(0, bool))["inlier_ratio"] == 0.0  # / max(M, 1)
+    assert evaluate_estimate(H_TRUE, H_TRUE, (640, 480), [True])["inlier_ratio"] == 1.0  # one match: / 1
 
 
 def test_fewer_than_four_matches_give_an_infinite_error():
@@ -180,9 +181,10 @@ def test_summary_bad_input():
     raises_naming(lambda: summarize_thresholds({1.0: [0.1, 0.2], 2.0: [0.1]}), "ransac_th 2", "1 pairs", "has 2",
                   "same pairs")
     raises_naming(lambda: summarize_thresholds({}), "no RANSAC threshold")
-    raises_naming(lambda: summarize_thresholds({1.0: [np.nan]}), "ransac_th 1", "no pair with data")
+    raises_naming(lambda: summarize_thresholds({1.0: [np.nan]}), "corner errors at ransac_th 1: no pair with data")
     raises_naming(lambda: summarize_thresholds({"1": [0.1], 1.0: [0.2]}), "repeat")
     raises_naming(lambda: summarize_errors([0.1, -1.0]), "corner errors must be >= 0", "-1.0")
+    raises_naming(lambda: summarize_errors([0.0, -2.5]), "got -2.5")  # the first negative one, not the zero
     # the errors are named as the caller says (the pose task's: pose errors of an estimator)
     raises_naming(lambda: summarize_thresholds({1.0: [np.nan]}, what="pose errors of estimator opencv"),
                   "pose errors of estimator opencv at ransac_th 1: no pair with data")

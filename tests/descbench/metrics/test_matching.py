@@ -614,3 +614,37 @@ def test_sym_homography_error_refuses_mismatched_points_and_a_bad_matrix():
         sym_homography_error([[0, 0], [1, 1]], [[0, 0]], np.eye(3))
     with pytest.raises(DataError, match=r"finite 3 x 3 matrix, got shape \(2, 3\)"):
         sym_homography_error([[0, 0]], [[0, 0]], np.eye(3)[:2])
+
+
+# ----------------------------------------------------------------------------- given matches, the symmetric error
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("ia, ib", [([0, 1], [0]), ([-1], [0]), ([3], [0]), ([0], [-1]), ([0], [2])])
+def test_given_matches_out_of_range_are_refused(ia, ib):
+    """Each clause of matched_pair_stats' check alone (3 image-1 and 2 image-k keypoints): unequal
+    lengths, a negative index or one equal to the number of keypoints, on either side."""
+    from descbench.metrics.matching import matched_pair_stats
+
+    q_xy, t_xy = np.array([[1.0, 1.0], [2.0, 2.0], [3.0, 3.0]]), np.array([[1.0, 1.0], [2.0, 2.0]])
+    with pytest.raises(DataError, match=f"^matches out of range or of unequal length: {len(ia)} / {len(ib)} indices "
+                                        "for 3 and 2 keypoints; rerun the matcher stage$"):
+        matched_pair_stats(q_xy, t_xy, np.eye(3), (10, 10), (10, 10), ia, ib)
+    # the largest valid indices are accepted
+    matched_pair_stats(q_xy, t_xy, np.eye(3), (10, 10), (10, 10), [2], [1])
+
+
+def test_sym_homography_error_counts_points_and_is_quiet_at_infinity():
+    """Unequal point counts are named as N0 / N1; a point H maps to infinity (w = 0) gives no
+    finite error, and no NumPy warning."""
+    import warnings
+
+    from descbench.metrics.matching import sym_homography_error
+
+    with pytest.raises(DataError, match="^sym_homography_error: 3 points in image 0 but 2 in image 1$"):
+        sym_homography_error(np.zeros((3, 2)), np.zeros((2, 2)), np.eye(3))
+    H = np.array([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0], [1.0, 0.0, 1.0]])  # w = x + 1: x = -1 goes to infinity
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        e = sym_homography_error([[-1.0, 0.0], [0.0, 0.0]], [[5.0, 5.0], [0.0, 0.0]], H)
+    assert not np.isfinite(e[0]) and e[1] == pytest.approx(0.0, abs=1e-12)  # (-inf, NaN) there: NaN, as glue-factory's

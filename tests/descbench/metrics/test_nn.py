@@ -203,3 +203,20 @@ def test_validation():
         mutual_nearest(bad, f)
     with pytest.raises(DataError, match="zero width"):
         nearest_two(np.zeros((3, 0), np.float32), np.zeros((3, 0), np.float32))
+
+
+def test_validation_names_the_image_and_the_fix_and_takes_lists():
+    """mutual_nearest names the two sides image-a / image-b; a dtype error says how to fix it;
+    a list of float32 rows is the array it lists."""
+    f = np.zeros((3, 4), np.float32)
+    with pytest.raises(DataError, match=r"image-b descriptors contain NaN or inf \(first bad row 0\)"):
+        mutual_nearest(f, np.full((2, 4), np.nan, np.float32))
+    with pytest.raises(DataError, match="image-a descriptors must be a 2-D array"):
+        mutual_nearest(np.zeros(4, np.float32), f)
+    with pytest.raises(DataError, match=r"\(Hamming\) - convert the descriptors when writing them"):
+        nearest_two(f.astype(np.float64), f)
+    a = np.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0]], np.float32)
+    b = np.array([[1.0, 0.1], [0.1, 1.0]], np.float32)
+    from_lists = mutual_nearest(list(a), list(b))  # lists of float32 rows
+    for got, want in zip(from_lists, mutual_nearest(a, b)):
+        np.testing.assert_array_equal(got, want)

@@ -150,3 +150,141 @@ def test_the_pose_auc_is_glue_factorys_rounded_area_with_failures_counted():
 def test_bad_input_is_an_error_naming_the_argument(call, message):
     with pytest.raises(ValueError, match=message):
         call()
+
+
+# --- every bad argument is named; each clause of a compound check on its own ---------------------
+
+GOOD_E = np.array([[0.0, 0.0, 0.0], [0.0, 0.0, -1.0], [0.0, 1.0, 0.0]])  # [t]x for t = (1, 0, 0)
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("call, name", [
+    (lambda: P.epipolar_errors(np.zeros((3, 2)), np.zeros((3, 4)), GOOD_E), "p1"),
+    (lambda: P.epipolar_errors(np.zeros((3, 2)), np.zeros(3), GOOD_E), "p1"),
+    (lambda: P.epipolar_errors(np.zeros((3, 2)), np.zeros((3, 2)), np.eye(2)), "E"),
+    (lambda: P.epipolar_errors(np.zeros((3, 2)), np.zeros((3, 2)), np.full((3, 3), np.nan)), "E"),
+    (lambda: P.essential_matrix(np.eye(2), [1.0, 0.0, 0.0]), "R"),
+    (lambda: P.essential_matrix(np.diag([1.0, 1.0, np.inf]), [1.0, 0.0, 0.0]), "R"),
+    (lambda: P.skew([1.0, 2.0]), "v"),
+    (lambda: P.skew([1.0, np.nan, 3.0]), "v"),
+    (lambda: P.translation_error([1.0, 0.0, 0.0], [0.0, 1.0]), "t_gt"),
+    (lambda: P.translation_error([1.0, 0.0, 0.0], [0.0, np.nan, 1.0]), "t_gt"),
+])
+def test_each_bad_argument_is_named_in_the_error(call, name):
+    """The message starts with the name of the one bad argument (the others are valid)."""
+    with pytest.raises(ValueError, match=rf"^{name}: expected"):
+        call()
+
+
+K_OK = [[500.0, 0.0, 320.0], [0.0, 480.0, 240.0], [0.0, 0.0, 1.0]]
+
+
+def _with(row, col, value):
+    K = np.array(K_OK)
+    K[row, col] = value
+    return K
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("K, why", [
+    (_with(0, 1, 0.5), "skew K[0, 1]"),
+    (_with(1, 0, 0.5), "K[1, 0]"),
+    (_with(2, 0, 1e-3), "K[2, 0]"),
+    (_with(2, 1, 1e-3), "K[2, 1]"),
+    (_with(2, 2, 2.0), "K[2, 2] != 1"),
+    (_with(0, 0, 0.0), "fx = 0"),
+    (_with(1, 1, 0.0), "fy = 0"),
+    (_with(0, 0, -500.0), "fx < 0"),
+    (_with(1, 1, -480.0), "fy < 0"),
+])
+def test_each_clause_of_the_pinhole_check_rejects_on_its_own(K, why):
+    """One element of an otherwise valid pinhole K wrong at a time: each is rejected, naming K."""
+    with pytest.raises(ValueError, match=r"^K_test: expected pinhole intrinsics"):
+        P.pinhole_intrinsics(K, "K_test")
+
+
+def test_valid_intrinsics_come_back_as_float64():
+    """The docstring's contract: K as float64, also from integer input (a K written in pixels)."""
+    K = P.pinhole_intrinsics(np.array([[500, 0, 320], [0, 480, 240], [0, 0, 1]]))
+    assert K.dtype == np.float64 and K.tolist() == K_OK
+
+
+# --- boundaries: the clip of arccos, ignore_gt_t_thr, empty input -----------------------------------
+
+def test_a_180_degree_rotation_whose_cosine_rounds_below_minus_1_is_180():
+    """R = 2 n n^T - I is the rotation by 180 degrees about n; for n = (1, 3, 3) / sqrt(19) its
+    trace rounds below -1 in float64, so (trace - 1) / 2 < -1: the clip keeps arccos defined."""
+    n = np.array([1.0, 3.0, 3.0]) / np.sqrt(19.0)
+    R = 2.0 * np.outer(n, n) - np.eye(3)
+    assert (np.trace(R) - 1.0) / 2.0 < -1.0  # the case the clip exists for
+    assert P.rotation_error(np.eye(3), R) == 180.0
+    assert P.rotation_error(R, np.eye(3)) == 180.0
+
+
+def test_parallel_and_antiparallel_translations_whose_cosine_rounds_past_1_are_0():
+    """t . t / |t|^2 rounds to 1 + 2^-52 for t = (0.1, 0.1, 0.3) (and -t . t to -1 - 2^-52): the
+    angle is 0 (180 for -t, folded to 0 by the sign freedom), never NaN."""
+    t = np.array([0.1, 0.1, 0.3])
+    n = float(np.linalg.norm(t) * np.linalg.norm(t))
+    assert float(t @ t) / n > 1.0 and float(-t @ t) / n < -1.0  # the cases the clip exists for
+    assert P.translation_error(t, t) == 0.0
+    assert P.translation_error(-t, t) == 0.0
+
+
+def test_relative_pose_error_passes_ignore_gt_t_thr_and_its_default_is_0():
+    """No rotation error; t_est orthogonal to t_gt (90 degrees). glue-factory's default 0 never
+    ignores t_gt, even a short one (|t_gt| = 0.5); a threshold above |t_gt| makes the error 0."""
+    R = np.eye(3)
+    assert P.relative_pose_error(R, [1.0, 0.0, 0.0], R, [0.0, 0.0, 0.5]) == pytest.approx(90.0)
+    assert P.relative_pose_error(R, [1.0, 0.0, 0.0], R, [0.0, 1e-3, 0.0], ignore_gt_t_thr=0.01) == 0.0
+    assert P.relative_pose_error(R, [1.0, 0.0, 0.0], R, [0.0, 1e-3, 0.0]) == pytest.approx(90.0)
+
+
+def test_epipolar_errors_of_no_match_are_an_empty_array():
+    assert P.epipolar_errors(np.zeros((0, 2)), np.zeros((0, 2)), GOOD_E).shape == (0,)
+    assert P.epipolar_errors(np.zeros((0, 3)), np.zeros((0, 3)), GOOD_E).shape == (0,)
+
+
+# --- realistic input types: OpenCV's (3, 1) translations, float32 arrays ---------------------------
+
+def test_a_column_translation_as_opencv_returns_it_is_a_3_vector():
+    """cv2.recoverPose returns t as [3, 1]: the same angles as the flat vector."""
+    assert P.translation_error(np.array([[1.0], [0.0], [0.0]]), np.array([[0.0], [2.0], [0.0]])) == pytest.approx(90.0)
+    assert P.skew(np.array([[1.0], [2.0], [3.0]])).tolist() == P.skew([1.0, 2.0, 3.0]).tolist()
+
+
+def _float32_rotations():
+    R_gt = rodrigues([0.1, -0.2, 0.3]).astype(np.float32)
+    R_est = (R_gt @ rodrigues([0.0, 0.0, np.deg2rad(4.0)])).astype(np.float32)
+    return R_est, R_gt
+
+
+def test_float32_rotations_and_translations_are_computed_in_float64():
+    """glue-factory's poses are float32 tensors; descbench computes in float64. Reference: the
+    module docstring's formulas evaluated in float64 on the float32 values (float32 arithmetic
+    would move both angles by ~1e-4 degrees here)."""
+    R_est, R_gt = _float32_rotations()
+    A, B = R_est.astype(np.float64), R_gt.astype(np.float64)
+    want = np.rad2deg(np.arccos(np.clip((np.trace(A.T @ B) - 1.0) / 2.0, -1.0, 1.0)))
+    assert P.rotation_error(R_est, R_gt) == pytest.approx(want, rel=1e-12, abs=0)
+    t_est, t_gt = np.float32([0.31, -0.38, 1.25]), np.float32([0.3, -0.4, 1.2])
+    a, b = t_est.astype(np.float64), t_gt.astype(np.float64)
+    e = np.rad2deg(np.arccos(np.clip(a @ b / (np.linalg.norm(a) * np.linalg.norm(b)), -1.0, 1.0)))
+    assert P.translation_error(t_est, t_gt) == pytest.approx(min(e, 180.0 - e), rel=1e-12, abs=0)
+
+
+def test_float32_keypoints_are_normalised_in_float64():
+    """x = 1024 - 2^-14 is a float32; x + 0.5 is not (float32 rounds it to 1024.5). With fx = 1,
+    cx = 0 the normalised x is exactly x + 0.5 = 1024.49993896484375."""
+    x = np.float32(1024.0 - 2.0**-14)
+    K = np.eye(3)
+    got = P.normalized_points(np.array([[x, 0.0]], dtype=np.float32), K, offset=0.5)
+    assert got[0, 0] == 1024.49993896484375 and got[0, 1] == 0.5
+
+
+def test_float32_epipolar_errors_are_compared_with_the_thresholds_in_float64():
+    """float32(1e-4) = 9.99999974...e-05 is strictly below 1e-4 (a float32 comparison would round
+    the threshold to the same float32 and count it as not below)."""
+    e = np.array([1e-4], dtype=np.float32)
+    assert float(e[0]) < 1e-4
+    assert P.epipolar_precision(e).tolist() == [1.0, 1.0, 1.0]

@@ -4,6 +4,7 @@ matching) equals the three separate computations value for value, and a float64 
 from __future__ import annotations
 
 import math
+import time
 
 import numpy as np
 import pytest
@@ -184,3 +185,81 @@ def test_one_product_per_row_block_for_the_whole_scene(monkeypatch, tasks):
     assert [c for c, _ in counter.products] == [n] * len(counter.products)
     np.testing.assert_array_equal(np.concatenate([r for _, r in counter.products]), np.arange(40))
     assert counter.screen_blocks == len(counter.products)
+
+
+class Recorder:
+    """A scene-pass consumer that keeps what it was fed (and can take its time doing so)."""
+
+    def __init__(self, sleep_s: float = 0.0):
+        self.calls, self.sleep_s = [], sleep_s
+
+    def __call__(self, screen, rows):
+        self.calls.append((screen.copy(), rows.copy()))
+        if self.sleep_s:
+            time.sleep(self.sleep_s)
+
+
+def test_run_feeds_every_consumer_its_columns_and_checks_chunk_mb():
+    """One candidate only (N = 1) is still fed; a consumer of no columns is never called; the
+    screen a consumer gets is [q, 1] . [c, -|c|^2/2] of its columns; chunk_mb must be > 0."""
+    q = np.array([[1.0, 2.0], [0.0, 1.0], [3.0, 0.0]], np.float32)
+    c = np.array([[1.0, 1.0]], np.float32)
+    full, empty = Recorder(), Recorder()
+    scenepass.run(q, c, [scenepass.Feed(0, 1, full), scenepass.Feed(1, 1, empty)], 64.0)
+    assert empty.calls == [] and len(full.calls) == 1
+    screen, rows = full.calls[0]
+    np.testing.assert_array_equal(rows, [0, 1, 2])
+    np.testing.assert_array_equal(screen, (q @ c.T - (c * c).sum(axis=1) / 2).astype(np.float32))
+    for bad in (0.0, -1.0):
+        with pytest.raises(ValueError, match=f"chunk_mb must be > 0, got {bad}"):
+            scenepass.run(q, c, [scenepass.Feed(0, 1, Recorder())], bad)
+
+
+def test_run_times_products_and_consumers(monkeypatch):
+    """PassTiming: the products' seconds summed over every row block, each label's consumers'
+    seconds summed over their calls; all within the call's own wall time."""
+    q = np.random.default_rng(0).random((40, 4)).astype(np.float32)
+    c = np.random.default_rng(1).random((30, 4)).astype(np.float32)
+    orig = scenepass.block_product
+
+    def slow_product(qaug, caug, rows):
+        time.sleep(0.005)
+        return orig(qaug, caug, rows)
+
+    monkeypatch.setattr(scenepass, "block_product", slow_product)
+    a, b = Recorder(0.002), Recorder(0.002)
+    t0 = time.perf_counter()
+    timing = scenepass.run(q, c, [scenepass.Feed(0, 30, a, label="x"), scenepass.Feed(0, 10, b, label="y")], 0.0005)
+    wall = time.perf_counter() - t0
+    n = timing.n_products
+    assert n == len(a.calls) == len(b.calls) > 3
+    assert 0.005 * n <= timing.product_s <= wall
+    assert 0.002 * n <= timing.consume_s["x"] <= wall and 0.002 * n <= timing.consume_s["y"] <= wall
+    assert timing.product_s + timing.consume_s["x"] + timing.consume_s["y"] <= wall
+
+
+def test_score_scene_seconds_are_shares_of_its_wall_time():
+    """Each task's seconds (its own work plus a share of the products) are >= 0 and add up to at
+    most the call's wall time."""
+    rng = np.random.default_rng(21)
+    q_xy, q_desc, targets, distractors = scene_case(rng, "real", nq=30)
+    rp = RetrievalParams(tau_px=3.0, gt="closest", chunk_mb=0.0005)
+    bp = BojanicParams(tau_px=3.0, gt="closest", chunk_mb=0.0005)
+    mm = (MatchingParams(chunk_mb=0.0005), ClassifierParams(chunk_mb=0.0005), MATCHERS)
+    t0 = time.perf_counter()
+    res = scenepass.score_scene(q_xy, q_desc, targets, rp, distractors, bp, mm, SIZE1)
+    wall = time.perf_counter() - t0
+    assert set(res.seconds) == {"retrieval", "verification", "matching"}
+    assert all(v > 0 for v in res.seconds.values()) and sum(res.seconds.values()) <= wall
+
+
+def test_score_scene_names_the_scene_in_a_distractor_error():
+    """A distractor set of another descriptor width: the error names the scene (``where``) and the set."""
+    from descbench.errors import DataError
+
+    rng = np.random.default_rng(4)
+    q_xy, q_desc, targets, distractors = scene_case(rng, "integer")
+    bad = Distractors("i_other", 2, np.array([0]), np.zeros((1, q_desc.shape[1] + 1), np.float32))
+    with pytest.raises(DataError, match="v_where: distractor i_other/2 has"):
+        scenepass.score_scene(q_xy, q_desc, targets, RetrievalParams(gt="closest"), [bad], BojanicParams(gt="closest"), None, SIZE1,
+                              where="v_where")
