@@ -622,3 +622,24 @@ def test_float32_errors_are_compared_with_the_thresholds_in_float64():
     e = np.array([0.7], dtype=np.float32)
     assert float(e[0]) < 0.7
     assert M.reprojection_precision(e, [True], thresholds=(0.7,)).tolist() == [1.0]
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("call, message", [
+    (_proj(K_i=np.eye(2)), "^K_i: expected finite 3x3 intrinsics, got shape"),
+    (_proj(K_i=np.diag([100.0, 100.0, 2.0])), "^K_i: expected pinhole intrinsics"),
+    (_sym(K0=np.eye(2)), "^K0: "), (_sym(K1=np.eye(2)), "^K1: "),
+    (_gt(K0=np.eye(2)), "^K0: "), (_gt(K1=np.diag([100.0, 100.0, 2.0])), "^K1: "),
+    # an empty image is no reason to accept a bad camera
+    (_gt(xy0=np.zeros((0, 2)), K1=np.eye(2)), "^K1: "), (_proj(xy=np.zeros((0, 2)), depth_values=[], K_i=np.eye(2)), "^K_i: "),
+    # NaN or inf is said as such, not as a shape that is right
+    (_sym(R=np.diag([1.0, np.nan, 1.0])), r"^R: expected a finite 3x3 rotation matrix, got NaN or inf$"),
+    (_sym(t=[0.0, np.inf, 0.0]), r"^t: expected a finite 3-vector, got NaN or inf$"),
+    (_sym(xy0=[[np.nan, 1.0], [0.0, 0.0]]), r"^xy0: expected finite pixel coordinates \[N, 2\], got NaN or inf$"),
+    (_proj(K_j=np.diag([100.0, np.nan, 1.0])), r"^K_j: expected finite 3x3 intrinsics, got NaN or inf$"),
+])
+def test_the_cameras_are_named_as_the_caller_names_them(call, message):
+    """K0 / K1 (K_i / K_j in project) are checked up front under their own names, also when an
+    image has no keypoint; a non-finite value is named as one."""
+    with pytest.raises(ValueError, match=message):
+        call()

@@ -288,3 +288,18 @@ def test_float32_epipolar_errors_are_compared_with_the_thresholds_in_float64():
     e = np.array([1e-4], dtype=np.float32)
     assert float(e[0]) < 1e-4
     assert P.epipolar_precision(e).tolist() == [1.0, 1.0, 1.0]
+
+
+@pytest.mark.bad_input
+@pytest.mark.parametrize("call, message", [
+    (lambda: P.essential_matrix(np.eye(3), [1.0, 0.0]), r"^t: expected a finite 3-vector, got 2 values$"),
+    (lambda: P.epipolar_errors(np.zeros((3, 2)), np.zeros((3, 2)), np.full((3, 3), np.nan)),
+     r"^E: expected a finite 3x3 matrix, got NaN or inf$"),
+    (lambda: P.rotation_error(np.eye(3), np.diag([1.0, np.inf, 1.0])), r"^R_gt: expected a finite 3x3 rotation matrix, got NaN or inf$"),
+    (lambda: P.pinhole_intrinsics(np.diag([1.0, np.nan, 1.0]), "K1"), r"^K1: expected finite 3x3 intrinsics, got NaN or inf$"),
+])
+def test_a_bad_translation_or_a_non_finite_value_is_said_as_such(call, message):
+    """essential_matrix names its own t (not skew's v); E is a matrix, not a rotation; NaN or inf is
+    said as such, not as the (right) shape."""
+    with pytest.raises(ValueError, match=message):
+        call()

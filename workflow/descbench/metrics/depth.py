@@ -91,7 +91,7 @@ from collections.abc import Sequence
 import numpy as np
 from numpy.typing import ArrayLike
 
-from descbench.metrics.pose import normalized_points, pinhole_intrinsics
+from descbench.metrics.pose import _rotation, _vector, normalized_points, pinhole_intrinsics
 
 #: eval/utils.py eval_matches_depth: reproj_prec@1px, @3px, @5px
 REPROJECTION_THRESHOLDS_PX = (1.0, 3.0, 5.0)
@@ -110,8 +110,10 @@ def _points(xy, name: str) -> np.ndarray:
     xy = np.asarray(xy, dtype=np.float64)
     if xy.size == 0:
         return xy.reshape(0, 2)
-    if xy.ndim != 2 or xy.shape[1] != 2 or not np.isfinite(xy).all():
+    if xy.ndim != 2 or xy.shape[1] != 2:
         raise ValueError(f"{name}: expected finite pixel coordinates [N, 2], got shape {xy.shape}")
+    if not np.isfinite(xy).all():
+        raise ValueError(f"{name}: expected finite pixel coordinates [N, 2], got NaN or inf")
     return xy
 
 
@@ -125,13 +127,7 @@ def _depth_map(depth, name: str) -> np.ndarray:
 
 
 def _pose(R, t) -> tuple[np.ndarray, np.ndarray]:
-    R = np.asarray(R, dtype=np.float64)
-    t = np.asarray(t, dtype=np.float64).reshape(-1)
-    if R.shape != (3, 3) or not np.isfinite(R).all():
-        raise ValueError(f"R: expected a finite 3x3 rotation matrix, got shape {R.shape}")
-    if t.shape != (3,) or not np.isfinite(t).all():
-        raise ValueError(f"t: expected a finite 3-vector, got {t.size} values")
-    return R, t
+    return _rotation(R, "R"), _vector(t, "t")
 
 
 def sample_depth(xy: ArrayLike, depth: ArrayLike, offset: float = 0.5) -> tuple[np.ndarray, np.ndarray]:
@@ -195,7 +191,7 @@ def project(xy: ArrayLike, depth_values: ArrayLike, K_i: ArrayLike, K_j: ArrayLi
     d = np.asarray(depth_values, dtype=np.float64).reshape(-1)
     if d.shape != (len(xy),):
         raise ValueError(f"depth_values: one depth per keypoint, got {d.size} for {len(xy)} keypoints")
-    K_j = pinhole_intrinsics(K_j, "K_j")
+    K_i, K_j = pinhole_intrinsics(K_i, "K_i"), pinhole_intrinsics(K_j, "K_j")
     R, t = _pose(R, t)
     valid_i = ~np.isnan(d) & (d > 0) if valid_i is None else np.asarray(valid_i, dtype=bool).reshape(-1)
     if len(xy) == 0:
@@ -237,6 +233,7 @@ def symmetric_reprojection_error(xy0: ArrayLike, xy1: ArrayLike, K0: ArrayLike, 
     if xy0.shape != xy1.shape:
         raise ValueError(f"xy0 and xy1: one keypoint each per match, got {len(xy0)} and {len(xy1)}")
     depth0, depth1 = _depth_map(depth0, "depth0"), _depth_map(depth1, "depth1")
+    K0, K1 = pinhole_intrinsics(K0, "K0"), pinhole_intrinsics(K1, "K1")
     R, t = _pose(R, t)
     d0, valid0 = sample_depth(xy0, depth0, offset)
     d1, valid1 = sample_depth(xy1, depth1, offset)
@@ -303,6 +300,7 @@ def gt_matches_from_pose_depth(xy0: ArrayLike, xy1: ArrayLike, K0: ArrayLike, K1
     """
     xy0, xy1 = _points(xy0, "xy0"), _points(xy1, "xy1")
     depth0, depth1 = _depth_map(depth0, "depth0"), _depth_map(depth1, "depth1")
+    K0, K1 = pinhole_intrinsics(K0, "K0"), pinhole_intrinsics(K1, "K1")
     R, t = _pose(R, t)
     n0, n1 = len(xy0), len(xy1)
     if n0 == 0 or n1 == 0:

@@ -58,17 +58,21 @@ ANGLE_EPS = 1e-10
 EPIPOLAR_CLAMP = 1e-6
 
 
-def _rotation(R, name: str) -> np.ndarray:
+def _rotation(R, name: str, what: str = "rotation matrix") -> np.ndarray:
     R = np.asarray(R, dtype=np.float64)
-    if R.shape != (3, 3) or not np.isfinite(R).all():
-        raise ValueError(f"{name}: expected a finite 3x3 rotation matrix, got shape {R.shape}")
+    if R.shape != (3, 3):
+        raise ValueError(f"{name}: expected a finite 3x3 {what}, got shape {R.shape}")
+    if not np.isfinite(R).all():
+        raise ValueError(f"{name}: expected a finite 3x3 {what}, got NaN or inf")
     return R
 
 
 def _vector(t, name: str) -> np.ndarray:
     t = np.asarray(t, dtype=np.float64).reshape(-1)
-    if t.shape != (3,) or not np.isfinite(t).all():
+    if t.shape != (3,):
         raise ValueError(f"{name}: expected a finite 3-vector, got {t.size} values")
+    if not np.isfinite(t).all():
+        raise ValueError(f"{name}: expected a finite 3-vector, got NaN or inf")
     return t
 
 
@@ -138,7 +142,7 @@ def essential_matrix(R: ArrayLike, t: ArrayLike) -> np.ndarray:
     >>> float(abs((X1 / X1[2]) @ essential_matrix(R, t) @ (X0 / X0[2]))) < 1e-15
     True
     """
-    return skew(t) @ _rotation(R, "R")
+    return skew(_vector(t, "t")) @ _rotation(R, "R")
 
 
 def pinhole_intrinsics(K: ArrayLike, name: str = "K") -> np.ndarray:
@@ -146,8 +150,10 @@ def pinhole_intrinsics(K: ArrayLike, name: str = "K") -> np.ndarray:
     with finite values and ``fx, fy > 0``; ValueError naming ``name`` otherwise (glue-factory's
     cameras have no skew)."""
     K = np.asarray(K, dtype=np.float64)
-    if K.shape != (3, 3) or not np.isfinite(K).all():
+    if K.shape != (3, 3):
         raise ValueError(f"{name}: expected finite 3x3 intrinsics, got shape {K.shape}")
+    if not np.isfinite(K).all():
+        raise ValueError(f"{name}: expected finite 3x3 intrinsics, got NaN or inf")
     if K[0, 1] != 0 or K[1, 0] != 0 or K[2, 0] != 0 or K[2, 1] != 0 or K[2, 2] != 1 or not (K[0, 0] > 0 and K[1, 1] > 0):
         raise ValueError(f"{name}: expected pinhole intrinsics [[fx, 0, cx], [0, fy, cy], [0, 0, 1]] with fx, fy > 0")
     return K
@@ -183,7 +189,7 @@ def epipolar_errors(p0: ArrayLike, p1: ArrayLike, E: ArrayLike) -> np.ndarray:
     p0, p1 = _homogeneous(p0, "p0"), _homogeneous(p1, "p1")
     if p0.shape != p1.shape:
         raise ValueError(f"p0 and p1: one point each per match, got {len(p0)} and {len(p1)}")
-    E = _rotation(E, "E")
+    E = _rotation(E, "E", "matrix")
     if len(p0) == 0:
         return np.zeros(0)
     l1 = p0 @ E.T  # E p0: the epipolar lines in image 1
