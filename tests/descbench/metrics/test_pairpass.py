@@ -84,6 +84,40 @@ def test_pass_integer_ties_and_duplicates(seed, chunk_mb):
     check_pass(q, c, some_keys(S, rng), chunk_mb)
 
 
+@pytest.mark.parametrize("real", [False, True])
+def test_pass_reads_its_columns_of_a_wider_screen_in_place(real):
+    """A scene's screen covers more candidates than one pair's: PairPass.consume reads columns
+    col0 .. col0 + N2 - 1 of it and nothing else (the other columns hold values that would be
+    every row's and column's nearest if they were read), in any row blocks; the rows must be query
+    rows and the screen must hold the pair's columns."""
+    rng = np.random.default_rng(5)
+    if real:
+        q = rng.standard_normal((45, 12)).astype(np.float32)
+        c = rng.standard_normal((38, 12)).astype(np.float32)
+    else:
+        q = rng.integers(0, 3, (45, 12)).astype(np.float32)
+        c = rng.integers(0, 3, (38, 12)).astype(np.float32)
+    keys = some_keys(ref_matrix(q, c), rng)
+    ref = check_pass(q, c, keys)
+    pp = pairpass.PairPass(q, c, keys, 2, True)
+    big = np.float32(np.finfo(np.float32).max)
+    for r0, r1 in ((0, 7), (7, 8), (8, 45)):
+        wide = np.full((r1 - r0, 3 + 38 + 4), big, np.float32)
+        wide[:, 3:41] = pairpass.screen_block(pp.qaug, pp.caug, r0, r1)
+        pp.consume(wide, r0, 3)
+    res = pp.finish()
+    for name in ("idx1", "key1", "idx2", "key2", "col_idx", "col_key", "n_less", "n_equal", "n_above"):
+        np.testing.assert_array_equal(getattr(res, name), getattr(ref, name))
+    screen = pairpass.screen_block(pp.qaug, pp.caug, 0, 45)
+    for bad, r0, col0, match in ((screen, 0, 1, r"does not hold 45 rows and columns 1\.\.38"),
+                                 (np.ascontiguousarray(screen[:, :-1]), 0, 0, "columns 0..37"),
+                                 (screen[:10], 36, 0, r"screen rows 36\.\.45 are not query rows \(N1 = 45\)"),
+                                 (screen[:10], -1, 0, "are not query rows"),
+                                 (screen.astype(np.float64), 0, 0, "C-contiguous float32")):
+        with pytest.raises(ValueError, match=match):
+            pairpass.PairPass(q, c, keys, 2, True).consume(bad, r0, col0)
+
+
 @pytest.mark.parametrize("chunk_mb", [64.0, 1e-4])
 def test_pass_real_valued_not_certified(chunk_mb):
     rng = np.random.default_rng(4)

@@ -21,6 +21,7 @@ from descbench.io import HIT_KS
 from descbench.metrics.retrieval import (
     RECALL_KS,
     PairResult,
+    RankCounts,
     RetrievalParams,
     nearest_sets,
     pair_statistics,
@@ -268,6 +269,47 @@ def test_rank_statistics_equal_brute_force(binary):
             assert equal[e] == int((d[q] == d[q, j]).sum())  # the item itself included
             e += 1
     assert e == indices.size
+
+
+@pytest.mark.parametrize("real", [False, True])
+def test_rank_counts_read_their_columns_of_a_wider_screen_in_place(real):
+    """A scene's screen covers more candidates than one pair's: RankCounts reads columns col0 ..
+    col0 + N - 1 of it and nothing else (the other columns hold values that would be the closest of
+    all if they were read); a screen that is not C-contiguous float32 or does not hold those
+    columns is refused."""
+    rng = np.random.default_rng(9)
+    nq, nc = 25, 40
+    if real:
+        qd = rng.standard_normal((nq, 8)).astype(np.float32)
+        cd = rng.standard_normal((nc, 8)).astype(np.float32)
+    else:
+        qd = rng.integers(0, 3, (nq, 8)).astype(np.float32)
+        cd = rng.integers(0, 3, (nc, 8)).astype(np.float32)
+    rel = [sorted(rng.choice(nc, rng.integers(0, 4), replace=False).tolist()) for _ in range(nq)]
+    indptr = np.concatenate([[0], np.cumsum([len(r) for r in rel])]).astype(np.int64)
+    indices = np.array([j for r in rel for j in r], dtype=np.int64)
+    ref = rank_statistics(qd, cd, indptr, indices)
+    rc = RankCounts(qd, cd, indptr, indices)
+    big = np.float32(np.finfo(np.float32).max)
+    rows = np.arange(nq, dtype=np.int64)
+    for lo, hi in ((0, 10), (10, nq)):
+        block = rc.qaug[rows[lo:hi]] @ rc.caug.T
+        wide = np.full((hi - lo, 5 + nc + 7), big, np.float32)
+        wide[:, 5 : 5 + nc] = block
+        rc.consume(wide, rows[lo:hi], 5)
+    for got, want in zip(rc.result(), ref):
+        np.testing.assert_array_equal(got, want)
+    screen = rc.qaug @ rc.caug.T
+    for bad, col0, match in ((screen, 1, "does not hold 25 rows and columns 1..40"),
+                             (np.ascontiguousarray(screen[:, :-1]), 0, "does not hold 25 rows and columns 0..39"),
+                             (screen.astype(np.float64), 0, "C-contiguous float32"),
+                             (np.asfortranarray(screen), 0, "C-contiguous float32")):
+        with pytest.raises(ValueError, match=match):
+            RankCounts(qd, cd, indptr, indices).consume(bad, rows, col0)
+    with pytest.raises(ValueError, match="does not hold 24 rows"):
+        RankCounts(qd, cd, indptr, indices).consume(screen, rows[:-1], 0)
+    with pytest.raises(ValueError, match=r"columns -1\.\.38"):
+        RankCounts(qd, cd, indptr, indices).consume(screen, rows, -1)
 
 
 def test_zero_descriptors_tie_with_every_candidate():

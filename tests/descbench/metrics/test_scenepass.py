@@ -193,23 +193,31 @@ class Recorder:
     def __init__(self, sleep_s: float = 0.0):
         self.calls, self.sleep_s = [], sleep_s
 
-    def __call__(self, screen, rows):
-        self.calls.append((screen.copy(), rows.copy()))
+    def __call__(self, screen, rows, col0):
+        self.calls.append((screen.copy(), rows.copy(), col0))
         if self.sleep_s:
             time.sleep(self.sleep_s)
 
 
 def test_run_feeds_every_consumer_its_columns_and_checks_chunk_mb():
-    """One candidate only (N = 1) is still fed; a consumer of no columns is never called; the
-    screen a consumer gets is [q, 1] . [c, -|c|^2/2] of its columns; chunk_mb must be > 0."""
+    """One candidate only (N = 1) is still fed; a consumer of no columns is never called; every
+    consumer gets the block's whole screen [q, 1] . [c, -|c|^2/2] (C-contiguous, no copy of its
+    columns) and where its columns start; chunk_mb must be > 0."""
     q = np.array([[1.0, 2.0], [0.0, 1.0], [3.0, 0.0]], np.float32)
     c = np.array([[1.0, 1.0]], np.float32)
     full, empty = Recorder(), Recorder()
     scenepass.run(q, c, [scenepass.Feed(0, 1, full), scenepass.Feed(1, 1, empty)], 64.0)
     assert empty.calls == [] and len(full.calls) == 1
-    screen, rows = full.calls[0]
+    screen, rows, col0 = full.calls[0]
     np.testing.assert_array_equal(rows, [0, 1, 2])
+    assert col0 == 0
     np.testing.assert_array_equal(screen, (q @ c.T - (c * c).sum(axis=1) / 2).astype(np.float32))
+    c3 = np.array([[1.0, 1.0], [2.0, 0.0], [0.0, 3.0]], np.float32)
+    seen = []
+    scenepass.run(q, c3, [scenepass.Feed(1, 3, lambda screen, rows, col0: seen.append((screen, col0)))], 64.0)
+    (screen, col0), = seen
+    assert col0 == 1 and screen.shape == (3, 3) and screen.flags.c_contiguous
+    np.testing.assert_array_equal(screen[:, 1:], (q @ c3[1:].T - (c3[1:] * c3[1:]).sum(axis=1) / 2).astype(np.float32))
     for bad in (0.0, -1.0):
         with pytest.raises(ValueError, match=f"chunk_mb must be > 0, got {bad}"):
             scenepass.run(q, c, [scenepass.Feed(0, 1, Recorder())], bad)

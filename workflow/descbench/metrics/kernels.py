@@ -168,11 +168,13 @@ def round_down32(x):
 
 
 @njit(cache=True, parallel=True)
-def rank_counts_l2(screen, rows, qdesc, cdesc, tol, indptr, indices, less, equal, dexact):
+def rank_counts_l2(screen, col0, rows, qdesc, cdesc, tol, indptr, indices, less, equal, dexact):
     """Exact rank statistics of relevant items for squared-L2 distances.
 
-    screen  float32 [r, N]: the BLAS product of augmented descriptors, ``[q, 1] . [c_j, -|c_j|^2/2]``
+    screen  float32 [r, >= col0 + N]: the BLAS product of augmented descriptors, columns
+            ``col0 .. col0 + N - 1`` are ``[q, 1] . [c_j, -|c_j|^2/2]``
             = ``q.c_j - |c_j|^2/2 = (|q|^2 - d_j) / 2``, so a larger screen value is a closer candidate
+            (a scene's product over more candidates is read in place, not copied)
     rows    int64 [r]: query index of each screen row
     tol     float64 [Q]: per query, a bound on |screen error_j| + |screen error_r| (see
             :func:`screen_tolerance`); screen values further apart than tol are ordered correctly
@@ -192,7 +194,7 @@ def rank_counts_l2(screen, rows, qdesc, cdesc, tol, indptr, indices, less, equal
         if nrel == 0:
             continue
         q = qdesc[qi]
-        g = screen[t]
+        g = screen[t, col0 : col0 + n]
         for e in range(nrel):
             dexact[e0 + e] = sqdist64(q, cdesc[indices[e0 + e]])
             less[e0 + e] = 0

@@ -54,7 +54,7 @@ import numpy as np
 from numba import njit, prange
 
 from descbench.metrics.kernels import hamming_words, round_down32, sqdist64
-from descbench.metrics.retrieval import pack_bits_to_words, screen_tolerance
+from descbench.metrics.retrieval import check_screen, pack_bits_to_words, screen_tolerance
 
 __all__ = ["PassResult", "PairPass", "pair_pass", "screen_block", "key_table"]
 
@@ -154,11 +154,11 @@ def _slot_dirty(x, w, lo, hi, keys, q, c, exact):
 
 
 @njit(cache=True, parallel=True)
-def _pass_l2_block(screen, r0, qdesc, cdesc, qn2, rtol, wr, exact, mode_rows, do_cols, do_hist,
+def _pass_l2_block(screen, r0, col0, qdesc, cdesc, qn2, rtol, wr, exact, mode_rows, do_cols, do_hist,
                    keys, tab, lohi, e0, scale, nbk, idx1, key1, idx2, key2, col_u, col_d, col_i, acc):
     """One screen block (rows ``r0 .. r0 + r - 1``): row top-2, column running best, histogram.
 
-    screen float32 [r, N2] (larger = closer); qn2 float64 [N1] = |q|^2; rtol float64 [N1]: the
+    screen float32 [r, >= col0 + N2] (larger = closer), this pair's columns from col0; qn2 float64 [N1] = |q|^2; rtol float64 [N1]: the
     row band half-width T (screen units); wr float64 [N1]: the key-estimate width w
     (``|x - s_hat| <= w``, x = qn2 - 2 g); exact: the screen is exact (certificate), so x IS the
     key and no float64 re-evaluation is needed; mode_rows 0 / 1 / 2: no rows / nearest only /
@@ -174,7 +174,7 @@ def _pass_l2_block(screen, r0, qdesc, cdesc, qn2, rtol, wr, exact, mode_rows, do
     rare cases (a possible column minimum, the row band) branch off.
     """
     r = screen.shape[0]
-    n = screen.shape[1]
+    n = cdesc.shape[0]
     nch = min(acc.shape[0], r)
     top = nbk + 1.5
     for c in prange(nch):
@@ -190,7 +190,7 @@ def _pass_l2_block(screen, r0, qdesc, cdesc, qn2, rtol, wr, exact, mode_rows, do
         ci = col_i[c]
         for t in range(c * r // nch, (c + 1) * r // nch):
             qi = r0 + t
-            g = screen[t]
+            g = screen[t, col0 : col0 + n]
             q = qdesc[qi]
             a2 = qn2[qi]
             w = wr[qi]
@@ -566,10 +566,15 @@ class PairPass:
         self.col_u = np.full((nch, ncol), np.inf)
         self.needs_screen = True
 
-    def consume(self, screen: np.ndarray, r0: int) -> None:
-        """One screen block of the consecutive query rows ``r0 .. r0 + screen.shape[0] - 1``."""
+    def consume(self, screen: np.ndarray, r0: int, col0: int = 0) -> None:
+        """One screen block of the consecutive query rows ``r0 .. r0 + screen.shape[0] - 1``; this
+        pair's candidates are its columns ``col0 .. col0 + N2 - 1`` (a scene's product over more
+        candidates is read in place)."""
+        if not 0 <= r0 <= self.q.shape[0] - screen.shape[0]:
+            raise ValueError(f"screen rows {r0}..{r0 + screen.shape[0] - 1} are not query rows (N1 = {self.q.shape[0]})")
+        check_screen(screen, screen.shape[0], col0, self.c.shape[0])
         tab, lohi, e0, scale, nbk = self.table
-        _pass_l2_block(screen, r0, self.q, self.c, self.qn2, self.rtol, self.wr, self.exact, self.rows, self.cols,
+        _pass_l2_block(screen, r0, col0, self.q, self.c, self.qn2, self.rtol, self.wr, self.exact, self.rows, self.cols,
                        self.hist_on, self.kk, tab, lohi, e0, scale, nbk,
                        self.i1, self.k1, self.i2, self.k2, self.col_u, self.col_d, self.col_i, self.acc)
 

@@ -246,13 +246,24 @@ class RankCounts:
         self.needs_screen = True
         self.qdesc, self.cdesc, self.qaug, self.caug, self.tol = prepare_l2_screen(qdesc, cdesc)
 
-    def consume(self, screen, rows):
-        """Count one screen block: ``screen[t]`` is query ``rows[t]`` against every candidate."""
-        kernels.rank_counts_l2(screen, rows, self.qdesc, self.cdesc, self.tol, self.indptr, self.indices,
+    def consume(self, screen, rows, col0: int = 0):
+        """Count one screen block: ``screen[t, col0:col0 + N]`` is query ``rows[t]`` against every
+        candidate (C-contiguous float32; wider when a scene's product covers more candidates)."""
+        check_screen(screen, rows.shape[0], col0, self.cdesc.shape[0])
+        kernels.rank_counts_l2(screen, col0, rows, self.qdesc, self.cdesc, self.tol, self.indptr, self.indices,
                                self.less, self.equal, self.dexact)
 
     def result(self):
         return self.less, self.equal, self.dexact
+
+
+def check_screen(screen: np.ndarray, n_rows: int, col0: int, n: int) -> None:
+    """A screen block handed to a consumer: C-contiguous float32 with ``n_rows`` rows and the
+    consumer's ``n`` columns from ``col0`` (the kernels index it without bounds checks)."""
+    if not (screen.dtype == np.float32 and screen.ndim == 2 and screen.flags.c_contiguous):
+        raise ValueError(f"screen must be a C-contiguous float32 matrix, got {screen.dtype} with shape {screen.shape}")
+    if screen.shape[0] != n_rows or not 0 <= col0 <= screen.shape[1] - n:
+        raise ValueError(f"screen of shape {screen.shape} does not hold {n_rows} rows and columns {col0}..{col0 + n - 1}")
 
 
 def rank_statistics(qdesc, cdesc, indptr, indices, chunk_mb: float = 64.0):

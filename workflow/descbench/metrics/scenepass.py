@@ -6,8 +6,7 @@ distractors) and matching (:class:`descbench.metrics.pairpass.PairPass`, one per
 read the same values ``g_ij = fl32([q_i, 1] . [c_j, -|c_j|^2/2])`` of image 1's descriptors against
 image k's. Here the candidates of the whole scene are concatenated, ``C = [c_2; ...; c_6;
 distractors]``, and for each block of query rows ONE BLAS product ``[Q_block, 1] . C_aug^T`` is
-made; each consumer then reads its own column slice (copied into a C-contiguous buffer, 4 bytes
-per value against the product's ~2 (D+1) flops per value, shared by the consumers of one slice).
+made; each consumer then reads its own column slice of that block in place (no copy).
 
 Why the results are unchanged (bit for bit): every consumer decides from the screen only where
 its own per-query tolerance proves the decision, and evaluates the exact float64 (or integer) key
@@ -34,13 +33,14 @@ from descbench.metrics import pairpass
 @dataclass
 class Feed:
     """A consumer of the scene's screen: its candidate columns ``col0 .. col1 - 1`` of the
-    concatenated matrix, ``consume(screen, rows)`` (screen C-contiguous float32
-    [len(rows), col1 - col0], rows int64 ascending query indices), the query rows it needs
-    (None: every row, consecutive blocks guaranteed; else a bool mask) and a label for timing."""
+    concatenated matrix, ``consume(screen, rows, col0)`` (screen C-contiguous float32
+    [len(rows), N] over every candidate of the scene, the consumer's columns from ``col0``; rows
+    int64 ascending query indices), the query rows it needs (None: every row, consecutive blocks
+    guaranteed; else a bool mask) and a label for timing."""
 
     col0: int
     col1: int
-    consume: Callable[[np.ndarray, np.ndarray], None]
+    consume: Callable[[np.ndarray, np.ndarray, int], None]
     rows: np.ndarray | None = None
     label: str = ""
 
@@ -77,8 +77,8 @@ def run(q_desc: np.ndarray, cands: np.ndarray, feeds: list[Feed], chunk_mb: floa
     """Feed every consumer every query row it needs, with ONE product per row block.
 
     ``cands``: the concatenated candidates (float32 [N, D]); row blocks hold at most ``chunk_mb``
-    MiB of screen over all N columns (plus one column slice's copy at a time). Query rows are all
-    rows if any feed needs them all, else the union of the feeds' masks.
+    MiB of screen over all N columns, which every feed reads in place. Query rows are all rows if
+    any feed needs them all, else the union of the feeds' masks.
     """
     if not chunk_mb > 0:
         raise ValueError(f"chunk_mb must be > 0, got {chunk_mb}")
@@ -95,9 +95,6 @@ def run(q_desc: np.ndarray, cands: np.ndarray, feeds: list[Feed], chunk_mb: floa
             mask |= f.rows
         rows_all = np.flatnonzero(mask).astype(np.int64)
     qaug, caug = augment(q_desc, cands)
-    slices: dict[tuple[int, int], list[Feed]] = {}
-    for f in feeds:
-        slices.setdefault((f.col0, f.col1), []).append(f)
     step = pairpass.block_rows(n, chunk_mb)
     for s in range(0, rows_all.shape[0], step):
         rows = rows_all[s : s + step]
@@ -105,16 +102,10 @@ def run(q_desc: np.ndarray, cands: np.ndarray, feeds: list[Feed], chunk_mb: floa
         screen = block_product(qaug, caug, rows)
         timing.product_s += time.perf_counter() - t
         timing.n_products += 1
-        for (a, b), group in slices.items():
+        for f in feeds:
             t = time.perf_counter()
-            part = screen if (a, b) == (0, n) else np.ascontiguousarray(screen[:, a:b])
-            copy_s = time.perf_counter() - t
-            for f in group:
-                t = time.perf_counter()
-                f.consume(part, rows)
-                dt = time.perf_counter() - t + copy_s / len(group)
-                timing.consume_s[f.label] = timing.consume_s.get(f.label, 0.0) + dt
-            del part
+            f.consume(screen, rows, f.col0)
+            timing.consume_s[f.label] = timing.consume_s.get(f.label, 0.0) + time.perf_counter() - t
     return timing
 
 
@@ -169,7 +160,8 @@ def score_scene(q_xy, q_desc, targets: list, rparams, distractors: list | None =
         t = time.perf_counter()
         tasks = SceneTasks(q_xy, q_desc, targets, list(distractors), bparams, where=where, q_frame=q_frame)
         if tasks.segments.needs_screen:  # its candidates [images 2..6, distractors] are the pass's columns
-            feeds.append(Feed(0, int(tasks.cands.shape[0]), tasks.segments.consume, None, "verification"))
+            feeds.append(Feed(0, int(tasks.cands.shape[0]), lambda screen, rows, col0: tasks.segments.consume(screen, rows),
+                              None, "verification"))
         secs["verification"] += time.perf_counter() - t
     evals = None
     if matching is not None:
@@ -183,7 +175,7 @@ def score_scene(q_xy, q_desc, targets: list, rparams, distractors: list | None =
             if pp is not None and pp.needs_screen:
                 # PairPass reads consecutive rows from r0: a feed with rows=None makes every block consecutive
                 feeds.append(Feed(int(start[i]), int(start[i + 1]),
-                                  lambda screen, rows, pp=pp: pp.consume(screen, int(rows[0])), None, "matching"))
+                                  lambda screen, rows, col0, pp=pp: pp.consume(screen, int(rows[0]), col0), None, "matching"))
         secs["matching"] += time.perf_counter() - t
     if tasks is not None:
         cands = tasks.cands
