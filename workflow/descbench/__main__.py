@@ -15,8 +15,9 @@ from descbench.cli import fix_malloc_thresholds, main  # noqa: E402
 fix_malloc_thresholds()  # every job, whatever it imported: the same allocation behaviour (descbench.cli)
 
 # SIGINT / SIGTERM: one line, exit 128 + signal (descbench.cli.Interrupted); from the command's end
-# on they stay ignored: the process only reports and exits.
-code = main(restore_signals=False)
+# on they stay ignored: the process only reports and exits (and so a pandas-free command may run
+# without pandas: descbench.jobs.common.without_pandas).
+code = main(restore_signals=False, job_process=True)
 # The job's own exact resource use, as the last line of its log (Snakemake's `benchmark:` files
 # sample the process tree and miss the end of a job's CPU time); not after an interrupt, whose
 # one line is the log's last.

@@ -132,17 +132,24 @@ def job_modules() -> tuple:
             featurefiles)
 
 
-def main(argv: list[str] | None = None, *, restore_signals: bool = True) -> int:
+def main(argv: list[str] | None = None, *, restore_signals: bool = True, job_process: bool = False) -> int:
     """Run one command; returns its exit status. Once the command has ended, SIGINT and SIGTERM are
     ignored while the job cleans up (a late one, e.g. Ctrl-C's second copy, must not print a
     traceback after the job's one line); ``restore_signals`` then puts back the handlers it found
-    (in-process callers), else they stay ignored until the process exits (``python -m descbench``)."""
+    (in-process callers), else they stay ignored until the process exits (``python -m descbench``).
+    ``job_process``: the process ends with this command (``python -m descbench``), so a command of
+    :data:`descbench.jobs.common.PANDAS_FREE_COMMANDS` runs without pandas
+    (:func:`descbench.jobs.common.without_pandas`); in-process callers keep their imports as they are."""
     a = None
     record = None
     handlers = _install_interrupt_handlers()
     try:
         a = build_parser().parse_args(argv)
         record = jobrecord.register_job()  # a job of a workflow run: a later run can stop it if this run is killed
+        if job_process:
+            from descbench.jobs.common import without_pandas
+
+            without_pandas(a.cmd)
         run(a)
     except Interrupted as exc:
         print(f"descbench: interrupted ({exc}) while running {_job_name(argv, a)}; partial outputs removed", file=sys.stderr)

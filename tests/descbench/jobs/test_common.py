@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
+import sys
 from contextlib import nullcontext
 from pathlib import Path
 
@@ -12,7 +14,8 @@ import pytest
 
 from descbench.errors import DescbenchError
 from descbench import jobtiming
-from descbench.jobs.common import TIMED_COMMANDS, batch_args, job_timing, json_arg, read_features, result_paths
+from descbench.config import score_job_sections
+from descbench.jobs.common import PANDAS_FREE_COMMANDS, TIMED_COMMANDS, batch_args, job_timing, json_arg, read_features, result_paths
 from descbench.tasks import score_tasks_on
 from descbench.tasks.base import SceneJob
 from jobcli import SCENES, features, ok, scored
@@ -83,3 +86,69 @@ def test_the_matcher_stage_jobs_write_their_timing_file_into_their_folders(tmp_p
         assert r["wall_ms"] > 0 and r["cpu_time_ms"] > 0 and r["threads"] == 0 and r["device"] == "cpu"
     report = argparse.Namespace(cmd="pipelines-report")
     assert isinstance(job_timing(report), nullcontext)
+
+
+def _job_process(*args, cwd=None) -> subprocess.CompletedProcess:
+    """``python -X importtime -m descbench ARGS``: a job process as the workflow starts it."""
+    return subprocess.run([sys.executable, "-X", "importtime", "-m", "descbench", *map(str, args)],
+                          capture_output=True, text=True, cwd=cwd)
+
+
+def _imported(stderr: str) -> set[str]:
+    """The modules ``-X importtime`` lists (a refused import is listed too, without its submodules)."""
+    return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:")}
+
+
+def test_pandas_free_jobs_run_without_pandas_and_write_the_same_files(tmp_path):
+    """The keypoint, descriptor, distractor and scoring commands as job processes: pandas is never
+    imported (pyarrow would import it at its first conversion), and every file equals the one the
+    same command wrote in this process, where pandas is loaded."""
+    run = scored(tmp_path / "a")
+    b = Path(tmp_path / "b")
+    spec = {"kp": run.spec("keypoint_sets", "kp"), "desc": run.spec("descriptors", "desc")}
+    batch = ["--results-root", b, "--scene-root", run.scene_root, "--batches", json.dumps(run.batches), "--batch", "batch000",
+             "--threads", "1"]
+    commands = [
+        ["keypoints", *batch, "--name", "kp", "--spec", spec["kp"]],
+        ["descriptors", *batch, "--keypoint-set", "kp", "--name", "desc", "--spec", spec["desc"], "--keypoint-set-spec", spec["kp"]],
+        ["distractors", "--results-root", b, "--batches", json.dumps(run.batches), "--keypoint-set", "kp", "--descriptor", "desc",
+         "--verification", json.dumps(run.cfg["verification"]), "--out", Path(b, "distractors", "kp", "desc.parquet")],
+        ["score", *batch, "--keypoint-set", "kp", "--descriptor", "desc",
+         "--sections", json.dumps(score_job_sections(run.cfg, "desc"), sort_keys=True)],
+    ]
+    for cmd in commands:
+        assert cmd[0] in PANDAS_FREE_COMMANDS
+        res = _job_process(*cmd)
+        assert res.returncode == 0, res.stderr[-2000:]
+        imported = _imported(res.stderr)
+        assert "pyarrow.lib" in imported and not any(m.startswith("pandas.") for m in imported), cmd[0]
+    files = sorted(p.relative_to(run.root) for p in run.root.rglob("*.parquet"))
+    assert len(files) >= 10
+    for rel in files:
+        assert (b / rel).read_bytes() == (run.root / rel).read_bytes(), rel
+
+
+def test_without_pandas_refuses_only_the_listed_commands():
+    """In a fresh process: a listed command makes ``import pandas`` fail with a message naming
+    the list, while pyarrow converts numpy arrays and Python values as usual; another command, or
+    pandas already imported, changes nothing."""
+    code = (
+        "import sys, numpy as np, pyarrow as pa\n"
+        "from descbench.jobs.common import without_pandas\n"
+        "assert not without_pandas('report')\n"
+        "assert without_pandas('score')\n"
+        "t = pa.table({'x': np.arange(3), 's': np.array(['a', 'b', 'c'], dtype=object), 'n': pa.array([1.5, None, None])})\n"
+        "assert t.column('s').to_pylist() == ['a', 'b', 'c'] and t.column('n').null_count == 2\n"
+        "assert 'pandas' not in sys.modules\n"
+        "try:\n"
+        "    import pandas\n"
+        "except ImportError as e:\n"
+        "    print(e)\n"
+    )
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip() == ("descbench score jobs run without pandas (descbench.jobs.common.PANDAS_FREE_COMMANDS); "
+                                  "a score job that needs it must be taken off that list")
+    res = subprocess.run([sys.executable, "-c", "import sys, pandas\nfrom descbench.jobs.common import without_pandas\n"
+                                                "assert not without_pandas('score')\nimport pandas.api"], capture_output=True, text=True)
+    assert res.returncode == 0, res.stderr

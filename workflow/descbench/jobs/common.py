@@ -213,6 +213,41 @@ def import_numba_without_blas_probe():
     return numba
 
 
+# Commands that never use pandas: they run as if it were not installed (see without_pandas).
+PANDAS_FREE_COMMANDS = ("keypoints", "descriptors", "distractors", "score", "match", "score-pipelines", "warmup")
+
+
+class _PandasRefused:
+    """Import hook: ``import pandas`` (or a submodule) raises ImportError in this process."""
+
+    def __init__(self, cmd: str):
+        self.cmd = cmd
+
+    def find_spec(self, name, path=None, target=None):
+        if name.partition(".")[0] == "pandas":
+            raise ImportError(f"descbench {self.cmd} jobs run without pandas (descbench.jobs.common.PANDAS_FREE_COMMANDS); "
+                              f"a {self.cmd} job that needs it must be taken off that list")
+        return None
+
+
+def without_pandas(cmd: str) -> bool:
+    """Run a job of ``cmd`` as if pandas were not installed, when ``cmd`` is in
+    :data:`PANDAS_FREE_COMMANDS`; returns whether it does.
+
+    pyarrow imports pandas, when it is installed, at its first conversion of numpy arrays or
+    Python objects into Arrow arrays (to recognise pandas objects and pandas' missing-value
+    markers, which descbench never writes): ~0.17 s of every job that writes a table, for a module
+    these jobs never call. pyarrow supports running without pandas, with the same conversions of
+    numpy arrays and Python values; an ``import pandas`` in such a job fails with a message that
+    names this list, so a job that starts needing pandas fails loudly in the tests, not slowly.
+    Nothing changes when pandas is already imported.
+    """
+    if cmd not in PANDAS_FREE_COMMANDS or "pandas" in sys.modules:
+        return False
+    sys.meta_path.insert(0, _PandasRefused(cmd))
+    return True
+
+
 def limit_threads(n: int, cmd: str) -> None:
     """Keep each job within its Snakemake ``threads``: numba, BLAS and OpenCV pools.
 
