@@ -158,14 +158,14 @@ def _pass_l2_block(screen, r0, col0, qdesc, cdesc, qn2, rtol, wr, exact, mode_ro
                    keys, tab, lohi, e0, scale, nbk, idx1, key1, idx2, key2, col_u, col_d, col_i, acc):
     """One screen block (rows ``r0 .. r0 + r - 1``): row top-2, column running best, histogram.
 
-    screen float32 [r, >= col0 + N2] (larger = closer), this pair's columns from col0; qn2 float64 [N1] = |q|^2; rtol float64 [N1]: the
-    row band half-width T (screen units); wr float64 [N1]: the key-estimate width w
-    (``|x - s_hat| <= w``, x = qn2 - 2 g); exact: the screen is exact (certificate), so x IS the
-    key and no float64 re-evaluation is needed; mode_rows 0 / 1 / 2: no rows / nearest only /
-    nearest two; keys float64 [B] sorted distinct; tab int32 [nbk + 2], lohi int64 [nbk + 2, 2],
-    e0, scale: the bucket table of :func:`key_table`; outputs: idx1..key2 [N1] (squared keys),
-    col_u / col_d / col_i [n_chunks, N2] per-thread column state, acc [n_chunks, 2 B + 1]
-    per-thread slot counts.
+    screen float32 [r, >= col0 + N2] (larger = closer), this pair's columns from col0; qn2 float64
+    [N1] = |q|^2; rtol float64 [N1]: the row band half-width T (screen units); wr float64 [N1]: the
+    key-estimate width w (``|x - s_hat| <= w``, x = qn2 - 2 g); exact: the screen is exact
+    (certificate), so x IS the key and no float64 re-evaluation is needed; mode_rows 0 / 1 / 2: no
+    rows / nearest only / nearest two; keys float64 [B] sorted distinct; tab int32 [nbk + 2], lohi
+    int64 [nbk + 2, 2], e0, scale: the bucket table of :func:`key_table`; outputs: idx1..key2 [N1]
+    (squared keys), col_u / col_d / col_i [n_chunks, N2] per-thread column state, acc [n_chunks, 2 B
+    + 1] per-thread slot counts.
 
     Per row, a branch-free (SIMD) loop computes every value's table row and the row maximum and
     tells whether any column needs attention; a branch-free scalar loop then counts the slots of
