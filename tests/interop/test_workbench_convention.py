@@ -17,7 +17,7 @@ import pytest
 from descbench.config import validate_config
 from descbench.errors import ConfigError
 from descbench.metrics import kernels
-from descbench.metrics.aggregate import verification_summary
+from descbench.metrics.aggregate import verification_scene_values, verification_summary
 from descbench.metrics.bojanic import BojanicParams, Distractors, Target, score_scene_tasks
 from descbench.metrics.retrieval import RetrievalParams, score_pair, workbench_positives
 
@@ -243,7 +243,7 @@ def test_workbench_summary_means_over_scenes_with_a_list():
 
     rows = pd.DataFrame({
         "scene": ["i_a", "v_b", "v_c", "x_d"],
-        "n_queries": [1, 1, 1, 1], "n_target_keypoints": [1, 1, 1, 1], "n_distractor_scenes": [1, 1, 1, 1],
+        "n_queries": [1, 1, 1, 1], "n_target_keypoints": [3, 2, 2, 1], "n_distractor_scenes": [1, 1, 1, 1],
         "n_distractors": [1, 1, 1, 1], "verification_num_positives": [1, 1, 0, 1], "verification_num_negatives": [1, 1, 1, 1],
         **{c: [0.5] * 4 for c in verification_ap_columns()},  # every AP convention's column (the registry's)
         "retrieval_n_queries_with_positive": [1, 1, 0, 1], "retrieval_sum_ap_negative": [0.5, 0.5, 0, 0.5],
@@ -262,6 +262,15 @@ def test_workbench_summary_means_over_scenes_with_a_list():
     assert out["workbench_retrieval_map"] == pytest.approx(0.5)
     assert out["workbench_verification_map_optimistic"] == pytest.approx(1.6 / 3)
     assert out["workbench_num_positives"] == 4
+    assert out["workbench_verification_map_pessimistic"] == pytest.approx(1.4 / 3)
+    assert out["workbench_retrieval_viewpoint_map"] == pytest.approx(0.3)
+    assert out["workbench_retrieval_illumination_map"] == pytest.approx(0.9)
+    assert out["workbench_num_candidates"] == 12
+    # the workbench's own retrieval counts: its positives, and every other keypoint of images 2..6 per query
+    assert out["retrieval_num_true_positives"] == 4 and out["retrieval_num_hard_negatives"] == (3 + 2 + 2 + 1) - 4
+    per_scene = verification_scene_values(rows, "step", "negative")
+    np.testing.assert_array_equal(per_scene.workbench_verification_ap, [0.9, 0.6, 0.0, np.nan])
+    np.testing.assert_array_equal(per_scene.workbench_retrieval_ap, [0.9, 0.6, 0.0, np.nan])
     plain = verification_summary(rows.drop(columns=[c for c in rows.columns if c.startswith("workbench")]), "step", "negative", 0.0)
     assert not any(k.startswith("workbench") for k in plain)
 

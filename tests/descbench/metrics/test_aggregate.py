@@ -193,6 +193,57 @@ def test_matching_summary_hand_worked():
     assert "mean_average_precision" not in s
 
 
+def test_matching_scene_values_and_classifier_rates_by_hand():
+    """Per-scene matching values under their column names, sorted by scene; a pair with a single
+    keypoint in an image has data, one with none has not; a corner error of exactly 3 px is
+    accurate at 3 px; the classifier's rates at the best threshold are means over pairs."""
+    from descbench.metrics.aggregate import matching_scene_values, matching_summary
+
+    pairs = pd.DataFrame({
+        "scene": ["v_b", "i_a", "i_a", "v_b"],
+        "pair": [2, 2, 3, 3],
+        "n_keypoints_1": [1, 10, 10, 1], "n_keypoints_2": [5, 1, 0, 5],
+        "n_matches": [1, 1, 0, 0],
+        "precision": [1.0, 0.0, 0.0, 0.0],
+        "mma_at_3": [1.0, 0.0, 0.0, 0.0],
+        "matching_score": [0.25, 0.5, 0.0, 0.0],
+        "repeatability": [0.5, 0.25, 0.0, 0.25],
+        "corner_error": [3.0, 7.0, 1.0, 2.0],
+    })
+    got = matching_scene_values(pairs)
+    assert got.columns.tolist() == ["scene", "mean_precision", "matching_score", "repeatability", "mean_matches", "mma_at_3_sum",
+                                    "n_mma_pairs", "homography_accurate_at_3", "n_matching_pairs"]
+    assert got.scene.tolist() == ["i_a", "v_b"]
+    # i_a's pair 3 has no keypoint in image 3: no data (its 1 px corner error is not counted)
+    np.testing.assert_array_equal(got.mean_precision, [0.0, 0.5])
+    np.testing.assert_array_equal(got.matching_score, [0.5, 0.125])
+    np.testing.assert_array_equal(got.repeatability, [0.25, 0.375])
+    np.testing.assert_array_equal(got.mean_matches, [1.0, 0.5])
+    np.testing.assert_array_equal(got.mma_at_3_sum, [0.0, 1.0])
+    assert got.n_mma_pairs.tolist() == [1, 2] and got.n_matching_pairs.tolist() == [1, 2]
+    assert got.homography_accurate_at_3.tolist() == [0, 2]
+    clf = pd.DataFrame({"matcher": ["nn", "nn", "ratio"], "auc": [0.8, 0.6, 0.5], "best_j": [0.5, 0.3, 0.1],
+                        "best_j_tpr": [0.6, 0.4, 0.7], "best_j_fpr": [0.1, 0.2, 0.05]})
+    s = matching_summary(pairs, clf, [3], [3], [3])
+    assert s["pairs_without_keypoints"] == 1 and s["pairs_without_matches"] == 1
+    assert s["classifier_nn_best_j_tpr"] == pytest.approx(0.5) and s["classifier_nn_best_j_fpr"] == pytest.approx(0.15)
+    assert s["classifier_ratio_best_j_tpr"] == pytest.approx(0.7) and s["classifier_ratio_best_j_fpr"] == pytest.approx(0.05)
+
+
+def test_pooled_verification_ap_without_a_positive_or_an_item_is_nan():
+    from descbench.metrics.aggregate import pooled_verification_ap
+
+    neg = (np.array([1.0, 2.0]), np.array([-1, -1], np.int8))
+    assert np.isnan(pooled_verification_ap([neg], "step"))
+    assert np.isnan(pooled_verification_ap([(np.zeros(0), np.zeros(0, np.int8))], "step"))
+    # one positive among negatives (and an item labelled 0, which is not a positive)
+    one = (np.array([1.0, 2.0, 0.5]), np.array([-1, 1, 0], np.int8))
+    assert pooled_verification_ap([one], "step") == pytest.approx(1 / 3)
+    # positives only, and a single item: AP 1
+    assert pooled_verification_ap([(np.array([0.5]), np.array([1], np.int8))], "step") == 1.0
+    assert pooled_verification_ap([(np.array([0.5, 0.7]), np.array([1, 1], np.int8))], "vlfeat") == 1.0
+
+
 # ----------------------------------------------------------------------------- the workbench's "with zeros" maps
 
 
