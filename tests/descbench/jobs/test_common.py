@@ -130,8 +130,9 @@ def test_pandas_free_jobs_run_without_pandas_and_write_the_same_files(tmp_path):
 
 def test_without_pandas_refuses_only_the_listed_commands():
     """In a fresh process: a listed command makes ``import pandas`` fail with a message naming
-    the list, while pyarrow converts numpy arrays and Python values as usual; another command, or
-    pandas already imported, changes nothing."""
+    the list, while pyarrow converts numpy arrays and Python values as usual and a probe of
+    ``importlib.util.find_spec`` (torch imports its dynamo module with such probes) gets a spec
+    without a file; another command, or pandas already imported, changes nothing."""
     code = (
         "import sys, numpy as np, pyarrow as pa\n"
         "from descbench.jobs.common import without_pandas\n"
@@ -140,6 +141,9 @@ def test_without_pandas_refuses_only_the_listed_commands():
         "t = pa.table({'x': np.arange(3), 's': np.array(['a', 'b', 'c'], dtype=object), 'n': pa.array([1.5, None, None])})\n"
         "assert t.column('s').to_pylist() == ['a', 'b', 'c'] and t.column('n').null_count == 2\n"
         "assert 'pandas' not in sys.modules\n"
+        "import importlib.util\n"
+        "assert importlib.util.find_spec('pandas').origin is None  # a probe (torch's dynamo) sees no file, no exception\n"
+        "import torch._dynamo\n"
         "try:\n"
         "    import pandas\n"
         "except ImportError as e:\n"

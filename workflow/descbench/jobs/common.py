@@ -218,16 +218,25 @@ PANDAS_FREE_COMMANDS = ("keypoints", "descriptors", "distractors", "score", "mat
 
 
 class _PandasRefused:
-    """Import hook: ``import pandas`` (or a submodule) raises ImportError in this process."""
+    """Import hook: ``import pandas`` raises ModuleNotFoundError in this process, as if pandas were
+    not installed. A probe with ``importlib.util.find_spec("pandas")`` gets a spec without a file
+    (torch's dynamo probes third-party packages so, and expects a spec or None, not an exception);
+    only loading it fails."""
 
     def __init__(self, cmd: str):
         self.cmd = cmd
 
     def find_spec(self, name, path=None, target=None):
-        if name.partition(".")[0] == "pandas":
-            raise ImportError(f"descbench {self.cmd} jobs run without pandas (descbench.jobs.common.PANDAS_FREE_COMMANDS); "
-                              f"a {self.cmd} job that needs it must be taken off that list")
-        return None
+        import importlib.machinery
+
+        return importlib.machinery.ModuleSpec(name, self) if name == "pandas" else None
+
+    def create_module(self, spec):
+        raise ModuleNotFoundError(f"descbench {self.cmd} jobs run without pandas (descbench.jobs.common.PANDAS_FREE_COMMANDS); "
+                                  f"a {self.cmd} job that needs it must be taken off that list", name="pandas")
+
+    def exec_module(self, module):  # never reached: create_module refuses
+        raise AssertionError("unreachable")
 
 
 def without_pandas(cmd: str) -> bool:
