@@ -18,7 +18,7 @@ carries over ``exec`` from it is ~20 MiB, far below every child's peak.
 generator, ``make_hpatches_standin.collage``, seed 0), ``--keypoints`` keypoints (default 4,096)
 uniform in the image 40 px from the border, sizes log-uniform in 2.5..64 px, angles uniform in
 [0, 360). The child pins itself to ``threads`` CPUs (``os.sched_setaffinity``), calls
-``descbench.jobs.common.limit_threads(threads, "descriptors")`` as a descriptor job does, fills the params
+``descbench.jobs.common.limit_threads(threads, ("opencv",))`` as a descriptor job does, fills the params
 with ``check_descriptor_params`` (``weights: random``, ``device: cpu``, ``threads``, ``engine``),
 runs one warm-up, then ``--repeats`` times, alternating:
 
@@ -208,7 +208,7 @@ def child_throughput(spec: dict) -> dict:
     from descbench.jobs.common import limit_threads
 
     threads, family, n, reps_n = spec["threads"], spec["family"], spec["keypoints"], spec["repeats"]
-    limit_threads(threads, "descriptors")
+    limit_threads(threads, ("opencv",))  # the pools a descriptor job sizes
     from descbench import torchrt
     from descbench.descriptors import check_descriptor_params, compute_descriptors
     from descbench.descriptors import kornia_nets as KN
@@ -346,7 +346,7 @@ def child_memory(spec: dict) -> dict:
 
     from descbench.jobs.common import limit_threads
 
-    limit_threads(1, "descriptors")
+    limit_threads(1, ("opencv",))  # the pools a descriptor job sizes
     import kornia  # noqa: F401
     import torch  # noqa: F401
 

@@ -211,7 +211,7 @@ def limit_threads(threads: int) -> int:
     try:
         from descbench.jobs.common import limit_threads as pkg_limit
 
-        pkg_limit(threads)
+        pkg_limit(threads, ("numba", "opencv"))
     except Exception as exc:  # noqa: BLE001 - the package's job module is optional here
         print(f"note: descbench.jobs.common.limit_threads unavailable ({exc!r}); using numba + threadpoolctl", file=sys.stderr)
         from threadpoolctl import threadpool_limits

@@ -30,8 +30,8 @@ def test_every_subcommand_runs_a_job_modules_function():
                               "warmup", "check-config", "export-features", "import-features"]
     for name, parser in commands.items():
         job = parser.get_default("job")
-        assert callable(job) and job.__module__.startswith("descbench.jobs."), name
-        assert job.__module__ != "descbench.jobs.common", name
+        assert callable(job) and job.run.__module__.startswith("descbench.jobs."), name
+        assert job.run.__module__ != "descbench.jobs.common", name
 
 
 def test_every_job_module_adds_its_commands_and_is_on_the_command_line():

@@ -122,7 +122,7 @@ def test_torch_never_runs_on_more_threads_than_snakemake_gave_the_job(monkeypatc
 
     before = torch.get_num_threads()
     try:
-        limit_threads(2, "descriptors")
+        limit_threads(2, ("opencv",))  # as a descriptor job does
         prov = torchrt.configure(torch.device("cpu"), 64)
         assert torch.get_num_threads() == 2 and prov["num_threads"] == 2 and prov["threads_asked"] == 64
         prov = torchrt.configure(torch.device("cpu"), 1)  # fewer than granted: as asked

@@ -109,7 +109,10 @@ def fix_malloc_thresholds(mmap_bytes: int = MALLOC_MMAP_THRESHOLD_BYTES, trim_by
 
 def build_parser() -> argparse.ArgumentParser:
     """The command line: the global options, then each job module's subcommands in
-    :func:`job_modules` order; each subcommand's function is its namespace's ``job``."""
+    :func:`job_modules` order; each subcommand's :class:`descbench.jobs.common.JobCommand` (its
+    function and what its process needs) is its namespace's ``job``."""
+    from descbench.jobs.common import JobCommand
+
     ap = argparse.ArgumentParser(prog="descbench")
     ap.add_argument("--error-fd", type=int, default=None,
                     help="also write a failure's one-line message to this file descriptor (the workflow's jobs: "
@@ -117,7 +120,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = ap.add_subparsers(dest="cmd", required=True)
     for module in job_modules():
         for cmd, job in module.add_commands(sub).items():
-            sub.choices[cmd].set_defaults(job=job)
+            sub.choices[cmd].set_defaults(job=JobCommand.of(job))
     return ap
 
 
@@ -137,8 +140,8 @@ def main(argv: list[str] | None = None, *, restore_signals: bool = True, job_pro
     ignored while the job cleans up (a late one, e.g. Ctrl-C's second copy, must not print a
     traceback after the job's one line); ``restore_signals`` then puts back the handlers it found
     (in-process callers), else they stay ignored until the process exits (``python -m descbench``).
-    ``job_process``: the process ends with this command (``python -m descbench``), so a command of
-    :data:`descbench.jobs.common.PANDAS_FREE_COMMANDS` runs without pandas
+    ``job_process``: the process ends with this command (``python -m descbench``), so a command
+    declared ``pandas=False`` (:class:`descbench.jobs.common.JobCommand`) runs without pandas
     (:func:`descbench.jobs.common.without_pandas`); in-process callers keep their imports as they are."""
     a = None
     record = None
@@ -149,7 +152,7 @@ def main(argv: list[str] | None = None, *, restore_signals: bool = True, job_pro
         if job_process:
             from descbench.jobs.common import without_pandas
 
-            without_pandas(a.cmd)
+            without_pandas(a.cmd, a.job)
         run(a)
     except Interrupted as exc:
         print(f"descbench: interrupted ({exc}) while running {_job_name(argv, a)}; partial outputs removed", file=sys.stderr)
@@ -198,15 +201,17 @@ def _install_interrupt_handlers() -> dict:
 
 
 def run(a: argparse.Namespace) -> None:
-    """Run a parsed command: its job's thread limits (``--threads``), then its job module's function,
-    both timed into its timing file when it is a keypoint, descriptor, scoring, match or
-    score-pipelines job (descbench.jobs.common.job_timing, descbench.jobtiming)."""
-    from descbench.jobs.common import job_timing, limit_threads
+    """Run a parsed command: its job's thread limits (``--threads``, on the pools its command
+    declares), then its job module's function, both timed into its timing file when its command
+    declares one (:class:`descbench.jobs.common.JobCommand`, descbench.jobs.common.job_timing,
+    descbench.jobtiming)."""
+    from descbench.jobs.common import JobCommand, job_timing, limit_threads
 
+    job = JobCommand.of(a.job)
     with job_timing(a):
         if getattr(a, "threads", None):
-            limit_threads(a.threads, a.cmd)
-        a.job(a)
+            limit_threads(a.threads, job.pools)
+        job(a)
 
 
 if __name__ == "__main__":

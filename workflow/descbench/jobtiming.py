@@ -1,7 +1,8 @@
 """Each keypoint, descriptor, scoring, matcher and pipelines job's own time: a small JSON file in its output directory.
 
 Every ``keypoints``, ``descriptors``, ``score``, ``match`` and ``score-pipelines`` job, run from the
-command line (:func:`descbench.cli.run`; :data:`descbench.jobs.common.TIMED_COMMANDS`), runs inside
+command line (:func:`descbench.cli.run`; the ``timing`` its job module declares,
+:class:`descbench.jobs.common.JobCommand`), runs inside
 :func:`timed`, which writes, atomically and only when the job's work has ended well, its timing
 file into its own batch directory: :meth:`descbench.paths.ResultPaths.job_timing`
 (``<batch directory>/job_timing.json``; a scoring job writes the same file into each of its

@@ -277,7 +277,7 @@ def test_onnxruntime_session_runs_on_the_jobs_threads(models, ramp_png, monkeypa
     p = params(models["full"], backend="onnxruntime")
     cv2.setNumThreads(1)
     one = rows(ramp_png, k, p)
-    limit_threads(threads, "descriptors")
+    limit_threads(threads, ("opencv",))  # as a descriptor job does
     opts = O.load_net(p, "descriptors.d.params.model").net.get_session_options()
     assert (opts.intra_op_num_threads, opts.inter_op_num_threads) == (threads, 1)
     assert O.onnx_runtime_provenance(p)["num_threads"] == threads

@@ -15,7 +15,8 @@ import pytest
 from descbench.errors import DescbenchError
 from descbench import jobtiming
 from descbench.config import score_job_sections
-from descbench.jobs.common import PANDAS_FREE_COMMANDS, TIMED_COMMANDS, batch_args, job_timing, json_arg, read_features, result_paths
+from descbench import cli
+from descbench.jobs.common import POOLS, JobCommand, batch_args, job_timing, json_arg, limit_threads, read_features, result_paths
 from descbench.tasks import score_tasks_on
 from descbench.tasks.base import SceneJob
 from jobcli import SCENES, features, ok, scored
@@ -51,6 +52,74 @@ def test_a_scene_job_times_a_task_from_its_share_of_the_pass(tmp_path):
     assert json.loads((tmp_path / "t.json").read_text())["scene"] == SCENES[0]
 
 
+def _declared() -> dict[str, JobCommand]:
+    """Every subcommand's declaration (its job module's), as the command line holds it."""
+    action = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    return {cmd: p.get_default("job") for cmd, p in action.choices.items()}
+
+
+def test_each_command_declares_its_pools_pandas_and_timing_once():
+    """What each job process needs, as the job modules declare it (JobCommand): the thread pools
+    its --threads sizes, running without pandas, the timing file; every other command keeps the
+    defaults (BLAS and torch only, pandas allowed, no timing file)."""
+    declared = _declared()
+    assert all(isinstance(j, JobCommand) and j.run.__module__.startswith("descbench.jobs.") for j in declared.values())
+    special = {cmd: (j.pools, j.pandas, j.timing) for cmd, j in declared.items() if (j.pools, j.pandas, j.timing) != ((), True, None)}
+    assert special == {
+        "demo-scene": (("opencv",), True, None),
+        "resize-scene": (("opencv",), True, None),
+        "keypoints": (("opencv",), False, ("keypoints", "name", None)),
+        "descriptors": (("opencv",), False, ("descriptors", "keypoint_set", "name")),
+        "match": ((), False, ("matches", "keypoint_set", "descriptor")),
+        "score-pipelines": ((), False, ("pipelines", "keypoint_set", "descriptor")),
+        "score-pose": ((), True, ("pose", "keypoint_set", "descriptor")),
+        "score": (("numba",), False, ("scoring", "keypoint_set", "descriptor")),
+        "distractors": ((), False, None),
+        "patches": (("opencv",), True, None),
+        "warmup": (("numba",), False, None),
+    }
+    # every timed command's arguments exist on its parser
+    action = next(a for a in cli.build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    for cmd, j in declared.items():
+        if j.timing:
+            dests = {a.dest for a in action.choices[cmd]._actions}
+            assert {j.timing[1], j.timing[2] or "threads", "threads", "batch"} <= dests, cmd
+    assert {j.timing[0] for j in declared.values() if j.timing} == set(jobtiming.STAGES + jobtiming.MATCHER_STAGES)
+    assert JobCommand.of(print) == JobCommand(print) and JobCommand.of(declared["score"]) is declared["score"]
+
+
+@pytest.mark.bad_input
+def test_an_unknown_thread_pool_is_refused_where_it_is_declared_or_asked_for():
+    with pytest.raises(ValueError, match=r"^builtins.print: unknown thread pools \['gpu'\]; a pool is one of opencv, numba$"):
+        JobCommand(print, pools=("opencv", "gpu"))
+    with pytest.raises(ValueError, match=r"^limit_threads: unknown thread pools \['c', 'd', 'e', 'i', 'o', 'p', 'r', 's', 't'\]"):
+        limit_threads(1, "descriptors")  # a command's name is not its pools
+    assert POOLS == ("opencv", "numba")
+
+
+def test_limit_threads_sizes_only_the_pools_asked_for(monkeypatch):
+    """BLAS and torch always; OpenCV's and numba's pools only when the command declares them."""
+    import cv2
+    import numba
+    import threadpoolctl
+
+    from descbench import torchrt
+
+    calls = []
+    monkeypatch.setattr(threadpoolctl, "threadpool_limits", lambda n: calls.append(("blas", n)))
+    monkeypatch.setattr(torchrt, "set_job_threads", lambda n: calls.append(("torch", n)))
+    monkeypatch.setattr(cv2, "setNumThreads", lambda n: calls.append(("opencv", n)))
+    monkeypatch.setattr(numba, "set_num_threads", lambda n: calls.append(("numba", n)))
+    limit_threads(1)
+    assert calls == [("blas", 1), ("torch", 1)]
+    calls.clear()
+    limit_threads(1, ("opencv", "numba"))
+    assert calls == [("blas", 1), ("torch", 1), ("opencv", 1), ("numba", 1)]
+    calls.clear()  # a command run from the command line: the pools its job module declares
+    cli.run(argparse.Namespace(cmd="x", threads=2, job=JobCommand(lambda a: calls.append("ran"), pools=("numba",))))
+    assert calls == [("blas", 2), ("torch", 2), ("numba", 2), "ran"]
+
+
 def test_each_batch_job_writes_its_timing_file_into_its_folder(tmp_path):
     # the commands of the keypoint, descriptor and scoring rules (tests/jobcli.py, as the rules run them)
     run = scored(tmp_path)
@@ -65,9 +134,8 @@ def test_each_batch_job_writes_its_timing_file_into_its_folder(tmp_path):
         assert r["wall_ms"] > 0 and r["cpu_time_ms"] > 0 and r["threads"] == 0 and r["device"] == "cpu" and r["device_name"]
     assert len({Path(f).read_text() for f in files[2:]}) == 1
     # a command that is not a batch job writes none
-    assert isinstance(job_timing(argparse.Namespace(cmd="report")), nullcontext)
-    assert set(TIMED_COMMANDS) == {"keypoints", "descriptors", "score", "match", "score-pipelines", "score-pose"}
-    assert {v[0] for v in TIMED_COMMANDS.values()} == set(jobtiming.STAGES + jobtiming.MATCHER_STAGES)
+    assert isinstance(job_timing(argparse.Namespace(cmd="report", job=_declared()["report"])), nullcontext)
+    assert {cmd for cmd, j in _declared().items() if j.timing} == {"keypoints", "descriptors", "score", "match", "score-pipelines", "score-pose"}
 
 
 def test_the_matcher_stage_jobs_write_their_timing_file_into_their_folders(tmp_path):
@@ -84,7 +152,7 @@ def test_the_matcher_stage_jobs_write_their_timing_file_into_their_folders(tmp_p
         assert (r["stage"], r["keypoint_set"], r["descriptor"], r["matcher"], r["batch"], r["scenes"]) == \
             (stage, "kp", "desc", "m", "batch000", SCENES)
         assert r["wall_ms"] > 0 and r["cpu_time_ms"] > 0 and r["threads"] == 0 and r["device"] == "cpu"
-    report = argparse.Namespace(cmd="pipelines-report")
+    report = argparse.Namespace(cmd="pipelines-report", job=_declared()["pipelines-report"])
     assert isinstance(job_timing(report), nullcontext)
 
 
@@ -116,8 +184,9 @@ def test_pandas_free_jobs_run_without_pandas_and_write_the_same_files(tmp_path):
         ["score", *batch, "--keypoint-set", "kp", "--descriptor", "desc",
          "--sections", json.dumps(score_job_sections(run.cfg, "desc"), sort_keys=True)],
     ]
+    declared = _declared()
     for cmd in commands:
-        assert cmd[0] in PANDAS_FREE_COMMANDS
+        assert not declared[cmd[0]].pandas
         res = _job_process(*cmd)
         assert res.returncode == 0, res.stderr[-2000:]
         imported = _imported(res.stderr)
@@ -128,16 +197,18 @@ def test_pandas_free_jobs_run_without_pandas_and_write_the_same_files(tmp_path):
         assert (b / rel).read_bytes() == (run.root / rel).read_bytes(), rel
 
 
-def test_without_pandas_refuses_only_the_listed_commands():
-    """In a fresh process: a listed command makes ``import pandas`` fail with a message naming
-    the list, while pyarrow converts numpy arrays and Python values as usual and a probe of
+def test_without_pandas_refuses_only_the_commands_declared_so():
+    """In a fresh process: a command declared ``pandas=False`` makes ``import pandas`` fail with a
+    message naming the declaration, while pyarrow converts numpy arrays and Python values as usual and a probe of
     ``importlib.util.find_spec`` (torch imports its dynamo module with such probes) gets a spec
     without a file; another command, or pandas already imported, changes nothing."""
     code = (
         "import sys, numpy as np, pyarrow as pa\n"
-        "from descbench.jobs.common import without_pandas\n"
-        "assert not without_pandas('report')\n"
-        "assert without_pandas('score')\n"
+        "from descbench.jobs.common import JobCommand, without_pandas\n"
+        "assert not without_pandas('report', print)\n"
+        "assert not without_pandas('report', JobCommand(print))\n"
+        "assert 'pandas' not in sys.modules and not any(type(f).__name__ == '_PandasRefused' for f in sys.meta_path)\n"
+        "assert without_pandas('score', JobCommand(print, pandas=False))\n"
         "t = pa.table({'x': np.arange(3), 's': np.array(['a', 'b', 'c'], dtype=object), 'n': pa.array([1.5, None, None])})\n"
         "assert t.column('s').to_pylist() == ['a', 'b', 'c'] and t.column('n').null_count == 2\n"
         "assert 'pandas' not in sys.modules\n"
@@ -151,8 +222,8 @@ def test_without_pandas_refuses_only_the_listed_commands():
     )
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr
-    assert res.stdout.strip() == ("descbench score jobs run without pandas (descbench.jobs.common.PANDAS_FREE_COMMANDS); "
-                                  "a score job that needs it must be taken off that list")
-    res = subprocess.run([sys.executable, "-c", "import sys, pandas\nfrom descbench.jobs.common import without_pandas\n"
-                                                "assert not without_pandas('score')\nimport pandas.api"], capture_output=True, text=True)
+    assert res.stdout.strip() == ("descbench score jobs run without pandas (their job module declares JobCommand(pandas=False)); "
+                                  "a score job that needs it must declare pandas=True")
+    res = subprocess.run([sys.executable, "-c", "import sys, pandas\nfrom descbench.jobs.common import JobCommand, without_pandas\n"
+                                                "assert not without_pandas('score', JobCommand(print, pandas=False))\nimport pandas.api"], capture_output=True, text=True)
     assert res.returncode == 0, res.stderr

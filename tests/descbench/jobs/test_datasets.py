@@ -11,6 +11,7 @@ import pytest
 from descbench import cli
 from descbench.datasets.demo import generate_scene
 from descbench.jobs import datasets as jobs_datasets
+from descbench.jobs.common import JobCommand
 
 
 def test_demo_scene_writes_the_scene_generate_scene_writes(tmp_path):
@@ -33,7 +34,7 @@ def test_hpatches_passes_its_options_to_obtain(tmp_path, monkeypatch):
 
 def test_add_commands_and_the_run_functions(tmp_path):
     sub = argparse.ArgumentParser().add_subparsers()
-    funcs = jobs_datasets.add_commands(sub)
+    funcs = {cmd: JobCommand.of(job).run for cmd, job in jobs_datasets.add_commands(sub).items()}
     assert funcs == {"demo-scene": jobs_datasets.run_demo_scene, "posed-demo-scene": jobs_datasets.run_posed_demo_scene,
                      "posed-download": jobs_datasets.run_posed_download, "hpatches": jobs_datasets.run_hpatches,
                      "resize-scene": jobs_datasets.run_resize_scene}

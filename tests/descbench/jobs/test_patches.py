@@ -11,6 +11,7 @@ import pytest
 import descbench.patches.stages as ps
 from descbench import cli
 from descbench.jobs import patches as jobs_patches
+from descbench.jobs.common import JobCommand
 from jobcli import config
 
 
@@ -38,7 +39,7 @@ def test_describe_and_evaluate_pass_their_settings(tmp_path, monkeypatch):
 
 def test_add_commands_gives_every_step_its_options():
     sub = argparse.ArgumentParser().add_subparsers()
-    assert jobs_patches.add_commands(sub) == {"patches": jobs_patches.run}
+    assert {cmd: JobCommand.of(job).run for cmd, job in jobs_patches.add_commands(sub).items()} == {"patches": jobs_patches.run}
     p = sub.choices["patches"]
     a = p.parse_args(["describe", "--patch-dir", "pd", "--out", "o.parquet", "--name", "n"])
     assert (a.step, a.patch_dir, a.centre_keypoint, a.threads, a.binary_packed, a.spec) == \

@@ -8,6 +8,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -125,27 +126,70 @@ def batch_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--threads", type=int, default=1)
 
 
-# The batch commands that write a timing file into their output directory: command -> (stage, its
-# keypoint set's and its descriptor's argument; None: a keypoint job, no descriptor). The matcher
-# stage's commands (stages descbench.jobtiming.MATCHER_STAGES) also name their matcher (--matcher).
-TIMED_COMMANDS = {"keypoints": ("keypoints", "name", None), "descriptors": ("descriptors", "keypoint_set", "name"),
-                  "score": ("scoring", "keypoint_set", "descriptor"), "match": ("matches", "keypoint_set", "descriptor"),
-                  "score-pipelines": ("pipelines", "keypoint_set", "descriptor"), "score-pose": ("pose", "keypoint_set", "descriptor")}
+#: The thread pools besides BLAS and torch that a job's ``--threads`` can size (:func:`limit_threads`).
+POOLS = ("opencv", "numba")
+
+
+def check_pools(pools: tuple[str, ...], who: str) -> tuple[str, ...]:
+    """``pools`` if each is one of :data:`POOLS`; a ValueError naming ``who`` otherwise (a job
+    module's declaration or a caller's argument: a programming error)."""
+    unknown = set(pools) - set(POOLS)
+    if unknown:
+        raise ValueError(f"{who}: unknown thread pools {sorted(unknown)}; a pool is one of {', '.join(POOLS)}")
+    return pools
+
+
+@dataclass(frozen=True)
+class JobCommand:
+    """One subcommand of a job module, declared once by that module (its ``add_commands`` returns
+    ``{command: JobCommand}``; a bare function is a command with the defaults), with what a
+    process running it needs:
+
+    * ``run``: the function running a parsed command;
+    * ``pools``: the thread pools of :data:`POOLS` that its ``--threads`` sizes
+      (:func:`limit_threads`; BLAS and torch always are): ``opencv`` where it detects, describes or
+      resizes with OpenCV, ``numba`` where it runs the scoring kernels;
+    * ``pandas``: False where its job processes run as if pandas were not installed
+      (:func:`without_pandas`), i.e. nothing it runs imports pandas;
+    * ``timing``: ``(stage, its keypoint set's argument, its descriptor's argument or None)`` where
+      it writes a timing file into its output folder (:func:`job_timing`; stages
+      :data:`descbench.jobtiming.STAGES` and :data:`descbench.jobtiming.MATCHER_STAGES`, whose
+      commands also name their matcher, ``--matcher``).
+
+    Calling it runs ``run``.
+    """
+
+    run: Callable[[argparse.Namespace], None]
+    pools: tuple[str, ...] = ()
+    pandas: bool = True
+    timing: tuple[str, str, str | None] | None = None
+
+    def __post_init__(self):  # found when the command line is built
+        check_pools(self.pools, f"{self.run.__module__}.{self.run.__name__}")
+
+    def __call__(self, a: argparse.Namespace) -> None:
+        self.run(a)
+
+    @classmethod
+    def of(cls, job) -> JobCommand:
+        """``job`` as a JobCommand: itself, or a bare function with the defaults."""
+        return job if isinstance(job, cls) else cls(job)
 
 
 def job_timing(a: argparse.Namespace):
-    """The :func:`descbench.jobtiming.timed` block of a parsed command ``a``: for a command of
-    :data:`TIMED_COMMANDS`, its timing file in its batch directory
+    """The :func:`descbench.jobtiming.timed` block of a parsed command ``a``: for a command
+    declaring its ``timing`` (:class:`JobCommand`), its timing file in its batch directory
     (:meth:`descbench.paths.ResultPaths.job_timing`; a scoring job's in every task folder it
     fills, a matcher-stage job's in its matcher's folder); nothing to write for any other command
     (a report job's record is its log's last line, ``descbench/__main__.py``)."""
     from contextlib import nullcontext
 
-    if a.cmd not in TIMED_COMMANDS:
+    timing = JobCommand.of(a.job).timing
+    if timing is None:
         return nullcontext()
     from descbench import jobtiming
 
-    stage, kpset_arg, desc_arg = TIMED_COMMANDS[a.cmd]
+    stage, kpset_arg, desc_arg = timing
     kpset, descriptor = getattr(a, kpset_arg), getattr(a, desc_arg) if desc_arg else None
     matcher = a.matcher if stage in jobtiming.MATCHER_STAGES else None
     batches = json_arg(a.batches)
@@ -213,10 +257,6 @@ def import_numba_without_blas_probe():
     return numba
 
 
-# Commands that never use pandas: they run as if it were not installed (see without_pandas).
-PANDAS_FREE_COMMANDS = ("keypoints", "descriptors", "distractors", "score", "match", "score-pipelines", "warmup")
-
-
 class _PandasRefused:
     """Import hook: ``import pandas`` raises ModuleNotFoundError in this process, as if pandas were
     not installed. A probe with ``importlib.util.find_spec("pandas")`` gets a spec without a file
@@ -232,38 +272,41 @@ class _PandasRefused:
         return importlib.machinery.ModuleSpec(name, self) if name == "pandas" else None
 
     def create_module(self, spec):
-        raise ModuleNotFoundError(f"descbench {self.cmd} jobs run without pandas (descbench.jobs.common.PANDAS_FREE_COMMANDS); "
-                                  f"a {self.cmd} job that needs it must be taken off that list", name="pandas")
+        raise ModuleNotFoundError(f"descbench {self.cmd} jobs run without pandas (their job module declares "
+                                  f"JobCommand(pandas=False)); a {self.cmd} job that needs it must declare pandas=True",
+                                  name="pandas")
 
-    def exec_module(self, module):  # never reached: create_module refuses
+    def exec_module(self, module):  # the loader protocol's other half; create_module has refused before
         raise AssertionError("unreachable")
 
 
-def without_pandas(cmd: str) -> bool:
-    """Run a job of ``cmd`` as if pandas were not installed, when ``cmd`` is in
-    :data:`PANDAS_FREE_COMMANDS`; returns whether it does.
+def without_pandas(cmd: str, job) -> bool:
+    """Run a job of command ``cmd`` as if pandas were not installed, when its job module declares
+    so (``job``, a :class:`JobCommand` with ``pandas=False``); returns whether it does.
 
     pyarrow imports pandas, when it is installed, at its first conversion of numpy arrays or
     Python objects into Arrow arrays (to recognise pandas objects and pandas' missing-value
     markers, which descbench never writes): ~0.17 s of every job that writes a table, for a module
     these jobs never call. pyarrow supports running without pandas, with the same conversions of
     numpy arrays and Python values; an ``import pandas`` in such a job fails with a message that
-    names this list, so a job that starts needing pandas fails loudly in the tests, not slowly.
-    Nothing changes when pandas is already imported.
+    names the declaration, so a job that starts needing pandas fails loudly in the tests, not
+    slowly. Nothing changes when pandas is already imported.
     """
-    if cmd not in PANDAS_FREE_COMMANDS or "pandas" in sys.modules:
+    if JobCommand.of(job).pandas or "pandas" in sys.modules:
         return False
     sys.meta_path.insert(0, _PandasRefused(cmd))
     return True
 
 
-def limit_threads(n: int, cmd: str) -> None:
-    """Keep each job within its Snakemake ``threads``: numba, BLAS and OpenCV pools.
+def limit_threads(n: int, pools: tuple[str, ...] = ()) -> None:
+    """Keep each job within its Snakemake ``threads``: BLAS, torch's threads and the ``pools`` of
+    :data:`POOLS` its command declares (:class:`JobCommand`).
 
     Only the libraries the command uses are imported (an import costs a job 0.05-0.15 s):
     OpenCV for detection/description, numba for scoring. ``NUMBA_NUM_THREADS`` (set by the
     rules to the job's threads) already sizes numba's pool; this also covers direct calls.
     """
+    check_pools(pools, "limit_threads")
     import numpy  # noqa: F401  (BLAS must be loaded for threadpoolctl to find it)
     from threadpoolctl import threadpool_limits
 
@@ -271,10 +314,10 @@ def limit_threads(n: int, cmd: str) -> None:
     from descbench import torchrt  # no torch import: a learned family's torch threads stay within n
 
     torchrt.set_job_threads(n)
-    if cmd in ("keypoints", "descriptors", "demo-scene", "resize-scene", "patches"):  # patches: only `describe` takes --threads
+    if "opencv" in pools:
         import cv2
 
         cv2.setNumThreads(n)
-    if cmd in ("score", "warmup"):
+    if "numba" in pools:
         numba = import_numba_without_blas_probe()
         numba.set_num_threads(max(1, min(n, numba.config.NUMBA_NUM_THREADS)))

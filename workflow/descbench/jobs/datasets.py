@@ -9,6 +9,8 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from descbench.jobs.common import JobCommand
+
 
 def add_commands(sub) -> dict:
     """The dataset jobs' subcommands; returns ``{command: function running it}``."""
@@ -38,8 +40,8 @@ def add_commands(sub) -> dict:
     p.add_argument("--out", type=Path, required=True, help="its resized copy (written, resized.json last)")
     p.add_argument("--size", type=int, required=True)
     p.add_argument("--side", required=True)
-    return {"demo-scene": run_demo_scene, "posed-demo-scene": run_posed_demo_scene, "posed-download": run_posed_download,
-            "hpatches": run_hpatches, "resize-scene": run_resize_scene}
+    return {"demo-scene": JobCommand(run_demo_scene, pools=("opencv",)), "posed-demo-scene": run_posed_demo_scene, "posed-download": run_posed_download,
+            "hpatches": run_hpatches, "resize-scene": JobCommand(run_resize_scene, pools=("opencv",))}
 
 
 def run_demo_scene(a: argparse.Namespace) -> None:

@@ -13,7 +13,7 @@ from descbench import io
 from descbench.datasets.layout import scene_files
 from descbench.descriptors import compute_descriptors, get_family
 from descbench.errors import DataError
-from descbench.jobs.common import SceneKeypoints, batch_args, json_arg, read_features, read_keypoints, result_paths
+from descbench.jobs.common import JobCommand, SceneKeypoints, batch_args, json_arg, read_features, read_keypoints, result_paths
 from descbench.paths import ResultPaths
 
 
@@ -143,7 +143,7 @@ def add_commands(sub) -> dict:
     p.add_argument("--name", required=True, help="descriptor name")
     p.add_argument("--spec", required=True, help="descriptor spec (JSON)")
     p.add_argument("--keypoint-set-spec", required=True, help="keypoint set spec (JSON)")
-    return {"descriptors": run}
+    return {"descriptors": JobCommand(run, pools=("opencv",), pandas=False, timing=("descriptors", "keypoint_set", "name"))}
 
 
 def run(a: argparse.Namespace) -> None:

@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from descbench import io
 from descbench.errors import DataError
-from descbench.jobs.common import json_arg, read_features, result_paths
+from descbench.jobs.common import JobCommand, json_arg, read_features, result_paths
 from descbench.paths import ResultPaths
 
 
@@ -172,7 +172,7 @@ def add_commands(sub) -> dict:
     p.add_argument("--descriptor", required=True)
     p.add_argument("--verification", required=True, help="the draw: JSON {seed, distractor_scenes, distractors_per_scene}")
     p.add_argument("--out", type=Path, required=True)
-    return {"distractors": run}
+    return {"distractors": JobCommand(run, pandas=False)}
 
 
 def run(a: argparse.Namespace) -> None:

@@ -19,7 +19,7 @@ from descbench.datasets.layout import (check_homography_overlap, image_size, loa
                                        scene_files)
 from descbench.errors import DataError
 from descbench.fileops import file_sha256
-from descbench.jobs.common import batch_args, json_arg, load_keypoints, result_paths
+from descbench.jobs.common import JobCommand, batch_args, json_arg, load_keypoints, result_paths
 from descbench.keypoints import ImageKeypoints, border_upper_inclusive, filter_keypoints
 from descbench.keypoints.sets import global_top_n, intersection_keep, set_sources
 from descbench.paths import ResultPaths
@@ -326,7 +326,7 @@ def add_commands(sub) -> dict:
     p.add_argument("--batches", required=True, help="JSON {batch: [scenes]} of every evaluated scene")
     p.add_argument("--name", required=True, help="keypoint set name")
     p.add_argument("--out", type=Path, required=True, help="<file>.parquet, <file>.csv or <file>.csv.gz")
-    return {"keypoints": run_keypoints, "keypoint-cutoff": run_cutoff, "keypoint-stats": run_stats, "export-keypoints": run_export}
+    return {"keypoints": JobCommand(run_keypoints, pools=("opencv",), pandas=False, timing=("keypoints", "name", None)), "keypoint-cutoff": run_cutoff, "keypoint-stats": run_stats, "export-keypoints": run_export}
 
 
 def run_keypoints(a: argparse.Namespace) -> None:

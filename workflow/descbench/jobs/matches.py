@@ -9,7 +9,7 @@ from pathlib import Path
 
 from descbench import io
 from descbench.datasets.layout import load_pairs, scene_files
-from descbench.jobs.common import batch_args, json_arg, read_features, result_paths
+from descbench.jobs.common import JobCommand, batch_args, json_arg, read_features, result_paths
 from descbench.matchers import MatchSide, check_matcher_params, get_matcher, matches_table, run_matcher
 from descbench.paths import ResultPaths
 
@@ -60,7 +60,7 @@ def add_commands(sub) -> dict:
     """The ``match`` subcommand; returns ``{command: function running it}``."""
     p = sub.add_parser("match", help="the matcher stage: one matcher on every pair of one scene batch")
     pipeline_args(p)
-    return {"match": run, **add_pipeline_commands(sub)}
+    return {"match": JobCommand(run, pandas=False, timing=("matches", "keypoint_set", "descriptor")), **add_pipeline_commands(sub)}
 
 
 def run(a: argparse.Namespace) -> None:
@@ -118,7 +118,7 @@ def add_pipeline_commands(sub) -> dict:
     r = sub.add_parser("pipelines-report", help="the pipelines table: one row per (keypoint set, descriptor, matcher)")
     match_report_args(r)
     r.add_argument("--comparison", type=Path, default=None, help="the comparison table (Parquet): its descriptor metrics join each row")
-    return {"score-pipelines": run_pipelines, "pipelines-report": run_report}
+    return {"score-pipelines": JobCommand(run_pipelines, pandas=False, timing=("pipelines", "keypoint_set", "descriptor")), "pipelines-report": run_report}
 
 
 def run_pipelines(a: argparse.Namespace) -> None:

@@ -7,7 +7,7 @@ import argparse
 import json
 from pathlib import Path
 
-from descbench.jobs.common import json_arg
+from descbench.jobs.common import JobCommand, json_arg
 
 
 def add_commands(sub) -> dict:
@@ -54,7 +54,7 @@ def add_commands(sub) -> dict:
     q.add_argument("--weights", default=None, help="JSON list: each descriptor's learned weights label ('' when none)")
     q.add_argument("--out-dir", type=Path, required=True)
     q.add_argument("eval_dirs", type=Path, nargs="+")
-    return {"patches": run}
+    return {"patches": JobCommand(run, pools=("opencv",))}  # only its describe step takes --threads
 
 
 def run(a: argparse.Namespace) -> None:

@@ -8,7 +8,7 @@ import argparse
 from pathlib import Path
 
 from descbench import io
-from descbench.jobs.common import json_arg, read_features, result_paths
+from descbench.jobs.common import JobCommand, json_arg, read_features, result_paths
 from descbench.jobs.matches import match_report_args, pipeline_args
 from descbench.paths import ResultPaths
 
@@ -72,7 +72,7 @@ def add_commands(sub) -> dict:
     p.add_argument("--section", required=True, help="JSON: the config's pose section")
     r = sub.add_parser("pose-report", help="the pose table: one row per (keypoint set, descriptor, matcher)")
     match_report_args(r)
-    return {"score-pose": run_score, "pose-report": run_report}
+    return {"score-pose": JobCommand(run_score, timing=("pose", "keypoint_set", "descriptor")), "pose-report": run_report}
 
 
 def run_score(a: argparse.Namespace) -> None:

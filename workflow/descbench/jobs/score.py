@@ -12,7 +12,7 @@ from pathlib import Path
 from descbench.datasets.geometry import Pair
 from descbench.datasets.layout import load_pairs, scene_files
 from descbench.errors import ConfigError
-from descbench.jobs.common import SceneFeatures, batch_args, json_arg, read_features, result_paths
+from descbench.jobs.common import JobCommand, SceneFeatures, batch_args, json_arg, read_features, result_paths
 from descbench.jobs.distractors import distractors_from_files, read_distractor_bank
 from descbench.paths import ResultPaths
 from descbench.tasks import score_job_tasks, scoring_sections
@@ -147,7 +147,7 @@ def add_commands(sub) -> dict:
     p.add_argument("--features-of", default=None, help="read this descriptor's files (a scoring variant's base)")
     p.add_argument("--pairs", default="reference",
                    help="the config's pairs option: each scene's pairs without a pairs.txt (descbench.datasets.layout)")
-    return {"score": run}
+    return {"score": JobCommand(run, pools=("numba",), pandas=False, timing=("scoring", "keypoint_set", "descriptor"))}
 
 
 def run(a: argparse.Namespace) -> None:

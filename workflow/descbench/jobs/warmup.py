@@ -6,12 +6,14 @@ from __future__ import annotations
 import argparse
 from pathlib import Path
 
+from descbench.jobs.common import JobCommand
+
 
 def add_commands(sub) -> dict:
     """The ``warmup`` subcommand; returns ``{command: function running it}``."""
     p = sub.add_parser("warmup", help="compile the numba kernels into the on-disk cache")
     p.add_argument("--out", type=Path, required=True)
-    return {"warmup": run}
+    return {"warmup": JobCommand(run, pools=("numba",), pandas=False)}
 
 
 def run(a: argparse.Namespace) -> None:
