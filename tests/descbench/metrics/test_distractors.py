@@ -53,4 +53,4 @@ def test_all_keypoints_and_small_images():
     for d in draw_distractors("i_a", SCENES, 4, 10, 0, counts):  # per_scene above the count: every row, in order
         assert d.rows.tolist() == [0, 1, 2]
     empty = {s: {k: 0 for k in range(1, 7)} for s in SCENES}
-    assert all(d.rows.size == 0 for d in draw_distractors("i_a", SCENES, 4, 5, 0, empty))
+    assert all(d.rows.size == 0 and d.rows.dtype == np.int64 for d in draw_distractors("i_a", SCENES, 4, 5, 0, empty))

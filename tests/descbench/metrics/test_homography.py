@@ -153,6 +153,17 @@ def test_medians_round_to_three_decimals():
     assert summarize_errors([0.12345, 0.3, 0.1]).median_error == 0.123
 
 
+def test_float32_errors_are_summarised_in_float64():
+    """Errors given in float32 (glue-factory's own dtype) are summarised in float64: the median and
+    mean of 1 + 2^-23 and 1 + 2^-22 is 1 + 1.5 * 2^-23, which float32 cannot hold."""
+    e32 = np.array([1 + 2.0**-23, 1 + 2.0**-22], dtype=np.float32)
+    want = 1 + 1.5 * 2.0**-23
+    assert float(np.median(e32)) != want  # float32 arithmetic would round it
+    assert median_over_pairs(e32, decimals=None) == want
+    s = summarize_errors(e32)
+    assert s.mean_error == want and s.median_error == round(want, 3)
+
+
 def test_best_threshold_by_mean_auc():
     table = {0.5: [0.4, 2.5, 6.0], 1.0: [0.4, 0.9, 6.0], 2.0: [np.inf, 0.2, 0.3]}
     s = summarize_thresholds(table)
@@ -180,7 +191,7 @@ def test_best_threshold_tie_goes_to_the_first_given():
 def test_summary_bad_input():
     raises_naming(lambda: summarize_thresholds({1.0: [0.1, 0.2], 2.0: [0.1]}), "ransac_th 2", "1 pairs", "has 2",
                   "same pairs")
-    raises_naming(lambda: summarize_thresholds({}), "no RANSAC threshold")
+    assert raises_naming(lambda: summarize_thresholds({}), "no RANSAC threshold") == "summarize_thresholds: no RANSAC threshold given"
     raises_naming(lambda: summarize_thresholds({1.0: [np.nan]}), "corner errors at ransac_th 1: no pair with data")
     raises_naming(lambda: summarize_thresholds({"1": [0.1], 1.0: [0.2]}), "repeat")
     raises_naming(lambda: summarize_errors([0.1, -1.0]), "corner errors must be >= 0", "-1.0")

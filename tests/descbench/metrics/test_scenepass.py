@@ -138,15 +138,19 @@ def test_fused_pass_on_empty_images(shape):
     assert_equal_to_separate(fused, sep_r, sep_v, sep_m)
 
 
-def test_retrieval_only_pass_uses_only_rows_with_a_relevant_item():
+def test_retrieval_only_pass_uses_only_rows_with_a_relevant_item(monkeypatch):
     rng = np.random.default_rng(5)
     q_xy, q_desc, targets, distractors = scene_case(rng, "real", nq=30)
+    counter = SceneProductCounter(monkeypatch)
     fused, sep_r, sep_v, sep_m = run_both(q_xy, q_desc, targets, distractors, ("retrieval",), 0.0002)
     assert_equal_to_separate(fused, sep_r, sep_v, sep_m)
     has_rel = np.zeros(30, bool)
     for r in fused.retrieval:
         has_rel |= r.n_relevant > 0
     assert 0 < has_rel.sum() < 30
+    # the products were computed for exactly those rows (in blocks, each row once)
+    used = np.concatenate([rows for _, rows in counter.products])
+    np.testing.assert_array_equal(used, np.flatnonzero(has_rel))
 
 
 class SceneProductCounter:
@@ -271,3 +275,79 @@ def test_score_scene_names_the_scene_in_a_distractor_error():
     with pytest.raises(DataError, match="v_where: distractor i_other/2 has"):
         scenepass.score_scene(q_xy, q_desc, targets, RetrievalParams(gt="closest"), [bad], BojanicParams(gt="closest"), None, SIZE1,
                               where="v_where")
+
+
+class TickClock:
+    """A clock that advances one second per call: every interval timed by two consecutive calls is 1 s."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def perf_counter(self):
+        self.calls += 1
+        return float(self.calls)
+
+
+@pytest.mark.parametrize("tasks", TASK_SETS)
+def test_score_scene_attributes_every_timed_interval_once(monkeypatch, tasks):
+    """With a clock that ticks once per reading, every interval the scene pass times is 1 s; the
+    tasks' seconds add up to exactly the number of intervals (each task's setup and finishing, each
+    consumer call, and every product shared out among the tasks that fed on it): none dropped,
+    none counted twice."""
+    import types
+
+    clock = TickClock()
+    monkeypatch.setattr(scenepass, "time", types.SimpleNamespace(perf_counter=clock.perf_counter))
+    rng = np.random.default_rng(21)
+    q_xy, q_desc, targets, distractors = scene_case(rng, "real", nq=30)
+    fused, *_ = run_both(q_xy, q_desc, targets, distractors, tasks, 0.0005)
+    assert fused.n_products > 3 and clock.calls % 2 == 0
+    assert sum(fused.seconds.values()) == pytest.approx(clock.calls / 2, abs=1e-9)
+    for name in ("retrieval", "verification", "matching"):
+        assert (fused.seconds[name] >= 2) == (name in tasks)  # its setup and its finishing at least
+        assert (fused.seconds[name] == 0) == (name not in tasks)
+
+
+def test_score_scene_options_reach_the_pass():
+    """``chunk_mb`` given to the call wins over the retrieval params' (more row blocks, the same
+    results); a verification needs both its params and its distractors; the matchers asked for are
+    the only ones scored; a scene without targets has no retrieval rows and no error; the default
+    ``where`` of an error message is ``scene``."""
+    from descbench.errors import DataError
+
+    rng = np.random.default_rng(5)
+    q_xy, q_desc, targets, distractors = scene_case(rng, "real", nq=30)
+    rp = RetrievalParams(tau_px=3.0, gt="closest", chunk_mb=64)
+    whole = scenepass.score_scene(q_xy, q_desc, targets, rp)
+    blocks = scenepass.score_scene(q_xy, q_desc, targets, rp, chunk_mb=0.0005)
+    assert whole.n_products == 1 and blocks.n_products > 3
+    for a, b in zip(whole.retrieval, blocks.retrieval):
+        for f in a.__dataclass_fields__:
+            same_array(getattr(a, f), getattr(b, f), f)
+    bp = BojanicParams(tau_px=3.0, gt="closest")
+    assert scenepass.score_scene(q_xy, q_desc, targets, rp, distractors, None).verification is None
+    assert scenepass.score_scene(q_xy, q_desc, targets, rp, None, bp).verification is None
+    mm = (MatchingParams(), ClassifierParams(epsilon_px=3.0), ("nn", "ratio"))
+    res = scenepass.score_scene(q_xy, q_desc, targets, rp, None, None, mm, SIZE1)
+    assert all(tuple(result.curves) == ("nn", "ratio") for _, result in res.matching)
+    empty = scenepass.score_scene(q_xy, q_desc, [], rp)
+    assert empty.retrieval == [] and empty.n_products == 0
+    bad = Distractors("i_other", 2, np.array([0]), np.zeros((1, q_desc.shape[1] + 1), np.float32))
+    with pytest.raises(DataError, match="^scene: distractor i_other/2 has"):
+        scenepass.score_scene(q_xy, q_desc, targets, rp, [bad], bp, None, SIZE1)
+
+
+@pytest.mark.bad_input
+def test_oriented_ground_truth_without_target_angles_is_refused_as_by_score_pair():
+    """``gt: closest_oriented`` needs every target's angles and sizes: a target without them
+    (``angle`` None) is refused as :func:`score_pair` refuses it, not given an empty frame."""
+    rng = np.random.default_rng(6)
+    q_xy, q_desc, targets, _ = scene_case(rng, "real", nq=10)
+    q_frame = (rng.uniform(0, 360, 10), rng.uniform(2, 10, 10))
+    rp = RetrievalParams(tau_px=3.0, gt="closest_oriented")
+    t = targets[0]
+    with pytest.raises(ValueError, match="needs the angles and sizes of the keypoints of") as want:
+        score_pair(q_xy, q_desc, t.xy, t.desc, t.H, t.size, rp, q_frame, None)
+    with pytest.raises(ValueError) as got:
+        scenepass.score_scene(q_xy, q_desc, [t], rp, q_frame=q_frame)
+    assert str(got.value) == str(want.value)
