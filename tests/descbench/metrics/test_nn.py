@@ -213,7 +213,8 @@ def test_validation_names_the_image_and_the_fix_and_takes_lists():
         mutual_nearest(f, np.full((2, 4), np.nan, np.float32))
     with pytest.raises(DataError, match="image-a descriptors must be a 2-D array"):
         mutual_nearest(np.zeros(4, np.float32), f)
-    with pytest.raises(DataError, match=r"\(Hamming\) - convert the descriptors when writing them"):
+    with pytest.raises(DataError, match=r"^query descriptors have dtype float64; expected float32 \(L2\) or uint8 packed bits "
+                                         r"\(Hamming\) - convert the descriptors when writing them$"):
         nearest_two(f.astype(np.float64), f)
     a = np.array([[0.0, 1.0], [1.0, 0.0], [1.0, 1.0]], np.float32)
     b = np.array([[1.0, 0.1], [0.1, 1.0]], np.float32)
