@@ -205,13 +205,12 @@ def run(a: argparse.Namespace) -> None:
     declares), then its job module's function, both timed into its timing file when its command
     declares one (:class:`descbench.jobs.common.JobCommand`, descbench.jobs.common.job_timing,
     descbench.jobtiming)."""
-    from descbench.jobs.common import JobCommand, job_timing, limit_threads
+    from descbench.jobs.common import job_timing, limit_threads
 
-    job = JobCommand.of(a.job)
     with job_timing(a):
         if getattr(a, "threads", None):
-            limit_threads(a.threads, job.pools)
-        job(a)
+            limit_threads(a.threads, a.job.pools)
+        a.job(a)
 
 
 if __name__ == "__main__":

@@ -184,7 +184,7 @@ def job_timing(a: argparse.Namespace):
     (a report job's record is its log's last line, ``descbench/__main__.py``)."""
     from contextlib import nullcontext
 
-    timing = JobCommand.of(a.job).timing
+    timing = a.job.timing
     if timing is None:
         return nullcontext()
     from descbench import jobtiming
@@ -292,7 +292,7 @@ def without_pandas(cmd: str, job) -> bool:
     names the declaration, so a job that starts needing pandas fails loudly in the tests, not
     slowly. Nothing changes when pandas is already imported.
     """
-    if JobCommand.of(job).pandas or "pandas" in sys.modules:
+    if job.pandas or "pandas" in sys.modules:
         return False
     sys.meta_path.insert(0, _PandasRefused(cmd))
     return True
