@@ -370,3 +370,87 @@ def test_rank_histogram_bins_are_named_by_their_ranks():
                           "rank_hist_11_20", "rank_hist_21_50", "rank_hist_51_100", "rank_hist_101_1000", "rank_hist_gt_1000"]
     assert (hist["rank_hist_1"], hist["rank_hist_4"], hist["rank_hist_6_10"], hist["rank_hist_21_50"]) == (1, 1, 1, 1)
     assert hist["rank_hist_gt_1000"] == 1 and sum(hist.values()) == 5
+
+
+def test_features_per_image_counts_every_query_image_of_a_scene():
+    """Each query image of a scene counts once under its own number: pairs (1, 2) and (3, 4)
+    are four images, although no query image is also a target (so the query side cannot be
+    merged into one image per scene)."""
+    from descbench.metrics.aggregate import features_per_image
+
+    pairs = pd.DataFrame({"scene": ["s", "s"], "query_image": [1, 3], "pair": [2, 4],
+                          "n_keypoints_1": [10, 30], "n_keypoints_2": [20, 40]})
+    assert features_per_image(pairs) == pytest.approx((10 + 20 + 30 + 40) / 4)
+
+
+def test_count_columns_stay_int64_without_query_image_and_with_empty_images():
+    """Counts are integers in the per-scene tables: n_query_keypoints for (1, k) pairs (no
+    ``query_image`` column) and n_matching_pairs (pairs with keypoints in both images)."""
+    from descbench.metrics.aggregate import matching_scene_values
+
+    t = scene_table(pd.DataFrame([row("v_b", 2, 5, [3]), row("i_a", 2, 4, [1])]))
+    assert t.n_query_keypoints.dtype == np.int64 and t.n_query_keypoints.tolist() == [4, 5]
+    pairs = pd.DataFrame({"scene": ["i_a", "i_a"], "pair": [2, 3], "n_keypoints_1": [3, 3], "n_keypoints_2": [2, 0],
+                          "n_matches": [1, 0], "precision": [1.0, 0.0], "matching_score": [0.5, 0.0],
+                          "repeatability": [0.5, 0.0], "corner_error": [1.0, 2.0]})
+    got = matching_scene_values(pairs)
+    assert got.n_matching_pairs.dtype == np.int64 and got.n_matching_pairs.tolist() == [1]
+
+
+def test_matching_summary_reports_the_thresholds_it_is_given():
+    """Homography accuracy and AUC at the configured thresholds, not the functions' defaults
+    ((1, 3, 5) and (3, 5, 10)): errors 0.5, failure, 4.0 px. Accuracy at 2 px: 1/3, at 7 px:
+    2/3. LoFTR's AUC at 4 px (errors strictly below 4 count): the recall curve is 0 up to 0.5 px,
+    1/3 from there, so its area is 0.5 * (1/3) / 2 + 3.5 * (1/3) = 1.25, over 4 px: 0.3125."""
+    from descbench.metrics.aggregate import matching_summary
+
+    pairs = pd.DataFrame({"scene": ["i_a", "i_a", "v_b"], "pair": [2, 3, 2],
+                          "n_keypoints_1": [10, 10, 30], "n_keypoints_2": [20, 10, 10], "n_matches": [4, 1, 10],
+                          "precision": [0.5, 0.0, 0.9], "mma_at_3": [0.5, 0.0, 0.9], "matching_score": [0.2, 0.0, 0.3],
+                          "repeatability": [0.5, 0.5, 0.7], "corner_error": [0.5, float("inf"), 4.0]})
+    s = matching_summary(pairs, None, [3], [2.0, 7.0], [4.0])
+    assert [k for k in s if k.startswith("homography_a")] == ["homography_accuracy_at_2", "homography_accuracy_at_7",
+                                                               "homography_auc_at_4"]
+    assert s["homography_accuracy_at_2"] == pytest.approx(1 / 3) and s["homography_accuracy_at_7"] == pytest.approx(2 / 3)
+    assert s["homography_auc_at_4"] == pytest.approx(0.3125)
+
+
+def test_classifier_columns_follow_the_matchers_order():
+    """The classifier's columns come per matcher in the order of its rows (the config's
+    ``classifier_matchers`` order), not sorted by name."""
+    from descbench.metrics.aggregate import matching_summary
+
+    pairs = pd.DataFrame({"scene": ["i_a"], "pair": [2], "n_keypoints_1": [3], "n_keypoints_2": [2], "n_matches": [1],
+                          "precision": [1.0], "mma_at_3": [1.0], "matching_score": [0.5], "repeatability": [0.5],
+                          "corner_error": [1.0]})
+    clf = pd.DataFrame({"matcher": ["threshold", "mnn", "threshold", "mnn"], "auc": [0.8, 0.6, 0.7, 0.5],
+                        "best_j": [0.5, 0.3, 0.4, 0.2], "best_j_tpr": [0.6, 0.4, 0.5, 0.3], "best_j_fpr": [0.1, 0.2, 0.1, 0.2]})
+    s = matching_summary(pairs, clf, [3], [3], [3])
+    assert [k for k in s if k.startswith("classifier_")] == [
+        f"classifier_{m}_{v}" for m in ("threshold", "mnn") for v in ("auc", "best_j", "best_j_tpr", "best_j_fpr")]
+    assert s["classifier_threshold_auc"] == pytest.approx(0.75) and s["classifier_mnn_best_j_fpr"] == pytest.approx(0.2)
+
+
+def test_metadata_string_formats_floats_only_and_leaves_out_the_histogram(pairs):
+    """The seed's metadata string: floats with 4 decimals, counts as integers, no rank histogram."""
+    s = metadata_string(summarize(pairs), scene_table(pairs))
+    assert ";total_queries=13;" in s and ";n_pairs=4;" in s
+    assert "rank_hist" not in s
+
+
+def test_pooled_verification_ap_of_no_scene_is_nan():
+    from descbench.metrics.aggregate import pooled_verification_ap
+
+    assert math.isnan(pooled_verification_ap([], "step"))
+
+
+def test_verification_scene_ap_needs_a_positive_whatever_the_file_holds():
+    """A scene's verification AP is NaN without a positive even where its file holds a number
+    (0 here), and a scene with exactly one positive keeps its AP."""
+    from descbench.metrics.aggregate import verification_scene_values
+
+    rows = _ver_rows()
+    rows.loc[2, "verification_ap_step"] = 0.0  # v_c: no positive
+    rows.loc[1, "verification_num_positives"] = 1  # v_b: one positive
+    got = verification_scene_values(rows, "step", "negative").set_index("scene").keypoint_verification_ap
+    assert got["v_b"] == 0.9 and math.isnan(got["v_c"]) and got["i_a"] == 0.6

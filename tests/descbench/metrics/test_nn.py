@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 import pytest
 
 from descbench.errors import DataError
-from descbench.metrics.nn import mutual_nearest, nearest_two
-from descbench.metrics.retrieval import prepare_l2_screen
+from descbench.metrics.nn import l2_band_tolerance, mutual_nearest, nearest_two
+from descbench.metrics.retrieval import augment_l2, prepare_l2_screen, screen_tolerance
 
 # ----------------------------------------------------------------------------- the reference
 
@@ -221,3 +224,88 @@ def test_validation_names_the_image_and_the_fix_and_takes_lists():
     from_lists = mutual_nearest(list(a), list(b))  # lists of float32 rows
     for got, want in zip(from_lists, mutual_nearest(a, b)):
         np.testing.assert_array_equal(got, want)
+
+
+# ----------------------------------------------------------------------------- the band half-width T
+
+
+def _sqrt_fraction(x: Fraction) -> Fraction:
+    """sqrt(x) to about 2^-200 relative (exact integer square root of a scaled numerator)."""
+    if x == 0:
+        return Fraction(0)
+    k = 200 + max(0, x.denominator.bit_length() - x.numerator.bit_length())
+    return Fraction(math.isqrt(x.numerator * x.denominator << (2 * k)), x.denominator << k)
+
+
+def ref_band_tolerance(q: np.ndarray, cnorm2: np.ndarray) -> list[Fraction]:
+    """The documented T = screen_tolerance + gamma64_{D+2} (|q| + max|c|)^2 + 4 (D + 1) 2^-149,
+    term by term in exact rational arithmetic (gamma_m = m u / (1 - m u), u = 2^-53; |q|^2 the
+    exact sum of the squared float32 entries; max|c| = 0 without candidates)."""
+    dim = q.shape[1]
+    u = Fraction(1, 2**53)
+    gamma = (dim + 2) * u / (1 - (dim + 2) * u)
+    underflow = 4 * (dim + 1) * Fraction(1, 2**149)
+    cmax2 = max((Fraction(float(v)) for v in cnorm2), default=Fraction(0))
+    screen = screen_tolerance(q, cnorm2)
+    out = []
+    for i, row in enumerate(q):
+        qn2 = sum((Fraction(float(v)) ** 2 for v in row), Fraction(0))
+        sum2 = qn2 + cmax2 + 2 * _sqrt_fraction(qn2 * cmax2)  # (|q| + max|c|)^2
+        out.append(Fraction(float(screen[i])) + gamma * sum2 + underflow)
+    return out
+
+
+def _p2(k: int) -> float:
+    return math.ldexp(1.0, k)
+
+
+_BAND_CASES = {
+    # |q| = 5 * 2^-49, max|c| = 12 * 2^-80: screen term, float64 term and underflow term all of
+    # similar size (~1e-44), so a change to any constant or operator of any term shows.
+    "three_terms_balanced": (np.array([[3 * _p2(-49), 4 * _p2(-49)], [0.0, _p2(-49)]], np.float32),
+                             np.array([(12 * _p2(-80)) ** 2, (5 * _p2(-80)) ** 2])),
+    # ordinary magnitudes, a zero query row: max|c| = 12 enters (|q| + max|c|)^2
+    "ordinary_with_zero_row": (np.array([[3.0, 4.0], [0.0, 0.0]], np.float32), np.array([144.0, 25.0, 0.0])),
+    # no candidates: max|c| must be 0 (and no max() of an empty array); the screen term is ~1e-300
+    # so T is the float64 term alone - wide D shows gamma's 1 / (1 - m u) (relative 2 m u ~ 6e-14)
+    "no_candidates_wide": (np.tile(np.array([0.5, -1.25, 3.0, 0.125], np.float32), (3, 64)) * np.arange(1, 4, dtype=np.float32)[:, None],
+                           np.zeros(0)),
+    # float32 sum of squares rounds (32 + 32 * 2^-26 -> 32): |q| must be accumulated in float64
+    "float32_norm_would_round": (np.array([[1.0, _p2(-13)] * 32, [_p2(-13), 1.0] * 32], np.float32), np.zeros(0)),
+    # descriptors ~1e-30: the gradual-underflow term 4 (D + 1) 2^-149 dominates T
+    "tiny_descriptors_underflow_term": (np.full((2, 8), 1e-30, np.float32) * np.array([[1.0], [3.0]], np.float32),
+                                        np.array([8e-60, 2e-60])),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_BAND_CASES))
+def test_l2_band_tolerance_equals_the_documented_formula(case):
+    """T is exactly (to 1e-15) the docstring's three-term bound, checked against an exact rational
+    evaluation: pins gamma64_{D+2}, (|q| + max|c|)^2 with |q| in float64, max|c| = 0 without
+    candidates, and 4 (D + 1) 2^-149 (the cases make each term, in turn, visible at that tolerance)."""
+    q, cnorm2 = _BAND_CASES[case]
+    got = l2_band_tolerance(q, cnorm2)
+    assert got.dtype == np.float64 and got.shape == (q.shape[0],)
+    for g, want in zip(got, ref_band_tolerance(q, cnorm2)):
+        assert abs(Fraction(float(g)) - want) <= Fraction(1, 10**15) * want, (float(g), float(want))
+
+
+@pytest.mark.parametrize("dim,scale,offset", [(3, 1.0, 0.0), (128, 1.0, 0.0), (128, 1e3, 0.0), (8, 1e-3, 1e3)])
+def test_l2_band_tolerance_bounds_screen_plus_float64_error_and_is_tight(dim, scale, offset):
+    """What nearest_two relies on: for any two candidates j, k of a query, the float32 screen
+    difference g_j - g_k and the float64 distance difference (d_k - d_j) / 2 disagree by at most T
+    (checked exactly in rationals); and T is a bound, not a blanket: T < 1e-3 (|q| + max|c|)^2."""
+    rng = np.random.default_rng(dim)
+    c = (offset + scale * rng.normal(size=(50, dim))).astype(np.float32)
+    q = (offset + scale * rng.normal(size=(20, dim))).astype(np.float32)
+    q[0] = c[4]  # a query equal to a candidate
+    q, c, qaug, caug, cnorm2 = augment_l2(q, c)
+    g = qaug @ caug.T  # the float32 screen, as the kernels compute it (any BLAS)
+    d = ref_matrix(q, c)  # float64, index order: what the recheck compares
+    T = l2_band_tolerance(q, cnorm2)
+    cmax = math.sqrt(float(cnorm2.max()))
+    for i in range(q.shape[0]):
+        e = [Fraction(float(g[i, j])) + Fraction(float(d[i, j])) / 2 for j in range(c.shape[0])]
+        assert max(e) - min(e) <= Fraction(float(T[i])), i
+        qn = math.sqrt(sum(float(v) ** 2 for v in q[i]))
+        assert 0 < T[i] < 1e-3 * (qn + cmax) ** 2, i

@@ -121,8 +121,11 @@ def test_fused_pass_equals_separate_tasks_and_brute_force(kind, tasks):
                 assert stats["n_matches"] == mutual_count(q_desc, t.desc)
 
 
-@pytest.mark.parametrize("shape", ["no_queries", "all_targets_empty", "one_query", "no_distractors"])
+@pytest.mark.parametrize("shape", ["no_queries", "all_targets_empty", "one_query", "no_distractors", "one_candidate"])
 def test_fused_pass_on_empty_images(shape):
+    """Empty images, one query, no distractors, and a scene with a single candidate in all
+    (one keypoint in image 2, no other keypoint, no distractor: its one column is still consumed
+    by every task)."""
     rng = np.random.default_rng(3)
     n_t, n_dis, nq = (10, 0, 14, 9, 11), (5, 7, 0), 12
     if shape == "no_queries":
@@ -131,6 +134,8 @@ def test_fused_pass_on_empty_images(shape):
         n_t = (0, 0, 0, 0, 0)
     elif shape == "one_query":
         nq = 1
+    elif shape == "one_candidate":
+        n_t, n_dis = (1, 0, 0, 0, 0), ()
     else:
         n_dis = ()
     q_xy, q_desc, targets, distractors = scene_case(rng, "integer", n_t=n_t, n_dis=n_dis, nq=nq)
