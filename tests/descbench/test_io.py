@@ -264,3 +264,42 @@ def test_with_query_image_inserts_an_int8_column_before_pair_or_query():
     assert io.with_query_image(queries).names == ["scene", io.QUERY_IMAGE, "query", "ap"]
     both = pa.schema([("query", pa.int64()), ("pair", pa.int8())])
     assert io.with_query_image(both).names == ["query", io.QUERY_IMAGE, "pair"]
+
+
+def test_read_table_sha256_returns_the_table_of_the_bytes_it_hashed(tmp_path: Path, monkeypatch):
+    """The table and the digest come from one read: a file replaced right after that read (a
+    rerun writing its output) cannot give the new table with the old file's digest."""
+    from descbench.fileops import bytes_sha256
+
+    path, newer = tmp_path / "t.parquet", tmp_path / "n.parquet"
+    io.write_table(_table(), path, {"run": 1})
+    io.write_table(_table().slice(0, 1), newer, {"run": 2})
+    first = path.read_bytes()
+    read_bytes = Path.read_bytes
+
+    def read_then_replaced(self):
+        data = read_bytes(self)
+        if self == path:
+            os.replace(newer, path)
+        return data
+
+    monkeypatch.setattr(Path, "read_bytes", read_then_replaced)
+    table, meta, digest = io.read_table_sha256(path)
+    assert table.num_rows == 3 and meta["run"] == 1 and digest == bytes_sha256(first)
+
+
+def test_write_table_compresses_with_zstd_level_3(tmp_path: Path):
+    """Files are zstd level 3: the bytes equal pyarrow's own writing of the same table at that
+    level and differ from its default level and level 4 (so a changed level, which would change
+    every result file's bytes, fails here)."""
+    rng = np.random.default_rng(0)
+    table = pa.table({"a": pa.array(rng.integers(0, 50, 200_000), pa.int32()),
+                      "b": pa.array(np.round(rng.normal(size=200_000), 2), pa.float64())})
+    path = tmp_path / "t.parquet"
+    io.write_table(table, path, {"k": 1})
+    written = pq.ParquetFile(path).read()  # with descbench's metadata, as written
+    for level, same in ((3, True), (None, False), (4, False)):
+        other = tmp_path / f"level{level}.parquet"
+        kw = {} if level is None else {"compression_level": level}
+        pq.write_table(written, other, compression="zstd", **kw)
+        assert (other.read_bytes() == path.read_bytes()) is same, level

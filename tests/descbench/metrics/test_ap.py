@@ -588,3 +588,15 @@ def test_tie_groups_count_each_distinct_distance_by_brute_force():
     n_pos, n_neg = _tie_groups(d, pos)
     assert n_pos.tolist() == [float(counts[k][0]) for k in sorted(counts)]
     assert n_neg.tolist() == [float(counts[k][1]) for k in sorted(counts)]
+
+
+def test_ap_quantized_with_empty_leading_bins_is_defined_without_a_warning():
+    """Bins below the smallest distance hold nothing (cumulative count 0): their precision is
+    taken as 0 (it is multiplied by their empty positive count), computed without touching
+    uninitialised memory (NumPy warns about ``where`` without ``out``). Distances 5, 6, 7 in 11
+    bins over [0, 10]: the bins at 5, 6, 7 hold one item each; precision 1 at 5 (positive),
+    2/3 at 7 (positive): AP = (1 + 2/3) / 2."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = ap_quantized([5.0, 6.0, 7.0], [1, -1, 1], 11, d_min=0.0, d_max=10.0)
+    assert got == pytest.approx((1 + 2 / 3) / 2, rel=1e-15)

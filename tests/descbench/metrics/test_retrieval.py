@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -23,6 +24,7 @@ from descbench.metrics.retrieval import (
     PairResult,
     RankCounts,
     RetrievalParams,
+    augment_l2,
     nearest_sets,
     pair_statistics,
     policy_rank,
@@ -31,6 +33,7 @@ from descbench.metrics.retrieval import (
     rank_statistics,
     relevance,
     score_pair,
+    screen_tolerance,
     workbench_positives,
 )
 
@@ -713,3 +716,142 @@ def test_given_projections_score_as_the_homography_that_makes_them(gt):
         score_projected(*project(H, q_xy, 100, 100), q, t_xy, t, RetrievalParams(gt="closest_oriented"))
     with pytest.raises(ValueError, match="one projection and one flag per query, got 79 and 79 for 80 queries"):
         score_projected(q_xy[:79], np.ones(79, bool), q, t_xy, t, params)
+
+
+# ----------------------------------------------------------------------------- screen_tolerance
+
+
+def _sqrt_fraction(x: Fraction) -> Fraction:
+    """sqrt(x) to about 2^-200 relative (exact integer square root of a scaled numerator)."""
+    if x == 0:
+        return Fraction(0)
+    k = 200 + max(0, x.denominator.bit_length() - x.numerator.bit_length())
+    return Fraction(math.isqrt(x.numerator * x.denominator << (2 * k)), x.denominator << k)
+
+
+def ref_screen_tolerance(q: np.ndarray, cnorm2: np.ndarray) -> list[Fraction]:
+    """The docstring's bound in exact rationals: per candidate j, the error of one float32 screen
+    value is at most E_j = gamma_{D+1} (|q| |c_j| + |c_j|^2/2) + u |c_j|^2/2 (u = 2^-24,
+    gamma_m = m u / (1 - m u), |q|^2 the exact sum of the squared float32 entries); two
+    candidates' errors add (<= 2 max_j E_j) and are doubled; a floor of 1e-300 keeps it positive
+    (max over no candidates: 0)."""
+    m = q.shape[1] + 1
+    u = Fraction(1, 2**24)
+    gamma = m * u / (1 - m * u)
+    cn = [_sqrt_fraction(Fraction(float(v))) for v in cnorm2]
+    out = []
+    for row in q:
+        qn = _sqrt_fraction(sum((Fraction(float(v)) ** 2 for v in row), Fraction(0)))
+        e = max((gamma * (qn * c + c * c / 2) + u * c * c / 2 for c in cn), default=Fraction(0))
+        out.append(2 * (e + e) + Fraction(1e-300))
+    return out
+
+
+_SCREEN_CASES = {
+    # a zero query row: only the max|c| terms remain, and at D = 2 the u |c|^2/2 rounding term is
+    # a quarter of the bound; max|c| = 12 (not 0, 1 or 2) so |c|^2 is not |c|, |c|^3 or 2 |c|
+    "zero_row_small_dim": (np.array([[0.0, 0.0], [3.0, 4.0], [0.0, -0.5]], np.float32), np.array([25.0, 144.0, 0.0])),
+    # no candidates: max|c| = 0, the bound is the 1e-300 floor alone
+    "no_candidates": (np.array([[3.0, 4.0], [1.0, 0.0]], np.float32), np.zeros(0)),
+    # everything zero: again exactly the floor (one screen error bound of 0)
+    "all_zero": (np.zeros((2, 3), np.float32), np.zeros(2)),
+    # float32 sum of squares rounds (32 + 32 * 2^-26 -> 32): |q| must be accumulated in float64;
+    # |q| |c| dominates the bound
+    "float32_norm_would_round": (np.array([[1.0, 2.0**-13] * 32, [2.0**-13, 1.0] * 32], np.float32), np.array([1.0, 0.25])),
+    # wide D: gamma's 1 / (1 - m u) is 1 + 1.5e-5, and every term is present
+    "wide_d": (np.tile(np.array([0.5, -1.25, 3.0, 0.125], np.float32), (3, 75)) * np.arange(3, dtype=np.float32)[:, None],
+               np.array([9.0, 400.0, 2.25])),
+}
+
+
+@pytest.mark.parametrize("case", sorted(_SCREEN_CASES))
+def test_screen_tolerance_equals_the_documented_formula(case):
+    """screen_tolerance is exactly (to 1e-15) 2 x (two candidates' float32 dot-product error
+    bounds) + 1e-300, against an exact rational evaluation of the docstring: pins D + 1, u = 2^-24,
+    gamma_m, |q| in float64, max|c| = 0 without candidates, and the u |c|^2/2 rounding term."""
+    q, cnorm2 = _SCREEN_CASES[case]
+    got = screen_tolerance(q, cnorm2)
+    assert got.dtype == np.float64 and got.shape == (q.shape[0],)
+    for g, want in zip(got, ref_screen_tolerance(q, cnorm2)):
+        assert abs(Fraction(float(g)) - want) <= Fraction(1, 10**15) * want, (float(g), float(want))
+    assert (got >= 1e-300).all()
+    if case in ("no_candidates", "all_zero"):
+        assert (got == 1e-300).all()
+
+
+@pytest.mark.parametrize("dim,scale,offset", [(3, 1.0, 0.0), (128, 1.0, 0.0), (128, 1e3, 0.0), (8, 1e-3, 1e3)])
+def test_screen_tolerance_bounds_the_float32_screen_error_and_is_tight(dim, scale, offset):
+    """Every float32 screen value g = [q, 1] . [c, -|c|^2/2] (as the kernels compute it, any
+    BLAS) is within T/4 of the exact q.c - |c|^2/2 (checked exactly: the float32 entries scaled by
+    2^149 are integers), so any two candidates' errors differ by at most T/2; and T/4 is at most
+    1e3 x the largest error observed in the row (at D = 128 the bound is ~100-250x the worst)."""
+    rng = np.random.default_rng(dim)
+    c = (offset + scale * rng.normal(size=(50, dim))).astype(np.float32)
+    q = (offset + scale * rng.normal(size=(20, dim))).astype(np.float32)
+    q[0] = c[4]  # a query equal to a candidate
+    q, c, qaug, caug, cnorm2 = augment_l2(q, c)
+    g = qaug @ caug.T
+
+    def ints(a):
+        return np.array([[int(x) for x in row] for row in np.ldexp(a.astype(np.float64), 149)], dtype=object)
+
+    qi, ci = ints(q), ints(c)
+    exact2 = 2 * (qi @ ci.T) - (ci * ci).sum(axis=1)[None, :]  # 2^299 (q.c - |c|^2/2)
+    T = screen_tolerance(q, cnorm2)
+    for i in range(q.shape[0]):
+        err = max(abs(Fraction(float(g[i, j])) - Fraction(int(exact2[i, j]), 2**299)) for j in range(c.shape[0]))
+        assert 4 * err <= Fraction(float(T[i])), i
+        assert 0 < T[i] / 4 <= 1e3 * float(err), (i, float(T[i]) / 4 / float(err))
+
+
+def test_augment_l2_rounds_to_float32_first():
+    """Descriptors given in float64 are rounded to float32 first, and |c|^2 is that of the
+    rounded rows (the screen ranks the float32 descriptors, the only ones descbench stores)."""
+    from descbench.metrics.retrieval import augment_l2
+
+    q64 = np.array([[0.1, 0.2, 0.3]])
+    c64 = np.array([[1.0 / 3.0, 0.7, 0.0], [0.1, 0.1, 0.1]])
+    q, c, qaug, caug, cnorm2 = augment_l2(q64, c64)
+    assert q.dtype == c.dtype == qaug.dtype == caug.dtype == np.float32 and cnorm2.dtype == np.float64
+    c32 = c64.astype(np.float32).astype(np.float64)
+    np.testing.assert_array_equal(c, c64.astype(np.float32))
+    np.testing.assert_array_equal(cnorm2, (c32 * c32).sum(axis=1))
+    assert cnorm2[0] != (c64[0] * c64[0]).sum()  # the rounding is visible in |c|^2
+
+
+def test_workbench_positives_eps_is_strict():
+    """A keypoint is +1 unless another lies closer by MORE than eps (the workbench's
+    ``d < d_c - eps``): with eps = 0.25 (exact in binary), keypoints 0.5 and 0.75 px from the
+    projection are both +1; one at 1.0 px (0.5 < 1.0 - 0.25) is not."""
+    H = np.eye(3)
+    t_xy = np.array([[50.5, 50.0], [50.0, 50.75], [49.0, 50.0]])
+    indptr, indices = workbench_positives(H, np.array([[50.0, 50.0]]), t_xy, tau_px=3.0, eps=0.25)
+    assert indptr.tolist() == [0, 2] and indices.tolist() == [0, 1]
+
+
+def test_given_projections_are_checked_and_read_as_flags_and_pixels():
+    """score_projected refuses closest_oriented with its whole message, and a projection or a flag
+    count that does not match the queries (either alone); flags given as 0/1 integers or as a
+    column, and integer pixel coordinates, score as bool flags and float coordinates do."""
+    from descbench.metrics.retrieval import RetrievalParams, score_projected
+
+    rng = np.random.default_rng(5)
+    proj = np.array([[10.0, 10.0], [30.0, 10.0], [10.0, 30.0], [50.0, 50.0]])
+    t_xy = proj + [[1.0, 0.0], [0.0, 2.0], [0.0, 0.0], [9.0, 9.0]]
+    q, t = rng.normal(size=(4, 8)).astype(np.float32), rng.normal(size=(4, 8)).astype(np.float32)
+    flags = np.array([True, True, False, True])
+    params = RetrievalParams(gt="closest", tau_px=3.0)
+    want = score_projected(proj, flags, q, t_xy, t, params)
+    assert want.n_relevant.tolist() == [1, 1, 0, 0]
+    for p, f in ((proj.astype(np.int64), flags), (proj.astype(np.float32), flags), (proj, flags.astype(np.int64)),
+                 (proj, flags[:, None])):
+        got = score_projected(p, f, q, t_xy, t, params)
+        for field in ("inside", "n_relevant", "gt_index", "gt_px", "n_closer", "n_tied", "ap"):
+            np.testing.assert_array_equal(getattr(got, field), getattr(want, field), err_msg=field)
+            assert getattr(got, field).dtype == getattr(want, field).dtype, field
+    with pytest.raises(ValueError, match=r"^gt 'closest_oriented' maps the query's frame through H; with given "
+                                         r"projections use closest, all_within_tau or closest_group$"):
+        score_projected(proj, flags, q, t_xy, t, RetrievalParams(gt="closest_oriented"))
+    for p, f in ((proj[:3], flags), (proj, flags[:3])):
+        with pytest.raises(ValueError, match="one projection and one flag per query"):
+            score_projected(p, f, q, t_xy, t, params)
