@@ -229,7 +229,7 @@ def test_validation_names_the_image_and_the_fix_and_takes_lists():
 # ----------------------------------------------------------------------------- the band half-width T
 
 
-def _sqrt_fraction(x: Fraction) -> Fraction:
+def sqrt_fraction(x: Fraction) -> Fraction:
     """sqrt(x) to about 2^-200 relative (exact integer square root of a scaled numerator)."""
     if x == 0:
         return Fraction(0)
@@ -250,7 +250,7 @@ def ref_band_tolerance(q: np.ndarray, cnorm2: np.ndarray) -> list[Fraction]:
     out = []
     for i, row in enumerate(q):
         qn2 = sum((Fraction(float(v)) ** 2 for v in row), Fraction(0))
-        sum2 = qn2 + cmax2 + 2 * _sqrt_fraction(qn2 * cmax2)  # (|q| + max|c|)^2
+        sum2 = qn2 + cmax2 + 2 * sqrt_fraction(qn2 * cmax2)  # (|q| + max|c|)^2
         out.append(Fraction(float(screen[i])) + gamma * sum2 + underflow)
     return out
 

@@ -16,6 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
+from tests.descbench.metrics.test_nn import sqrt_fraction
 
 from descbench.errors import DataError
 from descbench.io import HIT_KS
@@ -721,14 +722,6 @@ def test_given_projections_score_as_the_homography_that_makes_them(gt):
 # ----------------------------------------------------------------------------- screen_tolerance
 
 
-def _sqrt_fraction(x: Fraction) -> Fraction:
-    """sqrt(x) to about 2^-200 relative (exact integer square root of a scaled numerator)."""
-    if x == 0:
-        return Fraction(0)
-    k = 200 + max(0, x.denominator.bit_length() - x.numerator.bit_length())
-    return Fraction(math.isqrt(x.numerator * x.denominator << (2 * k)), x.denominator << k)
-
-
 def ref_screen_tolerance(q: np.ndarray, cnorm2: np.ndarray) -> list[Fraction]:
     """The docstring's bound in exact rationals: per candidate j, the error of one float32 screen
     value is at most E_j = gamma_{D+1} (|q| |c_j| + |c_j|^2/2) + u |c_j|^2/2 (u = 2^-24,
@@ -738,10 +731,10 @@ def ref_screen_tolerance(q: np.ndarray, cnorm2: np.ndarray) -> list[Fraction]:
     m = q.shape[1] + 1
     u = Fraction(1, 2**24)
     gamma = m * u / (1 - m * u)
-    cn = [_sqrt_fraction(Fraction(float(v))) for v in cnorm2]
+    cn = [sqrt_fraction(Fraction(float(v))) for v in cnorm2]
     out = []
     for row in q:
-        qn = _sqrt_fraction(sum((Fraction(float(v)) ** 2 for v in row), Fraction(0)))
+        qn = sqrt_fraction(sum((Fraction(float(v)) ** 2 for v in row), Fraction(0)))
         e = max((gamma * (qn * c + c * c / 2) + u * c * c / 2 for c in cn), default=Fraction(0))
         out.append(2 * (e + e) + Fraction(1e-300))
     return out
