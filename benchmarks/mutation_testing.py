@@ -16,7 +16,7 @@ What it does, all outside the repository (nothing in the working tree is written
    never switched on (every one would "survive"). The staging ``pyproject.toml`` is the
    repository's plus a ``[tool.mutmut]`` section (see :func:`stage`).
 2. Runs ``mutmut run --max-children N`` there: only the modules of ``--modules`` (:data:`CORE`,
-   the six core modules, by default; :data:`PROTOCOLS`; or both) are mutated, and
+   the six core modules, by default; :data:`PROTOCOLS`; :data:`SCORING`; or all) are mutated, and
    every mutant is checked by the fast tests (``-m "not e2e and not slurm"``) of :data:`TESTS`
    that reach the mutated function (mutmut records which tests reach which function in one
    instrumented run first). ``PYTHONPATH`` points at the mutated package, so test subprocesses
@@ -65,7 +65,14 @@ PROTOCOLS = [
     "metrics/aggregate.py",
     "metrics/distractors.py",
 ]
-MODULE_SETS = {"core": CORE, "protocols": PROTOCOLS, "all": CORE + PROTOCOLS}
+# the scene-level scoring modules: the workbench's true mAP and verification (bojanic), the ROC
+# classifier and the bootstrap intervals (first measured on 2026-11-30)
+SCORING = [
+    "metrics/bojanic.py",
+    "metrics/classifier.py",
+    "metrics/bootstrap.py",
+]
+MODULE_SETS = {"core": CORE, "protocols": PROTOCOLS, "scoring": SCORING, "all": CORE + PROTOCOLS + SCORING}
 
 # fast test files that exercise the core directly (the tests once written as tests/test_core_*.py are
 # in the mirrored files of their modules: metrics/test_ap, test_retrieval, test_matching,
@@ -97,6 +104,8 @@ TESTS = [
     "tests/descbench/estimators/test_relative_pose.py",
     "tests/descbench/matchers/test_nearest.py",
     "tests/descbench/patches/test_hbench_kernels.py",  # the one that calls nn.l2_band_tolerance
+    "tests/descbench/metrics/test_classifier.py",
+    "tests/descbench/metrics/test_bootstrap.py",
 ]
 TEST_GLOBS: list[str] = []  # file-name patterns under tests/ (none since the tests mirror the package)
 PYTEST_ARGS = ["-m", "not e2e and not slurm", "-p", "no:cacheprovider"]
@@ -263,7 +272,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-children", type=int, default=2)
     ap.add_argument("--json", type=Path, help="write the per-module figures and the survivors as JSON")
     ap.add_argument("--modules", choices=sorted(MODULE_SETS), default="core",
-                    help="core: the six core modules (default); protocols: the newer metric modules; all: both")
+                    help="core: the six core modules (default); protocols: the newer metric modules; scoring: bojanic, classifier, bootstrap; all: every set")
     ap.add_argument("--report-only", action="store_true", help="summarise an existing --workdir, run nothing")
     a = ap.parse_args(argv)
     work = a.workdir.resolve()
