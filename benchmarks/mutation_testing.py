@@ -66,7 +66,7 @@ PROTOCOLS = [
     "metrics/distractors.py",
 ]
 # the scene-level scoring modules: the workbench's true mAP and verification (bojanic), the ROC
-# classifier and the bootstrap intervals (first measured on 2026-11-30)
+# classifier and the bootstrap intervals
 SCORING = [
     "metrics/bojanic.py",
     "metrics/classifier.py",

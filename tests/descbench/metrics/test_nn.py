@@ -237,6 +237,23 @@ def sqrt_fraction(x: Fraction) -> Fraction:
     return Fraction(math.isqrt(x.numerator * x.denominator << (2 * k)), x.denominator << k)
 
 
+def exact_norm2(row: np.ndarray) -> Fraction:
+    """|row|^2 exactly: the sum of the squared float32 entries in rational arithmetic."""
+    return sum((Fraction(float(v)) ** 2 for v in row), Fraction(0))
+
+
+def random_screen_case(dim: int, scale: float, offset: float):
+    """Random float32 queries [20, dim] (the first equal to candidate 4) and candidates [50, dim],
+    with ``augment_l2``'s outputs and the float32 screen as the kernels compute it (any BLAS):
+    ``(q, c, cnorm2, screen)``."""
+    rng = np.random.default_rng(dim)
+    c = (offset + scale * rng.normal(size=(50, dim))).astype(np.float32)
+    q = (offset + scale * rng.normal(size=(20, dim))).astype(np.float32)
+    q[0] = c[4]  # a query equal to a candidate
+    q, c, qaug, caug, cnorm2 = augment_l2(q, c)
+    return q, c, cnorm2, qaug @ caug.T
+
+
 def ref_band_tolerance(q: np.ndarray, cnorm2: np.ndarray) -> list[Fraction]:
     """The documented T = screen_tolerance + gamma64_{D+2} (|q| + max|c|)^2 + 4 (D + 1) 2^-149,
     term by term in exact rational arithmetic (gamma_m = m u / (1 - m u), u = 2^-53; |q|^2 the
@@ -249,7 +266,7 @@ def ref_band_tolerance(q: np.ndarray, cnorm2: np.ndarray) -> list[Fraction]:
     screen = screen_tolerance(q, cnorm2)
     out = []
     for i, row in enumerate(q):
-        qn2 = sum((Fraction(float(v)) ** 2 for v in row), Fraction(0))
+        qn2 = exact_norm2(row)
         sum2 = qn2 + cmax2 + 2 * sqrt_fraction(qn2 * cmax2)  # (|q| + max|c|)^2
         out.append(Fraction(float(screen[i])) + gamma * sum2 + underflow)
     return out
@@ -295,12 +312,7 @@ def test_l2_band_tolerance_bounds_screen_plus_float64_error_and_is_tight(dim, sc
     """What nearest_two relies on: for any two candidates j, k of a query, the float32 screen
     difference g_j - g_k and the float64 distance difference (d_k - d_j) / 2 disagree by at most T
     (checked exactly in rationals); and T is a bound, not a blanket: T < 1e-3 (|q| + max|c|)^2."""
-    rng = np.random.default_rng(dim)
-    c = (offset + scale * rng.normal(size=(50, dim))).astype(np.float32)
-    q = (offset + scale * rng.normal(size=(20, dim))).astype(np.float32)
-    q[0] = c[4]  # a query equal to a candidate
-    q, c, qaug, caug, cnorm2 = augment_l2(q, c)
-    g = qaug @ caug.T  # the float32 screen, as the kernels compute it (any BLAS)
+    q, c, cnorm2, g = random_screen_case(dim, scale, offset)
     d = ref_matrix(q, c)  # float64, index order: what the recheck compares
     T = l2_band_tolerance(q, cnorm2)
     cmax = math.sqrt(float(cnorm2.max()))

@@ -16,7 +16,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from tests.descbench.metrics.test_nn import sqrt_fraction
+from tests.descbench.metrics.test_nn import exact_norm2, random_screen_case, sqrt_fraction
 
 from descbench.errors import DataError
 from descbench.io import HIT_KS
@@ -734,7 +734,7 @@ def ref_screen_tolerance(q: np.ndarray, cnorm2: np.ndarray) -> list[Fraction]:
     cn = [sqrt_fraction(Fraction(float(v))) for v in cnorm2]
     out = []
     for row in q:
-        qn = sqrt_fraction(sum((Fraction(float(v)) ** 2 for v in row), Fraction(0)))
+        qn = sqrt_fraction(exact_norm2(row))
         e = max((gamma * (qn * c + c * c / 2) + u * c * c / 2 for c in cn), default=Fraction(0))
         out.append(2 * (e + e) + Fraction(1e-300))
     return out
@@ -778,12 +778,7 @@ def test_screen_tolerance_bounds_the_float32_screen_error_and_is_tight(dim, scal
     BLAS) is within T/4 of the exact q.c - |c|^2/2 (checked exactly: the float32 entries scaled by
     2^149 are integers), so any two candidates' errors differ by at most T/2; and T/4 is at most
     1e3 x the largest error observed in the row (at D = 128 the bound is ~100-250x the worst)."""
-    rng = np.random.default_rng(dim)
-    c = (offset + scale * rng.normal(size=(50, dim))).astype(np.float32)
-    q = (offset + scale * rng.normal(size=(20, dim))).astype(np.float32)
-    q[0] = c[4]  # a query equal to a candidate
-    q, c, qaug, caug, cnorm2 = augment_l2(q, c)
-    g = qaug @ caug.T
+    q, c, cnorm2, g = random_screen_case(dim, scale, offset)
 
     def ints(a):
         return np.array([[int(x) for x in row] for row in np.ldexp(a.astype(np.float64), 149)], dtype=object)
@@ -800,8 +795,6 @@ def test_screen_tolerance_bounds_the_float32_screen_error_and_is_tight(dim, scal
 def test_augment_l2_rounds_to_float32_first():
     """Descriptors given in float64 are rounded to float32 first, and |c|^2 is that of the
     rounded rows (the screen ranks the float32 descriptors, the only ones descbench stores)."""
-    from descbench.metrics.retrieval import augment_l2
-
     q64 = np.array([[0.1, 0.2, 0.3]])
     c64 = np.array([[1.0 / 3.0, 0.7, 0.0], [0.1, 0.1, 0.1]])
     q, c, qaug, caug, cnorm2 = augment_l2(q64, c64)
