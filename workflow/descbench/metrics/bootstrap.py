@@ -27,15 +27,17 @@ metrics are per pair or per scene list (5 pairs per scene are too few to resampl
 - a two-sided p-value from the paired permutation test: under H0 (A and B are exchangeable
   within each scene) each scene's (A, B) values are swapped with probability 1/2. With
   ``2^n_scenes <= resamples`` every swap pattern is enumerated once (exact test:
-  ``p = #{|d*| >= |d|} / 2^n``; 8 scenes: p >= 2/256); otherwise ``resamples`` random patterns,
-  ``p = (1 + #{|d*| >= |d|}) / (1 + resamples)`` (Phipson & Smyth 2010: never 0).
+  ``p = #{|d*| >= |d|} / 2^n``; 8 scenes: p >= 2/256); otherwise ``resamples`` random patterns
+  (scene i of pattern b swapped where ``numpy.random.default_rng(seed + 1).random((resamples,
+  n_scenes))[b, i] < 0.5``), ``p = (1 + #{|d*| >= |d|}) / (1 + resamples)`` (Phipson & Smyth
+  2010: never 0).
 
 Every draw comes from ``numpy.random.default_rng(seed)``, so the same inputs and seed give the
 same intervals and p-values on every platform. The coverage of the intervals and the size of the
 test are checked by simulation in ``tests/descbench/metrics/test_bootstrap.py``.
 
 Why not ``scipy.stats.bootstrap`` / ``permutation_test``: where they compute the same quantity
-they give the same numbers, and ``tests/descbench/report/test_table.py`` checks it (the
+they give the same numbers, and ``tests/descbench/metrics/test_bootstrap.py`` checks it (the
 percentile interval of :func:`bootstrap_ci` and of :func:`paired_comparison` equal
 ``bootstrap(method='percentile')`` seeded with the same generator, value for value; the exact
 permutation p-value equals ``permutation_test(permutation_type='samples')``'s exact p-value).
@@ -75,8 +77,8 @@ class BootstrapParams(ConfigParams):
 
 
 def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
-    with np.errstate(invalid="ignore", divide="ignore"):
-        return np.where(den > 0, num / np.where(den > 0, den, 1.0), np.nan)
+    """num / den where den > 0, NaN where den = 0 (a draw without data); nothing is divided by 0."""
+    return np.divide(num, den, out=np.full(num.shape, np.nan), where=den > 0)
 
 
 def _check(num, den) -> tuple[np.ndarray, np.ndarray]:
@@ -128,8 +130,7 @@ def two_stage_ci(values_per_scene, params: BootstrapParams = BootstrapParams()) 
     from descbench.metrics.kernels import two_stage_sums  # numba: imported only when used
 
     offsets = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
-    flat = np.concatenate(vals) if vals else np.zeros(0)
-    num, den = two_stage_sums(flat, offsets, scene_draws(len(vals), params), params.seed + 2)
+    num, den = two_stage_sums(np.concatenate(vals), offsets, scene_draws(len(vals), params), params.seed + 2)
     return _percentiles(_ratio(num, den), params.level)
 
 
