@@ -16,7 +16,7 @@ What it does, all outside the repository (nothing in the working tree is written
    never switched on (every one would "survive"). The staging ``pyproject.toml`` is the
    repository's plus a ``[tool.mutmut]`` section (see :func:`stage`).
 2. Runs ``mutmut run --max-children N`` there: only the modules of ``--modules`` (:data:`CORE`,
-   the six core modules, by default; :data:`PROTOCOLS`; :data:`SCORING`; or all) are mutated, and
+   the six core modules, by default; :data:`PROTOCOLS`; :data:`SCORING`; :data:`PATCHES`; or all) are mutated, and
    every mutant is checked by the fast tests (``-m "not e2e and not slurm"``) of :data:`TESTS`
    that reach the mutated function (mutmut records which tests reach which function in one
    instrumented run first). ``PYTHONPATH`` points at the mutated package, so test subprocesses
@@ -72,7 +72,14 @@ SCORING = [
     "metrics/classifier.py",
     "metrics/bootstrap.py",
 ]
-MODULE_SETS = {"core": CORE, "protocols": PROTOCOLS, "scoring": SCORING, "all": CORE + PROTOCOLS + SCORING}
+# the patch benchmarks' metrics: HBench's matching / retrieval / verification and
+# hpatches-benchmark's tasks (their numba kernels, hbench_kernels and hpbench_kernels, are not mutated)
+PATCHES = [
+    "patches/hbench.py",
+    "patches/hpbench.py",
+]
+MODULE_SETS = {"core": CORE, "protocols": PROTOCOLS, "scoring": SCORING, "patches": PATCHES,
+               "all": CORE + PROTOCOLS + SCORING + PATCHES}
 
 # fast test files that exercise the core directly (the tests once written as tests/test_core_*.py are
 # in the mirrored files of their modules: metrics/test_ap, test_retrieval, test_matching,
@@ -106,6 +113,9 @@ TESTS = [
     "tests/descbench/patches/test_hbench_kernels.py",  # the one that calls nn.l2_band_tolerance
     "tests/descbench/metrics/test_classifier.py",
     "tests/descbench/metrics/test_bootstrap.py",
+    "tests/descbench/patches/test_hbench.py",
+    "tests/descbench/patches/test_hpbench.py",
+    "tests/descbench/patches/test_hpbench_kernels.py",
 ]
 TEST_GLOBS: list[str] = []  # file-name patterns under tests/ (none since the tests mirror the package)
 PYTEST_ARGS = ["-m", "not e2e and not slurm", "-p", "no:cacheprovider"]
@@ -272,7 +282,7 @@ def main(argv=None) -> int:
     ap.add_argument("--max-children", type=int, default=2)
     ap.add_argument("--json", type=Path, help="write the per-module figures and the survivors as JSON")
     ap.add_argument("--modules", choices=sorted(MODULE_SETS), default="core",
-                    help="core: the six core modules (default); protocols: the newer metric modules; scoring: bojanic, classifier, bootstrap; all: every set")
+                    help="core: the six core modules (default); protocols: the newer metric modules; scoring: bojanic, classifier, bootstrap; patches: hbench, hpbench; all: every set")
     ap.add_argument("--report-only", action="store_true", help="summarise an existing --workdir, run nothing")
     a = ap.parse_args(argv)
     work = a.workdir.resolve()
