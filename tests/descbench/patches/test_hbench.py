@@ -562,3 +562,214 @@ def test_retrieval_round_trip_and_determinism(tmp_path):
     b = hb.evaluate_retrieval(bench, labels, disk, counts)
     pd.testing.assert_frame_equal(a.per_query, b.per_query, check_exact=True)
     assert (a.patch_map, a.image_map) == (b.patch_map, b.image_map)
+
+
+# ----------------------------------------------------------------------------- small cases, edges, whole messages
+
+
+def test_matching_pair_aps_single_patch_and_empty():
+    # One patch, correct: ranked first, AP = (1/1) / 1 = 1 for both rankings. No patch: 0.
+    assert hb.matching_pair_ap(np.array([0]), np.array([0.5])) == 1.0
+    assert hb.matching_pair_ratio_ap(np.array([0]), np.array([0.5]), np.array([0.7])) == 1.0
+    assert hb.matching_pair_ap(np.array([], dtype=np.int64), np.array([])) == 0.0
+    assert hb.matching_pair_ratio_ap(np.array([], dtype=np.int64), np.array([]), np.array([])) == 0.0
+
+
+def test_matching_ratio_ap_nan_ratio_ranks_first_without_warnings():
+    # Patch 0 (wrong, nn1 = 1) has d2 = NaN: its ratio is NaN, ranked first (MATLAB's descending
+    # sort); patch 1 (correct) ratio 2 / 1 = 2 comes second: AP = (1/2) / 2 = 1/4.
+    import warnings
+
+    assert hb.matching_pair_ratio_ap(np.array([1, 1]), np.array([1.0, 1.0]), np.array([np.nan, 2.0])) == 0.25
+    # d1 = 0 < d2 (IEEE +inf) and d1 = d2 = 0 (ratio 1) are conventions, computed without a
+    # division warning: patch 0 (correct, inf) first, patch 1 (wrong, 1), patch 2 (correct, 3 / 1 = 3)
+    # second: AP = (1/1 + 2/2) / 3 = 2/3.
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        ap = hb.matching_pair_ratio_ap(np.array([0, 0, 2]), np.array([0.0, 0.0, 1.0]), np.array([0.5, 0.0, 3.0]))
+    assert ap == pytest.approx(2 / 3, abs=1e-15)
+
+
+def test_evaluate_matching_tables_columns_and_counts():
+    # Two tasks of 1 and 2 pairs and one without pairs: n_pairs counts the task's own pairs, the
+    # means are over them, an empty task has NaN means.
+    res = hb.MatchingResults("r", {
+        ("s.a", "s.b"): hb.PairMatches(np.array([0, 0]), np.array([1.0, 2.0]), np.array([1, 1]), np.array([3.0, 2.0])),
+        ("s.a", "s.c"): hb.PairMatches(np.array([0, 1]), np.array([1.0, 2.0]), np.array([1, 0]), np.array([3.0, 3.0])),
+    })
+    tasks = {"one": [("s.a", "s.b")], "two": [("s.a", "s.b"), ("s.a", "s.c")], "none": []}
+    ev = hb.evaluate_matching(tasks, {"one": res, "two": res, "none": res})
+    assert list(ev.per_pair.columns) == ["task", "pair", "im_a", "im_b", "n_patches", "n_correct", "ap", "ap_2nn_ratio"]
+    assert list(ev.per_task.columns) == ["task", "n_pairs", "mean_ap", "mean_ap_2nn_ratio"]
+    assert ev.per_pair.pair.tolist() == ["s.a,s.b", "s.a,s.b", "s.a,s.c"]
+    assert ev.per_task.n_pairs.tolist() == [1, 2, 0]
+    # s.a,s.b: patch 0 correct at distance 1 (rank 1), patch 1 wrong: AP = 1/2; ratios 3 and 1:
+    # patch 0 first, AP = 1/2. s.a,s.c: both correct: AP = 1; ratios 3, 1.5: AP = 1.
+    assert ev.per_pair.ap.tolist() == [0.5, 0.5, 1.0] and ev.per_pair.ap_2nn_ratio.tolist() == [0.5, 0.5, 1.0]
+    assert ev.per_task.mean_ap.tolist()[:2] == [0.5, 0.75]
+    assert ev.per_task.mean_ap_2nn_ratio.tolist()[:2] == [0.5, 0.75]
+    assert np.isnan(ev.per_task.mean_ap[2]) and np.isnan(ev.per_task.mean_ap_2nn_ratio[2])
+
+
+@pytest.mark.bad_input
+def test_evaluate_matching_messages_in_full():
+    m = hb.PairMatches(np.array([0, 1]), np.array([1.0, 2.0]), np.array([1, 0]), np.array([3.0, 3.0]), line=4)
+    res = hb.MatchingResults("r.results", {("s.a", "s.b"): m})
+    with pytest.raises(DataError, match=re.escape("no results for matching task u; compute or read its .results file") + "$"):
+        hb.evaluate_matching({"u": [("s.a", "s.b")]}, {"t": res})
+    with pytest.raises(DataError, match=re.escape(
+            "r.results: no results for pair s.a,s.c (benchmark pair 2 of task t); every pair of the benchmark "
+            "file needs its 5 lines") + "$"):
+        hb.evaluate_matching({"t": [("s.a", "s.b"), ("s.a", "s.c")]}, {"t": res})
+    # the nn1 indices (line 4 + 1) point past the 1 patch of s.b
+    with pytest.raises(DataError, match=re.escape(
+            "r.results, line 5: pair s.a,s.b, nn1 indices: entry 2 is 1, but s.b has 1 patches") + "$"):
+        hb.evaluate_matching({"t": [("s.a", "s.b")]}, {"t": res}, {"s.a": 2, "s.b": 1})
+    with pytest.raises(DataError, match=re.escape(
+            "r.results, line 5: pair s.a,s.b, nn1 indices: found 2 entries, expected 3 (the number of patches of s.a)") + "$"):
+        hb.evaluate_matching({"t": [("s.a", "s.b")]}, {"t": res}, {"s.a": 3})
+
+
+def test_retrieval_chance_small_pools_and_columns():
+    # Pool of 2 patches (s.ref.0, s.e1.0), labels line of both: P - 1 = 1 other patch, correct for
+    # both retrievals: (2 - 1) / 1 = 1. One patch in the pool: no other patch, chance undefined (NaN).
+    two = hb.RetrievalLabels(("s.ref", "s.e1"), (("s.e1.0", "s.ref.0"),))
+    ch = hb.retrieval_chance(two, {"s.ref": 1, "s.e1": 1})
+    assert list(ch.columns) == ["query", "patch_chance_ap", "image_chance_ap"]
+    assert ch["query"].tolist() == ["s.e1.0"]  # the labels line's first entry
+    assert ch.patch_chance_ap.tolist() == [1.0] and ch.image_chance_ap.tolist() == [1.0]
+    one = hb.RetrievalLabels(("s.ref",), (("s.ref.0",),))
+    ch = hb.retrieval_chance(one, {"s.ref": 1})
+    assert np.isnan(ch.patch_chance_ap[0]) and np.isnan(ch.image_chance_ap[0])
+
+
+@pytest.mark.bad_input
+def test_retrieval_chance_missing_counts_messages():
+    labels = hb.RetrievalLabels(("s.ref", "s.e1", "s.e2"), (("s.ref.0", "t.e1.0"),))
+    with pytest.raises(ValueError, match=re.escape("n_patches has no count for pool patch-image s.e1") + "$"):
+        hb.retrieval_chance(labels, {"s.ref": 1})
+    with pytest.raises(ValueError, match=re.escape("n_patches has no count for patch-image t.e1") + "$"):
+        hb.retrieval_chance(labels, {"s.ref": 1, "s.e1": 1, "s.e2": 1})
+
+
+def test_evaluate_retrieval_counts_and_columns():
+    # Pool s.ref, s.e1 (2 patches each) and t.ref (2 patches): 6 patches, fewer than 51, so
+    # n_patches allows a list of all 6. Query s.ref.0, labels s.ref.0, s.e1.0.
+    pool = ("s.ref", "s.e1", "t.ref")
+    bench = hb.RetrievalBenchmark(pool, ("s.ref.0",))
+    labels = hb.RetrievalLabels(pool, (("s.ref.0", "s.e1.0"),))
+    row = ("s.ref.0", "s.e1.0", "t.ref.0", "s.ref.1", "t.ref.1", "s.e1.1")
+    ev = hb.evaluate_retrieval(bench, labels, hb.RetrievalResults(pool, (row,)), {s: 2 for s in pool})
+    assert list(ev.per_query.columns) == ["query", "line", "patch_ap", "image_ap", "n_patch_correct", "n_image_correct"]
+    assert ev.per_query["query"].tolist() == ["s.ref.0"] and ev.per_query.line.tolist() == [2]
+    # after the query: s.e1.0 (patch and image correct, rank 1), t.ref.0 (wrong), s.ref.1 (image
+    # correct, rank 3), t.ref.1, s.e1.1 (image correct, rank 5)
+    assert ev.per_query.n_patch_correct.tolist() == [1] and ev.per_query.n_image_correct.tolist() == [3]
+    assert ev.per_query.patch_ap.tolist() == [1.0]
+    assert ev.per_query.image_ap[0] == pytest.approx((1 / 1 + 2 / 3 + 3 / 5) / 3, abs=1e-15)
+
+
+def test_strip_descriptors_accepts_edges_and_messages_in_full():
+    ok = {"s": {"one_row": np.ones((1, 3), np.float32), "one_col": np.ones((4, 1), np.float32),
+                "bits": np.full((2, 1), 255, np.uint8)}}
+    assert hb._strip_descriptors(ok, "s.one_row").shape == (1, 3)
+    assert hb._strip_descriptors(ok, "s.one_col").shape == (4, 1)
+    assert hb._strip_descriptors(ok, "s.bits").dtype == np.uint8
+    nan = np.zeros((4, 2), np.float32)
+    nan[2, 1], nan[3, 0] = np.nan, np.inf
+    bad = {"s": {"flat": np.zeros(3, np.float32), "nocol": np.zeros((3, 0), np.float32),
+                 "f64": np.zeros((3, 2)), "norow": np.zeros((0, 2), np.float32), "nan": nan}}
+    cases = [
+        ("t.ref", "no descriptors for patch-image t.ref (sequence 't', patch type 'ref'); compute descriptors for "
+                  "every patch-image the benchmark file names"),
+        ("s.flat", "descriptors of s.flat must be a 2-D array [N, D] with D > 0, got shape (3,)"),
+        ("s.nocol", "descriptors of s.nocol must be a 2-D array [N, D] with D > 0, got shape (3, 0)"),
+        ("s.f64", "descriptors of s.f64 have dtype float64; expected float32 (L2) or uint8 packed bits (Hamming): "
+                  "convert them when writing the descriptors"),
+        ("s.norow", "patch-image s.norow has no patches (descriptor array of shape (0, 2))"),
+        ("s.nan", "descriptors of s.nan contain NaN or inf (first bad patch s.nan.2); recompute them"),
+    ]
+    for sig, msg in cases:
+        with pytest.raises(DataError, match=re.escape(msg) + "$"):
+            hb._strip_descriptors(bad, sig)
+
+
+def _one_sequence_pool(n=3, dim=2, dtype=np.float32):
+    rng = np.random.default_rng(11)
+    if dtype == np.uint8:
+        desc = {"s": {t: rng.integers(0, 256, size=(n, dim), dtype=np.uint8) for t in hb.strip_types("e")}}
+    else:
+        desc = {"s": {t: rng.normal(size=(n, dim)).astype(np.float32) for t in hb.strip_types("e")}}
+    return tuple(f"s.{t}" for t in hb.strip_types("e")), desc
+
+
+@pytest.mark.bad_input
+def test_compute_retrieval_query_and_descriptor_messages_in_full():
+    pool, desc = _one_sequence_pool()
+    with pytest.raises(DataError, match=re.escape(
+            "<in memory>, line 3: query s.e1.3: patch-image s.e1 has 3 patches; the query must be a patch of the pool") + "$"):
+        hb.compute_retrieval_results(hb.RetrievalBenchmark(pool, ("s.ref.0", "s.e1.3")), desc)
+    with pytest.raises(DataError, match=re.escape(
+            "<in memory>, line 2: query t.ref.0: patch-image t.ref is not in the pool; the query must be a patch "
+            "of the pool") + "$"):
+        hb.compute_retrieval_results(hb.RetrievalBenchmark(pool, ("t.ref.0",)), desc)
+    desc["s"]["e2"] = np.zeros((3, 4), np.float32)  # the third pool strip has another width
+    with pytest.raises(DataError, match=re.escape(
+            "descriptor mismatch: s.ref has float32 x 2, s.e2 has float32 x 4; every patch-image must use one "
+            "descriptor") + "$"):
+        hb.compute_retrieval_results(hb.RetrievalBenchmark(pool, ("s.ref.0",)), desc)
+    with pytest.raises(ValueError, match=re.escape("top must be >= 1, got 0") + "$"):
+        hb.compute_retrieval_results(hb.RetrievalBenchmark(pool, ("s.ref.0",)), desc, top=0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.uint8])
+def test_compute_retrieval_top_one_and_odd_byte_width(dtype):
+    # top = 1: the list is the query alone. 9 bytes = 72 bits: the packed rows are padded to two
+    # uint64 words; the ranking still equals the brute force.
+    pool, desc = _one_sequence_pool(n=4, dim=9, dtype=dtype)
+    bench = hb.RetrievalBenchmark(pool, ("s.ref.1", "s.e3.2"))
+    assert hb.compute_retrieval_results(bench, desc, top=1).ranked == (("s.ref.1",), ("s.e3.2",))
+    res = hb.compute_retrieval_results(bench, desc)
+    assert list(res.ranked) == brute_force_ranking(bench, desc, 51)
+    assert all(re.fullmatch(r"s\.\w+\.\d", s) for row in res.ranked for s in row)  # integer indices
+
+
+def test_make_retrieval_task_defaults_and_bounds():
+    seqs = ["a", "b"]
+    # default: 100 queries per drawn sequence
+    bench, _ = hb.make_retrieval_task(seqs, {"a": 150, "b": 150}, 1, seed=0)
+    assert len(bench.queries) == 100 and len(set(bench.queries)) == 100
+    # n_queries overrides; 1 query and all ref patches (nq = total) are allowed; size-1 sequences too
+    assert len(hb.make_retrieval_task(seqs, {"a": 5, "b": 5}, 2, seed=0, n_queries=7)[0].queries) == 7
+    assert len(hb.make_retrieval_task(seqs, {"a": 5, "b": 5}, 2, seed=0, n_queries=1)[0].queries) == 1
+    b, lab = hb.make_retrieval_task(seqs, {"a": 1, "b": 1}, 2, seed=0, n_queries=2)
+    assert sorted(b.queries) == ["a.ref.0", "b.ref.0"]
+    assert sorted(lab.clusters) == [tuple(f"{s}.{t}.0" for t in hb.strip_types("e")) for s in seqs]
+
+
+@pytest.mark.bad_input
+def test_make_retrieval_task_messages_in_full():
+    sizes = {"a": 5, "b": 5}
+    with pytest.raises(ValueError, match=re.escape("n_sequences must be in 1..2 (the sequences given), got 0") + "$"):
+        hb.make_retrieval_task(["a", "b"], sizes, 0, seed=0)
+    with pytest.raises(ValueError, match=re.escape("sequence_sizes has no positive patch count for sequence 'c'") + "$"):
+        hb.make_retrieval_task(["a", "b", "c"], sizes, 1, seed=0)
+    with pytest.raises(ValueError, match=re.escape("sequence_sizes has no positive patch count for sequence 'b'") + "$"):
+        hb.make_retrieval_task(["a", "b"], {"a": 5, "b": 0}, 1, seed=0)
+    with pytest.raises(ValueError, match=re.escape("cannot draw 0 distinct queries from 10 ref patches of the 2 sequences") + "$"):
+        hb.make_retrieval_task(["a", "b"], sizes, 2, seed=0, n_queries=0)
+
+
+def test_empty_evaluations_keep_their_columns():
+    # No pair / no query / no task: the tables are empty but keep their documented columns.
+    res = hb.MatchingResults("r", {})
+    ev = hb.evaluate_matching({"none": []}, {"none": res})
+    assert list(ev.per_pair.columns) == ["task", "pair", "im_a", "im_b", "n_patches", "n_correct", "ap", "ap_2nn_ratio"]
+    assert len(ev.per_pair) == 0
+    assert list(hb.evaluate_matching({}, {}).per_task.columns) == ["task", "n_pairs", "mean_ap", "mean_ap_2nn_ratio"]
+    pool = ("s.ref",)
+    ev = hb.evaluate_retrieval(hb.RetrievalBenchmark(pool, ()), hb.RetrievalLabels(pool, ()), hb.RetrievalResults(pool, ()))
+    assert list(ev.per_query.columns) == ["query", "line", "patch_ap", "image_ap", "n_patch_correct", "n_image_correct"]
+    assert np.isnan(ev.patch_map) and np.isnan(ev.image_map)
+    ch = hb.retrieval_chance(hb.RetrievalLabels(pool, ()), {"s.ref": 3})
+    assert list(ch.columns) == ["query", "patch_chance_ap", "image_chance_ap"] and len(ch) == 0
