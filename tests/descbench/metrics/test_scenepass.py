@@ -111,7 +111,7 @@ def test_fused_pass_equals_separate_tasks_and_brute_force(kind, tasks):
         assert any((r.n_tied > 0).any() for r in fused.retrieval) or kind == "real"  # ties really occur
         if sep_v is not None:
             bp = BojanicParams(tau_px=3.0, gt=gt)
-            v_dist, v_label, ap_neg, ap_ign, _ = brute_force(q_xy, q_desc, targets, distractors, bp)
+            v_dist, v_label, ap_neg, ap_ign, _, _ = brute_force(q_xy, q_desc, targets, distractors, bp)
             np.testing.assert_array_equal(fused.verification.v_distance, v_dist)
             np.testing.assert_array_equal(fused.verification.v_label, v_label)
             np.testing.assert_allclose(fused.verification.r_ap_negative, ap_neg, rtol=0, atol=1e-12)

@@ -8,6 +8,8 @@ descriptors, duplicates and exact ties, plus one hand-worked example per task.
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -399,6 +401,7 @@ def test_verification_hand_worked():
         "neg_inter": lst([("i_a", 0, 0, "v_b", 0, i) for i in range(5)]),
     }
     res = H.evaluate_verification(desc, pairs, "hand")
+    assert set(res.table["split"]) == {"hand"}  # the split name reaches the table
     got = {(r.jitter, r.negatives, r.protocol): r.value for r in res.details.itertuples()}
     for j in JITTERS:
         # intra, balanced: stable order [N P N P N P P N N P] -> 11 of 25 pairs won (see the ROC test)
@@ -455,6 +458,7 @@ def test_matching_hand_worked():
         for k in (3, 4, 5):  # copies of ref: all right, AP 1
             strips[f"{j}{k}"] = ref.copy()
     res = H.evaluate_matching({"i_a": strips}, ["i_a"], "hand")
+    assert set(res.table["split"]) == {"hand"}  # the split name reaches the table
     d = res.details.set_index(["jitter", "k"])
     for j in JITTERS:
         assert d.loc[(j, 1), "ap"] == pytest.approx(1 / 3, abs=1e-15)
@@ -555,6 +559,7 @@ def test_retrieval_hand_worked():
     q = pd.DataFrame({"s": ["i_a"], "idx": [0]})
     d = pd.DataFrame({"s": ["v_b", "i_a", "v_b", "v_b", "v_b", "v_b"], "idx": [0, 1, 1, 2, 3, 4]})
     res = H.evaluate_retrieval({"i_a": ia, "v_b": vb}, q, d, "hand", pool_sizes=(7, 100))
+    assert set(res.table["split"]) == {"hand"}  # the split name reaches the table
     # pool 100: order D0 P(1) P(4) D(4) P(9) P(9) D(9) D(16) P(25) D(100): ranks 2, 3, 5, 6, 9
     # AP = 0.2 * sum of (precision before + precision at) / 2 over the positives
     full = 0.2 * ((1e-10 + 1 / 2) / 2 + (1 / 2 + 2 / 3) / 2 + (2 / 4 + 3 / 5) / 2 + (3 / 5 + 4 / 6) / 2
@@ -762,3 +767,298 @@ def test_descriptor_mismatch_and_nan():
         H.evaluate_matching(short, list(short))
     with pytest.raises(DataError, match="read_\\*_tasks|columns"):
         H.evaluate_retrieval(desc, pd.DataFrame({"seq": []}), pd.DataFrame({"s": [], "idx": []}))
+
+
+# ============================================================================ whole tables and messages
+
+_ABSENT = ("; describe these sequences, or generate tasks for the described sequences "
+           "(gen_verification / gen_retrieval on make_splits(...))")
+
+
+def whole(msg: str) -> str:
+    """pytest.raises pattern for exactly this message (anchored: nothing before or after)."""
+    return f"^{re.escape(msg)}$"
+
+
+_REGEN_IDX = "; the task file was made for other patches - regenerate it for this patch dataset"
+
+
+def _table_frame(rows: list[dict]) -> pd.DataFrame:
+    """The tidy table written out from its definition: every TABLE_COLUMNS entry, None where a
+    row does not set it, pool_size as nullable Int64."""
+    df = pd.DataFrame([{c: r.get(c) for c in H.TABLE_COLUMNS} for r in rows], columns=list(H.TABLE_COLUMNS))
+    df["pool_size"] = df["pool_size"].astype("Int64")
+    return df
+
+
+def test_summarise_verification_whole_table_is_cases_x100_then_protocol_means():
+    # 12 distinct fractions; the summary of each protocol is the plain mean of its 6 cases x100
+    cases = [(j, neg, p) for j in JITTERS for neg in ("intra", "inter") for p in ("balanced", "imbalanced")]
+    vals = {c: (i + 1) / 16 for i, c in enumerate(cases)}
+    metric = {"balanced": "auc", "imbalanced": "ap"}
+    details = pd.DataFrame([(j, neg, p, metric[p], vals[(j, neg, p)], 5, 5) for j, neg, p in cases],
+                           columns=["jitter", "negatives", "protocol", "metric", "value", "n_pos", "n_neg"])
+    rows = [{"task": "verification", "split": "custom", "level": "case", "jitter": j, "negatives": neg,
+             "protocol": p, "metric": metric[p], "value": 100 * vals[(j, neg, p)]} for j, neg, p in cases]
+    for p in ("balanced", "imbalanced"):
+        mean = 100 * sum(v for c, v in vals.items() if c[2] == p) / 6
+        rows.append({"task": "verification", "split": "custom", "level": "summary", "jitter": "all",
+                     "negatives": "all", "protocol": p, "metric": metric[p], "value": mean})
+    pd.testing.assert_frame_equal(H.summarise_verification(details), _table_frame(rows), rtol=1e-13)
+
+
+def test_summarise_retrieval_whole_table_with_one_jitter():
+    # jitter h only, 2 queries, pools 5 and 100: cells h@5 = (0.5 + 1) / 2 = 0.75, h@100 = (0.25 + 0.75) / 2
+    # = 0.5; the 'all' rows equal them (one jitter); mean over pools = (75 + 50) / 2 = 62.5
+    det = pd.DataFrame([(0, "v_a", 0, "h", 5, 0.5), (0, "v_a", 0, "h", 100, 0.25),
+                        (1, "v_a", 1, "h", 5, 1.0), (1, "v_a", 1, "h", 100, 0.75)],
+                       columns=["query", "sequence", "idx", "jitter", "pool_size", "ap"])
+    base = {"task": "retrieval", "split": "custom"}
+    rows = [{**base, "level": "detail", "jitter": "h", "pool_size": 5, "metric": "map", "value": 75.0},
+            {**base, "level": "detail", "jitter": "h", "pool_size": 100, "metric": "map", "value": 50.0},
+            {**base, "level": "detail", "jitter": "all", "pool_size": 5, "metric": "map", "value": 75.0},
+            {**base, "level": "detail", "jitter": "all", "pool_size": 100, "metric": "map", "value": 50.0},
+            {**base, "level": "case", "jitter": "h", "pool_size": 100, "metric": "map", "value": 50.0},
+            {**base, "level": "summary", "jitter": "all", "pool_size": 100, "metric": "map", "value": 50.0},
+            {**base, "level": "case", "jitter": "h", "metric": "map_mean_over_pools", "value": 62.5},
+            {**base, "level": "summary", "jitter": "all", "metric": "map_mean_over_pools", "value": 62.5}]
+    pd.testing.assert_frame_equal(H.summarise_retrieval(det), _table_frame(rows))
+    # no rows at all: one summary row, map NaN
+    empty = H.summarise_retrieval(det.iloc[:0])
+    pd.testing.assert_frame_equal(empty, _table_frame([{**base, "level": "summary", "jitter": "all", "metric": "map",
+                                                         "value": float("nan")}]))
+
+
+@pytest.mark.bad_input
+def test_summarise_retrieval_pool_mismatch_whole_message():
+    det = pd.DataFrame([(0, "v_a", 0, "e", 5, 0.5), (0, "v_a", 0, "e", 100, 0.5), (0, "v_a", 0, "t", 5, 0.5)],
+                       columns=["query", "sequence", "idx", "jitter", "pool_size", "ap"])
+    msg = ("retrieval details: the jitters were evaluated at different pool sizes {'e': [5, 100], 't': [5]}; "
+           "evaluate every jitter at the same pool sizes")
+    with pytest.raises(DataError, match=whole(msg)):
+        H.summarise_retrieval(det)
+
+
+def _hand_verification():
+    """The hand-worked verification case of test_verification_hand_worked (frames without a source)."""
+    desc = {"i_a": {t: np.array([[0], [1], [2], [4]], np.float32) for t in PATCH_TYPES},
+            "v_b": {t: np.array([[5], [6], [7], [8], [9]], np.float32) for t in PATCH_TYPES}}
+
+    def lst(rows):
+        return pd.DataFrame(rows, columns=list(H.VERIFICATION_COLUMNS))
+
+    pairs = {
+        "pos": lst([("i_a", 0, 0, "i_a", 0, 1), ("i_a", 0, 0, "i_a", 0, 2), ("i_a", 0, 2, "i_a", 0, 3),
+                    ("i_a", 0, 1, "i_a", 0, 1), ("i_a", 0, 0, "i_a", 0, 3)]),
+        "neg_intra": lst([("i_a", 0, 1, "i_a", 0, 2), ("i_a", 0, 1, "i_a", 0, 3), ("i_a", 0, 0, "i_a", 0, 3),
+                          ("i_a", 0, 0, "i_a", 0, 2), ("i_a", 0, 3, "i_a", 0, 3)]),
+        "neg_inter": lst([("i_a", 0, 0, "v_b", 0, i) for i in range(5)]),
+    }
+    return desc, pairs
+
+
+def test_verification_details_whole_frame_and_default_split():
+    desc, pairs = _hand_verification()
+    res = H.evaluate_verification(desc, pairs)
+    # values worked out in test_verification_hand_worked; n_pos = 5 positives (balanced) and
+    # int(5 * 0.2) = 1 kept positive (imbalanced); 5 negatives in both lists
+    value = {("intra", "balanced"): 11 / 25, ("intra", "imbalanced"): (0.5e-10 + 1 / 3) / 2,
+             ("inter", "balanced"): 1.0, ("inter", "imbalanced"): 1.0}
+    rows = []
+    for j in JITTERS:
+        for neg in ("intra", "inter"):
+            rows.append((j, neg, "balanced", "auc", value[(neg, "balanced")], 5, 5))
+            rows.append((j, neg, "imbalanced", "ap", value[(neg, "imbalanced")], 1, 5))
+    expect = pd.DataFrame(rows, columns=["jitter", "negatives", "protocol", "metric", "value", "n_pos", "n_neg"])
+    pd.testing.assert_frame_equal(res.details, expect, rtol=1e-13)
+    assert (res.task, res.split) == ("verification", "custom")
+    assert set(res.table["task"]) == {"verification"} and set(res.table["split"]) == {"custom"}
+
+
+def test_verification_accepts_type_index_5():
+    """t = 5 (<jitter>5) is a valid type index (0 .. 5): evaluated like any other, as brute force."""
+    desc, pairs = _hand_verification()
+    pairs = {k: v.copy() for k, v in pairs.items()}
+    for lst in pairs.values():
+        lst.loc[0, "t1"] = 5
+    res = H.evaluate_verification(desc, pairs, "hand")
+    ref = ref_verification(desc, pairs)
+    for r in res.details.itertuples():
+        assert r.value == pytest.approx(ref[(r.jitter, r.negatives, r.protocol)], abs=1e-15)
+
+
+@pytest.mark.bad_input
+def test_verification_list_errors_whole_messages():
+    desc, pairs = _hand_verification()
+    src = "verification list 'pos'"
+    with pytest.raises(ConfigError, match=whole(
+            "verification pairs lack the list 'neg_inter'; expected ['pos', 'neg_intra', 'neg_inter']")):
+        H.evaluate_verification(desc, {k: v for k, v in pairs.items() if k != "neg_inter"})
+    cols = "['s1', 't1', 'idx1', 's2', 't2', 'idx2']"
+    with pytest.raises(DataError, match=whole(
+            f"task pos must be a table with columns {cols}, got dict; read it with read_*_tasks or make it with gen_*")):
+        H.evaluate_verification(desc, {**pairs, "pos": {"s1": []}})
+    with pytest.raises(DataError, match=whole(
+            f"task {src} must be a table with columns {cols}, got ['s1', 't1']; read it with read_*_tasks "
+            "or make it with gen_*")):
+        H.evaluate_verification(desc, {**pairs, "pos": pairs["pos"][["s1", "t1"]]})
+    with pytest.raises(DataError, match=whole(
+            "task verification list 'neg_intra' is empty; regenerate the verification lists")):
+        H.evaluate_verification(desc, {**pairs, "neg_intra": pairs["neg_intra"].iloc[:0]})
+    with pytest.raises(DataError, match=whole(f"task {src}: column 't1' must hold integers, got dtype float64")):
+        H.evaluate_verification(desc, {**pairs, "pos": pairs["pos"].astype({"t1": float})})
+    bad = pairs["pos"].copy()
+    bad.loc[[1, 2], "t2"] = 6  # the first bad row (1, file line 3) is named
+    with pytest.raises(DataError, match=whole(
+            f"task {src}: row 1 (line 3) has t2=6; type indices are 0 (ref) .. 5 (<jitter>5) - regenerate the file")):
+        H.evaluate_verification(desc, {**pairs, "pos": bad})
+    bad = pairs["pos"].copy()
+    bad.loc[0, "idx1"] = 4  # i_a has 4 patches
+    with pytest.raises(DataError, match=whole(
+            f"task {src}: row 0 (line 2) has idx1=4 but sequence 'i_a' has 4 patches (valid 0..3){_REGEN_IDX}")):
+        H.evaluate_verification(desc, {**pairs, "pos": bad})
+    inter = pairs["neg_inter"].copy()
+    inter.loc[2, "s2"] = "x_z"  # absent only from the third list: that list is named
+    with pytest.raises(DataError, match=whole(
+            f"task verification list 'neg_inter' references 1 sequences absent from the descriptors: x_z{_ABSENT}")):
+        H.evaluate_verification(desc, {**pairs, "neg_inter": inter})
+
+
+def _hand_retrieval_desc():
+    """The descriptors of test_retrieval_hand_worked: query i_a 0 = 0, positives [1, 3, 3, 5, 2]."""
+    ia = {t: np.array([[0], [1]], np.float32) for t in PATCH_TYPES}
+    for j in JITTERS:
+        for k, v in zip(range(1, 6), (1, 3, 3, 5, 2)):
+            ia[f"{j}{k}"] = np.array([[v], [0]], np.float32)
+    vb = {t: np.array([[0], [2], [3], [4], [10]], np.float32) for t in PATCH_TYPES}
+    return {"i_a": ia, "v_b": vb}
+
+
+def test_retrieval_details_whole_frame_with_default_pools():
+    desc = _hand_retrieval_desc()
+    q = pd.DataFrame({"s": ["i_a"], "idx": [0]})
+    d = pd.DataFrame({"s": ["v_b", "i_a", "v_b", "v_b", "v_b", "v_b"], "idx": [0, 1, 1, 2, 3, 4]})
+    res = H.evaluate_retrieval(desc, q, d)
+    # every default pool (>= 100) holds the whole list of 10: ranks 2, 3, 5, 6, 9 (test_retrieval_hand_worked)
+    full = 0.2 * ((1e-10 + 1 / 2) / 2 + (1 / 2 + 2 / 3) / 2 + (2 / 4 + 3 / 5) / 2 + (3 / 5 + 4 / 6) / 2
+                  + (4 / 8 + 5 / 9) / 2)
+    n = len(H.POOL_SIZES)
+    expect = pd.DataFrame({"query": [0] * 3 * n, "sequence": ["i_a"] * 3 * n, "idx": [0] * 3 * n,
+                           "jitter": [j for j in JITTERS for _ in range(n)], "pool_size": list(H.POOL_SIZES) * 3,
+                           "ap": [full] * 3 * n})
+    pd.testing.assert_frame_equal(res.details, expect, check_dtype=False, rtol=1e-13)
+    assert (res.task, res.split) == ("retrieval", "custom")
+    assert set(res.table["task"]) == {"retrieval"} and set(res.table["split"]) == {"custom"}
+
+
+@pytest.mark.bad_input
+def test_retrieval_task_errors_whole_messages():
+    desc = _hand_retrieval_desc()
+    q = pd.DataFrame({"s": ["i_a"], "idx": [0]})
+    d = pd.DataFrame({"s": ["v_b", "v_b"], "idx": [0, 1]})
+    tail = "; read it with read_*_tasks or make it with gen_*"
+    for kind, args in (("queries", (q[["s"]], d)), ("distractors", (q, d[["s"]]))):
+        with pytest.raises(DataError, match=whole(
+                f"task retrieval {kind} must be a table with columns ['s', 'idx'], got ['s']{tail}")):
+            H.evaluate_retrieval(desc, *args)
+    for kind, args in (("queries", (q.astype({"idx": float}), d)), ("distractors", (q, d.astype({"idx": float})))):
+        with pytest.raises(DataError, match=whole(
+                f"task retrieval {kind}: column 'idx' must hold integers, got dtype float64")):
+            H.evaluate_retrieval(desc, *args)
+    with pytest.raises(DataError, match=whole(
+            f"task retrieval queries: row 0 (line 2) has idx=2 but sequence 'i_a' has 2 patches (valid 0..1){_REGEN_IDX}")):
+        H.evaluate_retrieval(desc, pd.DataFrame({"s": ["i_a"], "idx": [2]}), d)
+    with pytest.raises(DataError, match=whole(
+            f"task retrieval distractors: row 1 (line 3) has idx=5 but sequence 'v_b' has 5 patches "
+            f"(valid 0..4){_REGEN_IDX}")):
+        H.evaluate_retrieval(desc, q, pd.DataFrame({"s": ["v_b", "v_b"], "idx": [0, 5]}))
+    # a sequence absent only from the distractors: the distractor file is named
+    with pytest.raises(DataError, match=whole(
+            f"task retrieval distractors references 1 sequences absent from the descriptors: x_z{_ABSENT}")):
+        H.evaluate_retrieval(desc, q, pd.DataFrame({"s": ["v_b", "x_z"], "idx": [0, 0]}))
+
+
+def test_matching_details_whole_frame_with_a_one_patch_sequence():
+    # v_c holds one patch: its only nearest neighbour is itself (correct), AP = 1, success 1;
+    # i_a: every strip a copy of ref -> all correct, AP 1 (3 patches)
+    ia = {t: np.array([[0], [10], [20]], np.float32) for t in PATCH_TYPES}
+    vc = {t: np.array([[7]], np.float32) for t in PATCH_TYPES}
+    res = H.evaluate_matching({"i_a": ia, "v_c": vc}, ["i_a", "v_c"])
+    rows = [(s, s[0], j, k, n, 1.0, 1.0) for s, n in (("i_a", 3), ("v_c", 1)) for j in JITTERS for k in range(1, 6)]
+    expect = pd.DataFrame(rows, columns=["sequence", "seq_type", "jitter", "k", "n_patches", "ap", "success_rate"])
+    pd.testing.assert_frame_equal(res.details, expect)
+    assert (res.task, res.split) == ("matching", "custom")
+    assert set(res.table["task"]) == {"matching"} and set(res.table["split"]) == {"custom"}
+
+
+@pytest.mark.bad_input
+def test_matching_errors_whole_messages():
+    ia = {t: np.array([[0], [10]], np.float32) for t in PATCH_TYPES}
+    with pytest.raises(ConfigError, match=whole("evaluate_matching: no sequences given; pass split['test']")):
+        H.evaluate_matching({"i_a": ia}, [])
+    with pytest.raises(DataError, match=whole(
+            f"task matching over 2 sequences references 1 sequences absent from the descriptors: x_z{_ABSENT}")):
+        H.evaluate_matching({"i_a": ia}, ["i_a", "x_z"])
+    empty = {t: np.zeros((0, 1), np.float32) for t in PATCH_TYPES}
+    with pytest.raises(DataError, match=whole(
+            "descriptors of sequence 'v_e' have no rows; a sequence needs >= 1 patch")):
+        H.evaluate_matching({"i_a": ia, "v_e": empty}, ["i_a", "v_e"])
+
+
+@pytest.mark.bad_input
+def test_std_of_errors_whole_messages():
+    names = np.array(["i_a", "v_b"], dtype=object)
+    codes = np.array([0, 0, 1], np.int64)
+    idx = np.array([1, 3, 0], np.int64)
+    # the std of each drawn (sequence, idx), from a mapping and from a callable
+    std = {"i_a": np.array([1.0, 2.0, 3.0, 4.0]), "v_b": np.array([5.0])}
+    assert H._std_of(std, names, codes, idx).tolist() == [2.0, 4.0, 5.0]
+    assert H._std_of(lambda s, i: std[s][i], names, codes, idx).tolist() == [2.0, 4.0, 5.0]
+    with pytest.raises(ConfigError, match=whole(
+            "ref_std must be a mapping seq -> per-patch std array (see ref_patch_std) or a callable (seq, idx) "
+            "-> std, got list")):
+        H._std_of([1.0], names, codes, idx)
+    with pytest.raises(DataError, match=whole(
+            "ref_std has no entry for sequence 'v_b'; give the std of every ref patch of each test sequence "
+            "(ref_patch_std(ref strip))")):
+        H._std_of({"i_a": std["i_a"]}, names, codes, idx)
+    # i_a draws idx 3 but holds 3 values (0..2): one short
+    with pytest.raises(DataError, match=whole(
+            "ref_std['i_a'] has shape (3,) but patch 3 is drawn; it must hold one std per ref patch (length N)")):
+        H._std_of({**std, "i_a": std["i_a"][:3]}, names, codes, idx)
+
+
+def test_retrieval_counts_without_or_with_one_distractor():
+    rng = np.random.default_rng(8)
+    q = rng.standard_normal((4, 3)).astype(np.float32)
+    pos_keys = ref_keys(q, rng.standard_normal((4, 3)).astype(np.float32))[:, None].copy()
+    qseq = np.array([0, 0, 1, 1], np.int64)
+    cuts = np.array([0, 1, 5], np.int64)
+    none = H.retrieval_counts(q, np.zeros((0, 3), np.float32), qseq, np.zeros(0, np.int64), pos_keys, cuts)
+    assert none.dtype == np.int64 and none.shape == (4, 3, 1) and not none.any()
+    d = np.zeros((1, 3), np.float32)  # the origin: counted for a query of another sequence iff |q|^2 < pos key
+    dseq = np.array([1], np.int64)
+    got = H.retrieval_counts(q, d, qseq, dseq, pos_keys, cuts)
+    assert got.dtype == np.int64
+    for i in range(4):
+        below = int(qseq[i] != 1 and ref_keys(q[i], d[0]) < pos_keys[i, 0])
+        assert got[i, :, 0].tolist() == [0, below, below]
+
+
+@pytest.mark.parametrize("qscale, dscale", [(1e19, 1e19), (1e30, 1e7), (1e-3, 1e19)])
+def test_retrieval_counts_beyond_the_float32_screen(qscale, dscale):
+    """Norms whose float32 screen would overflow (max|q| max|d| + max|d|^2 > 1e36) take the exact
+    per-pair path: counts equal the brute force on float64 keys."""
+    rng = np.random.default_rng(9)
+    q = (rng.standard_normal((6, 4)) * qscale).astype(np.float32)
+    d = (rng.standard_normal((30, 4)) * dscale).astype(np.float32)
+    pos = q + (rng.standard_normal((6, 4)) * dscale).astype(np.float32)
+    pos_keys = ref_keys(q, pos)[:, None].copy()
+    qseq = rng.integers(0, 3, 6).astype(np.int64)
+    dseq = rng.integers(0, 3, 30).astype(np.int64)
+    cuts = np.array([0, 4, 30], np.int64)
+    got = H.retrieval_counts(q, d, qseq, dseq, pos_keys, cuts)
+    D = ref_matrix(q, d)
+    for i in range(6):
+        keys = D[i][dseq != qseq[i]]
+        assert got[i, :, 0].tolist() == [np.count_nonzero(keys[:m] < pos_keys[i, 0]) for m in cuts]
