@@ -385,21 +385,28 @@ def test_verification_equals_brute_force(kind):
     pd.testing.assert_frame_equal(again.details, res.details)  # bit-identical
 
 
-def test_verification_hand_worked():
-    # i_a ref = [0, 1, 2, 4], v_b ref = [5..9], D = 1; all pairs ref-ref (t = 0), so every jitter agrees
+def _hand_verification():
+    """The hand-worked verification case: descriptors and the three pair lists (frames without a source)."""
     desc = {"i_a": {t: np.array([[0], [1], [2], [4]], np.float32) for t in PATCH_TYPES},
             "v_b": {t: np.array([[5], [6], [7], [8], [9]], np.float32) for t in PATCH_TYPES}}
 
     def lst(rows):
         return pd.DataFrame(rows, columns=list(H.VERIFICATION_COLUMNS))
 
-    pairs = {  # keys: pos [1, 4, 4, 0, 16], intra [1, 9, 16, 4, 0], inter [25, 36, 49, 64, 81]
+    pairs = {
         "pos": lst([("i_a", 0, 0, "i_a", 0, 1), ("i_a", 0, 0, "i_a", 0, 2), ("i_a", 0, 2, "i_a", 0, 3),
                     ("i_a", 0, 1, "i_a", 0, 1), ("i_a", 0, 0, "i_a", 0, 3)]),
         "neg_intra": lst([("i_a", 0, 1, "i_a", 0, 2), ("i_a", 0, 1, "i_a", 0, 3), ("i_a", 0, 0, "i_a", 0, 3),
                           ("i_a", 0, 0, "i_a", 0, 2), ("i_a", 0, 3, "i_a", 0, 3)]),
         "neg_inter": lst([("i_a", 0, 0, "v_b", 0, i) for i in range(5)]),
     }
+    return desc, pairs
+
+
+def test_verification_hand_worked():
+    # i_a ref = [0, 1, 2, 4], v_b ref = [5..9], D = 1; all pairs ref-ref (t = 0), so every jitter agrees;
+    # keys: pos [1, 4, 4, 0, 16], intra [1, 9, 16, 4, 0], inter [25, 36, 49, 64, 81]
+    desc, pairs = _hand_verification()
     res = H.evaluate_verification(desc, pairs, "hand")
     assert set(res.table["split"]) == {"hand"}  # the split name reaches the table
     got = {(r.jitter, r.negatives, r.protocol): r.value for r in res.details.itertuples()}
@@ -548,17 +555,22 @@ def test_retrieval_counts_exact_near_ties():
     assert np.array_equal(direct, got)
 
 
-def test_retrieval_hand_worked():
-    # i_a: ref[0] = 0 is the query; positives <j>1..5 at idx 0 = [1, 3, 3, 5, 2] -> keys [1, 9, 9, 25, 4]
-    # distractors (file order): v_b 0 (key 0), i_a 1 (own sequence: masked), v_b 1..4 (keys 4, 9, 16, 100)
+def _hand_retrieval_desc():
+    """The descriptors of the hand-worked retrieval case: query i_a 0 = 0, positives [1, 3, 3, 5, 2]."""
     ia = {t: np.array([[0], [1]], np.float32) for t in PATCH_TYPES}
     for j in JITTERS:
         for k, v in zip(range(1, 6), (1, 3, 3, 5, 2)):
             ia[f"{j}{k}"] = np.array([[v], [0]], np.float32)
     vb = {t: np.array([[0], [2], [3], [4], [10]], np.float32) for t in PATCH_TYPES}
+    return {"i_a": ia, "v_b": vb}
+
+
+def test_retrieval_hand_worked():
+    # i_a: ref[0] = 0 is the query; positives <j>1..5 at idx 0 = [1, 3, 3, 5, 2] -> keys [1, 9, 9, 25, 4]
+    # distractors (file order): v_b 0 (key 0), i_a 1 (own sequence: masked), v_b 1..4 (keys 4, 9, 16, 100)
     q = pd.DataFrame({"s": ["i_a"], "idx": [0]})
     d = pd.DataFrame({"s": ["v_b", "i_a", "v_b", "v_b", "v_b", "v_b"], "idx": [0, 1, 1, 2, 3, 4]})
-    res = H.evaluate_retrieval({"i_a": ia, "v_b": vb}, q, d, "hand", pool_sizes=(7, 100))
+    res = H.evaluate_retrieval(_hand_retrieval_desc(), q, d, "hand", pool_sizes=(7, 100))
     assert set(res.table["split"]) == {"hand"}  # the split name reaches the table
     # pool 100: order D0 P(1) P(4) D(4) P(9) P(9) D(9) D(16) P(25) D(100): ranks 2, 3, 5, 6, 9
     # AP = 0.2 * sum of (precision before + precision at) / 2 over the positives
@@ -839,24 +851,6 @@ def test_summarise_retrieval_pool_mismatch_whole_message():
         H.summarise_retrieval(det)
 
 
-def _hand_verification():
-    """The hand-worked verification case of test_verification_hand_worked (frames without a source)."""
-    desc = {"i_a": {t: np.array([[0], [1], [2], [4]], np.float32) for t in PATCH_TYPES},
-            "v_b": {t: np.array([[5], [6], [7], [8], [9]], np.float32) for t in PATCH_TYPES}}
-
-    def lst(rows):
-        return pd.DataFrame(rows, columns=list(H.VERIFICATION_COLUMNS))
-
-    pairs = {
-        "pos": lst([("i_a", 0, 0, "i_a", 0, 1), ("i_a", 0, 0, "i_a", 0, 2), ("i_a", 0, 2, "i_a", 0, 3),
-                    ("i_a", 0, 1, "i_a", 0, 1), ("i_a", 0, 0, "i_a", 0, 3)]),
-        "neg_intra": lst([("i_a", 0, 1, "i_a", 0, 2), ("i_a", 0, 1, "i_a", 0, 3), ("i_a", 0, 0, "i_a", 0, 3),
-                          ("i_a", 0, 0, "i_a", 0, 2), ("i_a", 0, 3, "i_a", 0, 3)]),
-        "neg_inter": lst([("i_a", 0, 0, "v_b", 0, i) for i in range(5)]),
-    }
-    return desc, pairs
-
-
 def test_verification_details_whole_frame_and_default_split():
     desc, pairs = _hand_verification()
     res = H.evaluate_verification(desc, pairs)
@@ -922,16 +916,6 @@ def test_verification_list_errors_whole_messages():
     with pytest.raises(DataError, match=whole(
             f"task verification list 'neg_inter' references 1 sequences absent from the descriptors: x_z{_ABSENT}")):
         H.evaluate_verification(desc, {**pairs, "neg_inter": inter})
-
-
-def _hand_retrieval_desc():
-    """The descriptors of test_retrieval_hand_worked: query i_a 0 = 0, positives [1, 3, 3, 5, 2]."""
-    ia = {t: np.array([[0], [1]], np.float32) for t in PATCH_TYPES}
-    for j in JITTERS:
-        for k, v in zip(range(1, 6), (1, 3, 3, 5, 2)):
-            ia[f"{j}{k}"] = np.array([[v], [0]], np.float32)
-    vb = {t: np.array([[0], [2], [3], [4], [10]], np.float32) for t in PATCH_TYPES}
-    return {"i_a": ia, "v_b": vb}
 
 
 def test_retrieval_details_whole_frame_with_default_pools():
