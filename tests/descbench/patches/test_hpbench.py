@@ -1046,3 +1046,15 @@ def test_retrieval_counts_beyond_the_float32_screen(qscale, dscale):
     for i in range(6):
         keys = D[i][dseq != qseq[i]]
         assert got[i, :, 0].tolist() == [np.count_nonzero(keys[:m] < pos_keys[i, 0]) for m in cuts]
+
+
+def test_retrieval_counts_query_norms_beyond_float32_with_distractors_at_the_origin():
+    """|q|^2 past float32's range (about 3.4e38) with every distractor at the origin: the key of a
+    distractor is |q|^2 itself, counted exactly: (2e19)^2 = 4e38 < 5e38 and (3e19)^2 + 1 = 9e38 + 1 < 1e39,
+    so every distractor is counted; a key of 4e38 against 3e38 is not."""
+    q = np.array([[2e19, 0.0], [3e19, 1.0]], np.float32)
+    d = np.zeros((2, 2), np.float32)
+    pos_keys = np.array([[5e38, 3e38], [1e39, 3e38]])
+    got = H.retrieval_counts(q, d, np.zeros(2, np.int64), np.ones(2, np.int64), pos_keys, np.array([0, 1, 2], np.int64))
+    assert got[:, :, 0].tolist() == [[0, 1, 2], [0, 1, 2]]
+    assert got[:, :, 1].tolist() == [[0, 0, 0], [0, 0, 0]]
