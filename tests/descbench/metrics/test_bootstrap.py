@@ -10,7 +10,7 @@ import pytest
 from scipy import stats
 
 from descbench.metrics.bootstrap import (
-    BootstrapParams, adjust_p_values, bh_adjust, bootstrap_ci, holm_adjust, paired_comparison, scene_draws,
+    CORRECTIONS, BootstrapParams, adjust_p_values, bh_adjust, bootstrap_ci, holm_adjust, paired_comparison, scene_draws,
     two_stage_ci,
 )
 
@@ -285,6 +285,14 @@ def test_nan_p_values_are_not_in_the_family_and_stay_nan():
     np.testing.assert_array_equal(adjust_p_values(p, "none"), p)
 
 
+def test_integer_p_values_are_adjusted_as_floats():
+    """p-values given as integers (0 and 1 are valid p-values) are read as float64: every
+    method returns float64, 'none' included."""
+    for method in CORRECTIONS:
+        adj = adjust_p_values([0, 1], method)
+        assert adj.dtype == np.float64 and adj.tolist() == [0.0, 1.0], method
+
+
 def test_a_single_test_is_unchanged():
     for v in (0.0, 0.0078125, 0.3, 1.0):
         for method in ("holm", "bh", "none"):
@@ -299,7 +307,7 @@ def test_invalid_input():
     with pytest.raises(ValueError, match=re.escape(
             "unknown multiple-comparison correction 'bonferroni'; one of holm, bh, none")):
         adjust_p_values([0.1], "bonferroni")
-    in_range = re.escape("p-values must lie in [0, 1] (NaN = no test)")
+    in_range = "^" + re.escape("p-values must lie in [0, 1] (NaN = no test)") + "$"
     with pytest.raises(ValueError, match=in_range):
         holm_adjust([0.1, 1.5])
     with pytest.raises(ValueError, match=in_range):
@@ -312,8 +320,6 @@ def test_config_schema_offers_exactly_the_implemented_corrections():
     from pathlib import Path
 
     import yaml
-
-    from descbench.metrics.bootstrap import CORRECTIONS
 
     root = Path(__file__).resolve().parents[3]
     schema = yaml.safe_load((root / "workflow/schemas/config.schema.yaml").read_text())
